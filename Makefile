@@ -1,0 +1,45 @@
+# bv: `make demo` runs the whole pipeline offline; `make test` runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEMO   := build/demo
+N      ?= 40
+JOBS   ?= 32
+
+.PHONY: demo test eval bench lint clean
+
+# Install bv and its test extra into .venv; redone when the package metadata changes.
+$(VENV)/.installed: setup.cfg pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bv needs Python 3.11 or newer (set PYTHON=...)")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	@mkdir -p $(DEMO)
+	$(BIN)/bv synth --n $(N) --seed 0 --out $(DEMO)/data
+	$(BIN)/bv prompt $(DEMO)/data/meta_data.jsonl \
+	  | $(BIN)/bv rollout --backend chance --repeats 3 -j $(JOBS) --quiet \
+	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
+	$(BIN)/bv report $(DEMO)/results.jsonl
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+
+# make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
+ITEMS ?= $(DEMO)/data/meta_data.jsonl
+eval: $(VENV)/.installed
+	@test -n "$(MODEL)" || { echo "usage: make eval MODEL=name [BASE_URL=url] [ITEMS=meta_data.jsonl]" >&2; exit 2; }
+	@test -f "$(ITEMS)" || $(BIN)/bv synth --n $(N) --seed 0 --out $(DEMO)/data
+	@mkdir -p build/eval
+	$(BIN)/bv prompt $(ITEMS) \
+	  | $(BIN)/bv rollout -m $(MODEL) $(if $(BASE_URL),--base-url $(BASE_URL)) -j $(JOBS) \
+	  | $(BIN)/bv judge > build/eval/results.jsonl
+	$(BIN)/bv report build/eval/results.jsonl
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check bv tests bench
+	$(BIN)/ruff format --check bv tests bench
+
+clean:
+	rm -rf build $(VENV) *.egg-info

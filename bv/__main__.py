@@ -1,0 +1,3 @@
+from bv.cli import main
+
+main()
