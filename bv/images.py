@@ -1,0 +1,181 @@
+"""Images: where they may come from, what they are, and how they are sent.
+
+Records refer to images by `file://` URL; the bytes are read, checked and base64-encoded
+only when a request is sent (`encode_image`), so pipes stay small and memory stays bounded
+by the requests in flight. Formats are told from the bytes, never from the file name.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from bv.records import BadRecord
+
+# Formats chat APIs accept as they are; anything else is converted to PNG before sending.
+SENDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
+MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+)
+# Pillow refuses images above twice this many pixels; we refuse above it (decompression bombs).
+MAX_IMAGE_PIXELS = 64_000_000
+
+
+def sniff_format(head: bytes) -> str | None:
+    """The image format told by the first bytes of a file, or None if it is not an image we know."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    for magic, name in MAGIC:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def resolve_image(path: str, root: Path, allow_any_path: bool = False) -> Path:
+    """The real path of an item's image, confined to `root` unless `allow_any_path`.
+
+    Symlinks are resolved before the check, so a link inside the dataset that points at
+    ~/.ssh/id_rsa is refused like the path itself would be.
+    """
+    if "://" in path:
+        raise BadRecord(f"image {path!r}: only local file paths are supported")
+    candidate = Path(path).expanduser() if allow_any_path else Path(path)
+    if candidate.is_absolute() and not allow_any_path:
+        raise BadRecord(f"image {path!r}: absolute paths are refused (use --allow-any-path to permit)")
+    try:
+        real = (root / candidate).resolve(strict=True)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadRecord(f"image {path!r}: file not found under {root}") from None
+    except (OSError, RuntimeError) as exc:
+        raise BadRecord(f"image {path!r}: {exc}") from None
+    if not allow_any_path and not real.is_relative_to(root.resolve()):
+        raise BadRecord(f"image {path!r}: resolves outside {root} (use --allow-any-path to permit)")
+    if not real.is_file():
+        raise BadRecord(f"image {path!r}: not a regular file")
+    try:
+        with open(real, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise BadRecord(f"image {path!r}: unreadable ({exc.strerror})") from None
+    if sniff_format(head) is None:
+        raise BadRecord(f"image {path!r}: not an image (PNG, JPEG, WebP, GIF, BMP or TIFF)")
+    return real
+
+
+def file_url(path: Path) -> str:
+    return path.as_uri()
+
+
+def path_of(url: str) -> Path:
+    """The local path a `file://` URL names."""
+    parsed = urlparse(url)
+    if parsed.scheme != "file":
+        raise ValueError(f"not a file URL: {url[:80]}")
+    return Path(unquote(parsed.path))
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """How images are prepared for sending; part of the cache key, since it changes the bytes."""
+
+    max_pixels: int | None = None
+
+
+@dataclass
+class EncodedImage:
+    data_uri: str
+    sha256: str  # of the file as read, before any conversion
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of the file's bytes: what the cache key holds in place of the image."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class ImageError(Exception):
+    """An image that cannot be sent; an error for its item, not for the run."""
+
+
+def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> EncodedImage:
+    """Read an image and return it as a data URI, converted and downscaled where needed."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImageError(f"{path.name}: unreadable ({exc.strerror})") from None
+    sha = hashlib.sha256(data).hexdigest()
+    fmt = sniff_format(data[:16])
+    if fmt is None:
+        raise ImageError(f"{path.name}: not an image")
+    data, fmt = _prepare(data, fmt, options, path.name)
+    return EncodedImage(f"data:{SENDABLE[fmt]};base64,{base64.b64encode(data).decode('ascii')}", sha)
+
+
+def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
+    """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow."""
+    from PIL import Image, ImageOps  # only when images are really sent
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            if width * height > MAX_IMAGE_PIXELS:
+                raise ImageError(f"{name}: {width}x{height} pixels is over the limit (decompression bomb?)")
+            orientation = img.getexif().get(0x0112, 1)
+            too_big = options.max_pixels is not None and width * height > options.max_pixels
+            odd_mode = img.mode in ("P", "PA", "CMYK", "I;16", "I", "F", "1")
+            if fmt in SENDABLE and orientation == 1 and not too_big and not odd_mode:
+                return data, fmt
+            img.load()
+            out = ImageOps.exif_transpose(img) or img
+            if out.mode not in ("RGB", "RGBA", "L", "LA"):
+                out = out.convert("RGBA" if "A" in out.mode or "transparency" in out.info else "RGB")
+            if too_big:
+                scale = (options.max_pixels / (width * height)) ** 0.5
+                out = out.resize(
+                    (max(1, int(out.width * scale)), max(1, int(out.height * scale))),
+                    Image.Resampling.LANCZOS,
+                )
+            buffer = io.BytesIO()
+            out.save(buffer, "PNG")
+            return buffer.getvalue(), "PNG"
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"{name}: refused as a decompression bomb ({exc})") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ImageError(f"{name}: cannot be decoded ({exc})") from None
+
+
+def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list[dict]:
+    """A copy of the messages with each `file://` image URL replaced by `replace(path)`."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                url = part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
+                if url.startswith("file:"):
+                    part = {**part, "image_url": {**part["image_url"], "url": replace(path_of(url))}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        out.append(message)
+    return out
+
+
+def inline_images(messages: list[dict], options: ImageOptions = ImageOptions()) -> list[dict]:
+    """The messages ready to send: each `file://` image replaced by its data URI."""
+    return map_image_urls(messages, lambda path: encode_image(path, options).data_uri)

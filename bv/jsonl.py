@@ -1,0 +1,162 @@
+"""Reading and writing JSONL streams, with a clear `file:line: why` for every bad line.
+
+Every stage reads records through `read_records` and writes through `JsonlWriter`; bad
+lines are reported on stderr and counted in `Problems`, good lines keep flowing, and the
+stage exits 1 at the end when any line was bad (0 with --skip-bad).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from bv.records import BadRecord
+
+MAX_LINE_BYTES = int(os.environ.get("BV_MAX_LINE_BYTES", 64 * 1024 * 1024))
+STDIN = "-"
+
+
+class StdoutClosed(Exception):
+    """The reader of our stdout went away (`| head`); the stage should stop quietly."""
+
+
+@dataclass
+class Source:
+    """Where a record came from, for messages and for resolving relative image paths."""
+
+    name: str  # the path as the user gave it, or "<stdin>"
+    line: int
+    folder: Path | None  # the file's folder; None for stdin
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.line}"
+
+
+@dataclass
+class Problems:
+    """Bad input lines seen so far; reported as they happen, counted for the exit code."""
+
+    stream: IO[str] = field(default_factory=lambda: sys.stderr)
+    count: int = 0
+
+    def report(self, where: Source | str, why: str) -> None:
+        self.count += 1
+        self.stream.write(f"bv: {where}: {why}\n")
+        self.stream.flush()
+
+    def warn(self, where: Source | str, why: str) -> None:
+        self.stream.write(f"bv: {where}: warning: {why}\n")
+        self.stream.flush()
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """(line, too_long) pairs; an over-long line is skipped up to its newline, never held whole."""
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:  # drain the rest of the over-long line
+                rest = stream.readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield b"", True
+        else:
+            yield line, False
+
+
+def _open(path: str) -> tuple[IO[bytes], str, Path | None]:
+    if path == STDIN:
+        return sys.stdin.buffer, "<stdin>", None
+    return open(path, "rb"), path, Path(path).resolve().parent
+
+
+def read_json_lines(paths: Iterable[str], problems: Problems) -> Iterator[tuple[Source, Any]]:
+    """Yield (source, parsed JSON value) for every good line of every path ("-" is stdin)."""
+    for path in paths or [STDIN]:
+        try:
+            stream, name, folder = _open(path)
+        except OSError as exc:
+            problems.report(path, f"cannot open: {exc.strerror or exc}")
+            continue
+        try:
+            yield from _parse_stream(stream, name, folder, problems)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+
+
+def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: Problems) -> Iterator:
+    number = 0
+    for raw, too_long in _lines(stream):
+        number += 1
+        where = Source(name, number, folder)
+        if too_long:
+            problems.report(where, f"line longer than {MAX_LINE_BYTES} bytes (skipped)")
+            continue
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            problems.warn(where, "UTF-8 byte order mark ignored")
+            raw = raw[3:]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.report(where, f"invalid UTF-8 at byte {exc.start}")
+            continue
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            torn = not raw.endswith(b"\n")
+            why = (
+                "torn last line (no newline; was the writer killed?)" if torn else f"invalid JSON: {exc.msg}"
+            )
+            problems.report(where, f"{why} at column {exc.colno}" if not torn else why)
+            continue
+        yield where, value
+
+
+def read_records(
+    paths: Iterable[str],
+    problems: Problems,
+    parse: Callable[[Any], dict[str, Any]] | None = None,
+) -> Iterator[tuple[Source, dict[str, Any]]]:
+    """Yield (source, record) for each line that parses and passes `parse`; report the rest."""
+    for where, value in read_json_lines(paths, problems):
+        try:
+            if not isinstance(value, dict):
+                raise BadRecord(f"expected a JSON object, got {type(value).__name__}")
+            yield where, parse(value) if parse else value
+        except BadRecord as exc:
+            problems.report(where, str(exc))
+
+
+class JsonlWriter:
+    """Writes one JSON object per line and flushes it, so a crash never loses a finished row."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        import jsonlines  # imported here: only stages that write JSONL pay for it
+
+        self._writer = jsonlines.Writer(stream or sys.stdout, compact=True, flush=True)
+        self.count = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        try:
+            self._writer.write(record)
+        except BrokenPipeError as exc:
+            raise StdoutClosed() from exc
+        self.count += 1
+
+
+def silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

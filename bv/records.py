@@ -1,0 +1,202 @@
+"""Record schemas: the one place that says which fields each stage reads and writes.
+
+Every stage reads JSONL records and writes them back with its own fields added, so any
+stage can be re-run later on a file. A record is a flat JSON object (easy to `jq`):
+
+    item    (bv prompt reads; `bv import` writes)  id, question, ans_type, choices, answer,
+                                                    type, subtype, images, cot
+    prompt  (bv prompt adds)                        schema, messages, skill
+    rollout (bv rollout adds)                       run, backend, model, params, response,
+                                                    turns, usage, latency_s, error
+    judge   (bv judge adds)                         extracted, hard, decided_by, undecided,
+                                                    judge_reason, judge_model, judge_reply,
+                                                    judge_error, judge_version
+
+docs/formats.md shows an example of each. Re-running a stage first drops the fields of
+that stage and of every later one, so a re-judged row keeps its rollout untouched.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+ITEM_FIELDS = ("id", "question", "ans_type", "choices", "answer", "type", "subtype", "images", "cot")
+PROMPT_FIELDS = ("schema", "messages", "skill")
+ROLLOUT_FIELDS = ("run", "backend", "model", "params", "response", "turns", "usage", "latency_s", "error")
+JUDGE_FIELDS = (
+    "extracted",
+    "hard",
+    "decided_by",
+    "undecided",
+    "judge_reason",
+    "judge_model",
+    "judge_reply",
+    "judge_error",
+    "judge_version",
+)
+STAGE_FIELDS = {"prompt": PROMPT_FIELDS, "rollout": ROLLOUT_FIELDS, "judge": JUDGE_FIELDS}
+STAGES = tuple(STAGE_FIELDS)
+
+ANS_TYPES = ("choice", "blank")
+LABELS = string.ascii_uppercase
+
+
+class BadRecord(ValueError):
+    """A record that cannot be used; the message says why, for a `file:line: why` report."""
+
+
+def without_stage(record: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The record minus the fields `stage` and every later stage wrote (for re-running a stage)."""
+    drop: set[str] = set()
+    for name in STAGES[STAGES.index(stage) :]:
+        drop.update(STAGE_FIELDS[name])
+    return {k: v for k, v in record.items() if k not in drop}
+
+
+def check_schema(record: dict[str, Any]) -> None:
+    """Refuse records written by a newer bv, whose fields this version may misread."""
+    version = record.get("schema", SCHEMA_VERSION)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise BadRecord(f"schema version {version!r} is newer than this bv understands ({SCHEMA_VERSION})")
+
+
+def _text(obj: dict[str, Any], key: str, *, required: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise BadRecord(f"missing or empty {key!r}")
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise BadRecord(f"{key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _answers(value: Any, key: str) -> list[str]:
+    """Accepted blank answers as a non-empty list of strings."""
+    values = value if isinstance(value, list) else [value]
+    answers = [str(v) for v in values if v is not None and str(v).strip()]
+    if not answers:
+        raise BadRecord(f"no gold answer ({key!r} is empty)")
+    return answers
+
+
+def _images(obj: dict[str, Any]) -> list[str]:
+    images = obj.get("images", obj.get("image"))
+    if isinstance(images, str):
+        images = [images]
+    if not isinstance(images, list) or not images or not all(isinstance(p, str) and p for p in images):
+        raise BadRecord("missing 'image' (a path) or 'images' (a list of paths)")
+    return images
+
+
+def _from_official(obj: dict[str, Any]) -> dict[str, Any]:
+    """The official BabyVision meta_data.jsonl form."""
+    ans_type = obj.get("ansType")
+    if ans_type not in ANS_TYPES:
+        raise BadRecord(f"unknown answer type {ans_type!r} (ansType must be 'choice' or 'blank')")
+    item: dict[str, Any] = {
+        "id": _text(obj, "taskId"),
+        "question": _text(obj, "question"),
+        "ans_type": ans_type,
+    }
+    if ans_type == "choice":
+        options = obj.get("options")
+        if not isinstance(options, list) or not options:
+            raise BadRecord("choice item without 'options'")
+        if len(options) > len(LABELS):
+            raise BadRecord(f"{len(options)} options; at most {len(LABELS)} can be labelled")
+        item["choices"] = [{"label": LABELS[i], "text": str(t)} for i, t in enumerate(options)]
+        index = obj.get("choiceAns")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise BadRecord(f"no gold answer ('choiceAns' must be an option index, not {index!r})")
+        if not 0 <= index < len(options):
+            raise BadRecord(f"'choiceAns' {index} is out of range for {len(options)} options")
+        item["answer"] = [LABELS[index]]
+    else:
+        item["choices"] = []
+        item["answer"] = _answers(obj.get("blankAns"), "blankAns")
+    item["type"] = _text(obj, "type", required=False) or "unknown"
+    item["subtype"] = _text(obj, "subtype", required=False) or "unknown"
+    item["images"] = _images(obj)
+    if obj.get("coT"):
+        item["cot"] = str(obj["coT"])
+    return item
+
+
+def _from_bv(obj: dict[str, Any]) -> dict[str, Any]:
+    """bv's own item form (what `bv import` writes)."""
+    ans_type = obj.get("ans_type")
+    if ans_type not in ANS_TYPES:
+        raise BadRecord(f"unknown answer type {ans_type!r} (ans_type must be 'choice' or 'blank')")
+    item: dict[str, Any] = {"id": _text(obj, "id"), "question": _text(obj, "question"), "ans_type": ans_type}
+    if ans_type == "choice":
+        choices = obj.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise BadRecord("choice item without 'choices'")
+        parsed = []
+        for i, choice in enumerate(choices):
+            if isinstance(choice, str):
+                choice = {"label": LABELS[i], "text": choice}
+            if not isinstance(choice, dict) or not isinstance(choice.get("label"), str):
+                raise BadRecord(f"choice {i + 1} must be {{'label': 'A', 'text': '...'}}")
+            parsed.append({"label": choice["label"].strip(), "text": str(choice.get("text", ""))})
+        item["choices"] = parsed
+        gold = obj.get("answer")
+        gold = gold[0] if isinstance(gold, list) and len(gold) == 1 else gold
+        labels = [c["label"] for c in parsed]
+        if not isinstance(gold, str) or not gold.strip():
+            raise BadRecord("no gold answer ('answer' must be the correct choice label)")
+        if gold.strip() not in labels:
+            raise BadRecord(f"gold answer {gold!r} is not one of the labels {', '.join(labels)}")
+        item["answer"] = [gold.strip()]
+    else:
+        item["choices"] = []
+        item["answer"] = _answers(obj.get("answer"), "answer")
+    item["type"] = _text(obj, "type", required=False) or "unknown"
+    item["subtype"] = _text(obj, "subtype", required=False) or "unknown"
+    item["images"] = _images(obj)
+    if obj.get("cot"):
+        item["cot"] = str(obj["cot"])
+    return item
+
+
+def parse_item(obj: Any) -> dict[str, Any]:
+    """Normalise one item, official or bv form, into bv's item fields; raise BadRecord if unusable.
+
+    Normalised, `answer` is always a list of accepted strings (for choice items, one label),
+    and `images` always a list of paths as written in the items file.
+    """
+    if not isinstance(obj, dict):
+        raise BadRecord(f"expected a JSON object, got {type(obj).__name__}")
+    check_schema(obj)
+    if "taskId" in obj or "ansType" in obj:
+        item = _from_official(obj)
+    else:
+        item = _from_bv(obj)
+    # Fields of later stages are carried forward untouched, so items may hold extra metadata.
+    extra = {k: v for k, v in obj.items() if k not in item and k not in _OFFICIAL_KEYS}
+    return {**item, **extra}
+
+
+_OFFICIAL_KEYS = {"taskId", "ansType", "options", "choiceAns", "blankAns", "image", "coT"}
+
+
+def gold_text(record: dict[str, Any]) -> str:
+    """The gold answer as a person reads it: `B. red circle` for choice items, `a | b` for blank."""
+    if record.get("ans_type") == "choice":
+        label = record["answer"][0]
+        text = next((c["text"] for c in record.get("choices", []) if c["label"] == label), "")
+        return f"{label}. {text}" if text else label
+    return " | ".join(record.get("answer", []))
+
+
+def require(record: dict[str, Any], stage: str, *fields: str) -> None:
+    """Raise BadRecord unless the record has what `stage` needs (e.g. judge needs a rollout)."""
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise BadRecord(f"not a {stage} record: missing {', '.join(repr(f) for f in missing)}")
