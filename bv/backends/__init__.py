@@ -1,0 +1,68 @@
+"""Backends: one small interface, `await backend.complete(messages, **params) -> Reply`.
+
+A backend turns chat messages (images as `file://` URLs, see bv.images) into one reply. It
+raises bv.retry's Transient, ItemFailure or Fatal, so retries, caching and concurrency live
+once, in bv.engine, for every backend. Backends are chosen by name with `make_backend`;
+each module is imported only when chosen, so `bv --help` never loads an HTTP client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class Reply:
+    """One model reply, as recorded per turn and stored in the cache."""
+
+    content: str
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
+    latency_s: float = 0.0
+    model: str | None = None  # as the server named it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "latency_s": round(self.latency_s, 4),
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reply:
+        return cls(
+            content=data.get("content") or "",
+            finish_reason=data.get("finish_reason"),
+            usage=data.get("usage") or {},
+            latency_s=data.get("latency_s") or 0.0,
+            model=data.get("model"),
+        )
+
+
+class Backend(Protocol):
+    name: str
+    model: str
+    endpoint: str | None  # what the cache key records of where replies come from; never a secret
+    cacheable: bool  # False for backends whose replies cost nothing to recompute
+
+    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+BACKENDS = {
+    "openai": "bv.backends.openai_compat:OpenAIBackend",
+    "azure": "bv.backends.openai_compat:AzureBackend",
+    "chance": "bv.backends.chance:ChanceBackend",
+}
+
+
+def make_backend(name: str, **config: Any) -> Backend:
+    """Build the backend called `name` from its configuration (see each backend's `from_config`)."""
+    module_name, _, class_name = BACKENDS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls.from_config(**config)

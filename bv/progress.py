@@ -1,0 +1,132 @@
+"""Run statistics and how they are shown on stderr: a live bar on a terminal, plain lines
+every few seconds otherwise (logs, CI), one summary line at the end, nothing with --quiet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import IO
+
+
+@dataclass
+class Stats:
+    """Counters the engine and the stages update; `waiting` is a gauge of items in retry backoff."""
+
+    total: int | None = None  # rows expected, when the input is a file
+    done: int = 0
+    errors: int = 0
+    answered: int = 0  # rows whose reply has a \boxed{} answer
+    requests: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    waiting: Counter = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def add_usage(self, usage: dict[str, int]) -> None:
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def waiting_text(self) -> str:
+        reasons = {r: n for r, n in self.waiting.items() if n > 0}
+        if not reasons:
+            return ""
+        detail = ", ".join(f"{reason} ×{n}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        return f"{sum(reasons.values())} waiting to retry ({detail})"
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
+        parts = [
+            f"{done} done",
+            f"{self.errors} errors",
+            f"{self.cache_hits} cached",
+            f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s",
+        ]
+        if self.done:
+            parts.append(f"{100 * self.answered / self.done:.0f}% boxed")
+        waiting = self.waiting_text()
+        if waiting:
+            parts.append(waiting)
+        return ", ".join(parts)
+
+    def summary(self) -> str:
+        elapsed = time.monotonic() - self.started
+        return (
+            f"{self.done} rows, {self.errors} errors, {self.cache_hits} cache hits, {self.requests} requests,"
+            f" {_human(self.prompt_tokens)} prompt + {_human(self.completion_tokens)} completion tokens,"
+            f" {elapsed:.1f} s, {self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
+        )
+
+
+def _human(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
+
+
+class ProgressDisplay:
+    """Shows `Stats` while a run goes on; use `async with` around the run."""
+
+    def __init__(
+        self,
+        stats: Stats,
+        label: str,
+        quiet: bool = False,
+        stream: IO[str] | None = None,
+        every_s: float = 5.0,
+    ) -> None:
+        self.stats = stats
+        self.label = label
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        self.every_s = every_s
+        self._task: asyncio.Task | None = None
+        self._bar = None
+
+    async def __aenter__(self) -> ProgressDisplay:
+        if self.quiet:
+            return self
+        if self.stream.isatty():
+            self._start_bar()
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn(f"bv {self.label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=Console(file=self.stream),
+            transient=True,
+        )
+        self._bar.start()
+        self._bar_task = self._bar.add_task("", total=self.stats.total, info="")
+
+    async def _tick(self) -> None:
+        last_line = time.monotonic()
+        while True:
+            await asyncio.sleep(0.2 if self._bar else 1.0)
+            if self._bar is not None:
+                info = self.stats.line().split(", ", 1)[1]
+                self._bar.update(self._bar_task, completed=self.stats.done, info=info)
+            elif time.monotonic() - last_line >= self.every_s:
+                last_line = time.monotonic()
+                self.stream.write(f"bv {self.label}: {self.stats.line()}\n")
+                self.stream.flush()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._bar is not None:
+            self._bar.stop()
+        if not self.quiet:
+            self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
+            self.stream.flush()

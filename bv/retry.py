@@ -1,0 +1,62 @@
+"""The one retry policy: what is worth retrying, and how long to wait before the next try.
+
+Backends translate whatever their transport raises into these three errors, so the engine
+decides retries the same way for every backend, the judge included.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+class Transient(Exception):
+    """Worth another try: 429, 5xx, a dropped connection, a timeout, a reply we cannot parse."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class ItemFailure(Exception):
+    """This item cannot succeed (a 400, an unreadable image, retries used up); others still can."""
+
+
+class Fatal(Exception):
+    """No item can succeed (wrong key, unknown model or URL): stop the run and say why."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
+
+    retries: int = 5
+    base_s: float = 1.0
+    cap_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed try number `attempt` (0-based)."""
+        backoff = random.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+        if retry_after is not None:
+            # Honour the server, plus a little jitter so waiting clients do not return in lockstep.
+            return min(max(retry_after, 0.0), 10 * self.cap_s) + random.uniform(0, 0.1 * self.base_s)
+        return backoff
+
+
+def retry_after_seconds(headers: object) -> float | None:
+    """Read `retry-after-ms` or `Retry-After` (seconds) from response headers, if present and sane."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except (TypeError, ValueError):
+            continue  # an HTTP date; rare from APIs, and backoff copes
+        if 0 <= seconds < 3600:
+            return seconds
+    return None

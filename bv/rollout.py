@@ -1,0 +1,132 @@
+"""The rollout stage: send each prompt record to a model and record what came back.
+
+A record is rolled out `repeats` times (`run` 0..K-1, the paper's Avg@k protocol). Each
+run takes up to `max_turns` turns: when a reply has no final answer in \\boxed{}, the next
+turn sends the reply back with the refinement prompt. A row whose requests failed is still
+written, with `error` set and no cached reply, so the next run of the same command retries
+exactly the failed and unfinished rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from bv.backends import make_backend
+from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.extract import has_answer
+from bv.jsonl import JsonlWriter, Problems, read_records
+from bv.progress import Stats
+from bv.prompting import refine_text
+from bv.records import BadRecord, require, without_stage
+from bv.retry import ItemFailure
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    max_turns: int = 1
+    repeats: int = 1
+    params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
+
+
+def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tuple[dict[str, Any], int]]:
+    """Each record once per run, lazily: (record, run)."""
+    for record in records:
+        for run in range(repeats):
+            yield record, run
+
+
+def check_prompt_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What rollout needs of an input line; raises BadRecord for the reader to report."""
+    require(record, "prompt", "id", "messages")
+    if not isinstance(record["messages"], list) or not record["messages"]:
+        raise BadRecord("'messages' must be a non-empty list of chat messages")
+    return record
+
+
+async def rollout_one(
+    record: dict[str, Any], run: int, caller: Caller, options: RolloutOptions
+) -> dict[str, Any]:
+    """Roll one record out once; never raises for a failed item, it records the error instead."""
+    conversation = list(record["messages"])
+    turns: list[dict[str, Any]] = []
+    error = None
+    started = time.monotonic()
+    try:
+        for turn in range(options.max_turns):
+            reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
+            turns.append({**reply.to_json(), "cached": cached})
+            if has_answer(reply.content) or turn + 1 == options.max_turns:
+                break
+            conversation += [
+                {"role": "assistant", "content": reply.content},
+                {"role": "user", "content": refine_text(reply.content)},
+            ]
+    except ItemFailure as exc:
+        error = str(exc)
+    stats = caller.stats
+    stats.done += 1
+    stats.errors += error is not None
+    response = turns[-1]["content"] if turns and error is None else None
+    stats.answered += has_answer(response)
+    row = without_stage(record, "rollout")
+    row.update(
+        run=run,
+        backend=caller.backend.name,
+        model=caller.backend.model,
+        params=options.params,
+        response=response,
+        turns=turns,
+        usage={
+            "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
+            "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
+        },
+        latency_s=round(time.monotonic() - started, 4),
+        error=error,
+    )
+    return row
+
+
+def count_rows(inputs: Iterable[str]) -> int | None:
+    """Lines in the input files (for a progress total), or None when reading stdin."""
+    if not inputs or "-" in inputs:
+        return None
+    total = 0
+    for path in inputs:
+        try:
+            with open(path, "rb") as f:
+                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        except OSError:
+            pass  # reported when the file is read
+    return total
+
+
+def run_rollout(
+    inputs: tuple[str, ...],
+    backend_name: str,
+    backend_config: dict[str, Any],
+    options: RolloutOptions,
+    settings: RunSettings,
+) -> tuple[Problems, Outcome]:
+    """The whole stage: read prompt records, roll them out, write rows to stdout."""
+    problems = Problems()
+    backend = make_backend(backend_name, **backend_config)
+    total = count_rows(inputs)
+    stats = Stats(total=None if total is None else total * options.repeats)
+    stopping = asyncio.Event()
+    caller = Caller.for_run(backend, settings, stats, stopping)
+    records = (record for _, record in read_records(inputs, problems, check_prompt_record))
+    outcome = run_stage(
+        expand_runs(records, options.repeats),
+        lambda task: rollout_one(task[0], task[1], caller, options),
+        JsonlWriter().write,
+        settings=settings,
+        stats=stats,
+        label="rollout",
+        stopping=stopping,
+        backend=backend,
+    )
+    return problems, outcome
