@@ -1,0 +1,160 @@
+"""The judge stage: extract each reply's answer and decide whether it is right.
+
+Rules decide first (bv.rules); what they cannot decide goes to an LLM judge in `auto` mode,
+every item goes to it in `llm` mode (the official BabyVision protocol), none in `rules`
+mode. The LLM judge is any OpenAI-compatible model called through the same engine as the
+rollout, with its cache and retries, so re-judging a file costs no new calls. A judge reply
+that is not exactly True or False is a judge error, counted apart, never a 0 or a 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bv.backends import make_backend
+from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.extract import extract_answer, strip_thinking
+from bv.jsonl import JsonlWriter, Problems, read_records
+from bv.progress import Stats
+from bv.prompting import render, template
+from bv.records import BadRecord, require, without_stage
+from bv.retry import Fatal, ItemFailure
+from bv.rules import RULES_VERSION, decide
+
+MODES = ("auto", "rules", "llm")
+JUDGE_PARAMS = {"temperature": 0}
+
+
+def judge_version() -> str:
+    """A short hash of the judge prompt and the rules: rows with another version were judged differently."""
+    blob = template("judge") + "\0" + RULES_VERSION
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def check_rollout_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What judge needs of an input line; raises BadRecord for the reader to report."""
+    require(record, "rollout", "id", "ans_type", "answer", "response")
+    if record["ans_type"] == "choice":
+        require(record, "rollout", "choices")
+    if not isinstance(record["answer"], list) or not record["answer"]:
+        raise BadRecord("'answer' must be a non-empty list of accepted answers")
+    return record
+
+
+def judge_messages(record: dict[str, Any], extracted: str | None) -> list[dict[str, str]]:
+    question = record["question"].strip()
+    if record["ans_type"] == "choice":
+        question += "\n\n" + "\n".join(f"{c['label']}. {c['text']}" for c in record["choices"])
+    gold = " or ".join(record["answer"])
+    text = render("judge", question=question, gold=gold, answer="None" if extracted is None else extracted)
+    return [{"role": "user", "content": text}]
+
+
+_VERDICT = re.compile(r"^\W*(true|false)\W*$", re.IGNORECASE)
+
+
+def parse_verdict(reply: str) -> int | None:
+    """1 for True, 0 for False, None for anything else; `untrue` or `True or False` are not verdicts."""
+    text = strip_thinking(reply or "").strip()
+    boxed = extract_answer(text)
+    candidates = [boxed] if boxed is not None else [text, text.splitlines()[-1] if text else ""]
+    for candidate in candidates:
+        match = _VERDICT.match(candidate.strip())
+        if match:
+            return int(match.group(1).lower() == "true")
+    return None
+
+
+@dataclass
+class LLMJudge:
+    caller: Caller
+
+    @property
+    def model(self) -> str:
+        return self.caller.backend.model
+
+    async def verdict(
+        self, record: dict[str, Any], extracted: str | None
+    ) -> tuple[int | None, str | None, str | None]:
+        """(hard, raw reply, error) from the LLM judge."""
+        try:
+            reply, _ = await self.caller.call(judge_messages(record, extracted), JUDGE_PARAMS)
+        except ItemFailure as exc:
+            return None, None, f"judge request failed: {exc}"
+        hard = parse_verdict(reply.content)
+        return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
+
+
+async def judge_one(record: dict[str, Any], mode: str, llm: LLMJudge | None, version: str) -> dict[str, Any]:
+    """One judged row: the record with the judge fields replaced."""
+    row = without_stage(record, "judge")
+    extracted = extract_answer(record.get("response"))
+    verdict = decide(row, extracted)
+    row.update(
+        extracted=extracted, judge_version=version, judge_model=None, judge_reply=None, judge_error=None
+    )
+    if llm is not None and (mode == "llm" or (mode == "auto" and verdict.hard is None)):
+        hard, reply, error = await llm.verdict(row, extracted)
+        row.update(
+            hard=hard,
+            decided_by="llm" if error is None else "error",
+            undecided=False,
+            judge_reason=f"LLM judge; rules said: {verdict.reason}",
+            judge_model=llm.model,
+            judge_reply=reply,
+            judge_error=error,
+        )
+        return row
+    row.update(
+        hard=verdict.hard if verdict.hard is not None else 0,
+        decided_by="rules",
+        undecided=verdict.hard is None,
+        judge_reason=verdict.reason,
+    )
+    return row
+
+
+def run_judge(
+    inputs: tuple[str, ...], mode: str, judge_config: dict[str, Any], settings: RunSettings
+) -> tuple[Problems, Outcome]:
+    """The whole stage: read rollout rows, judge them, write them in input order to stdout."""
+    problems = Problems()
+    backend = None
+    if mode != "rules":
+        if judge_config.get("model"):
+            backend = make_backend("openai", **judge_config)
+        elif mode == "llm":
+            raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
+        else:
+            problems.stream.write(
+                "bv judge: warning: no LLM judge configured (--judge-model);"
+                " judging by rules only, undecided rows count wrong\n"
+            )
+    stats = Stats()
+    stopping = asyncio.Event()
+    llm = LLMJudge(Caller.for_run(backend, settings, stats, stopping)) if backend is not None else None
+    version = judge_version()
+
+    async def one(record: dict[str, Any]) -> dict[str, Any]:
+        row = await judge_one(record, mode, llm, version)
+        stats.done += 1
+        stats.errors += row["decided_by"] == "error"
+        stats.answered += row["extracted"] is not None
+        return row
+
+    records = (record for _, record in read_records(inputs, problems, check_rollout_record))
+    outcome = run_stage(
+        records,
+        one,
+        JsonlWriter().write,
+        settings=replace(settings, ordered=True, quiet=settings.quiet or backend is None),
+        stats=stats,
+        label="judge",
+        stopping=stopping,
+        backend=backend,
+    )
+    return problems, outcome

@@ -1,0 +1,122 @@
+"""Rule-based judging: decide what rules can decide for sure, and say "undecided" otherwise.
+
+Choice items are decided when the answer is a label in a common form (`B`, `(B)`, `B.`,
+`Option B`, lower case) or an option's exact text. Blank items are decided when the answer
+equals an accepted gold after normalising case, spaces, brackets and trailing punctuation,
+when both are numbers, or when both are number tuples of the same shape (coordinates):
+then different values are decided wrong. Everything else is left to the LLM judge.
+docs/judging.md lists every rule with examples; bump RULES_VERSION when one changes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+RULES_VERSION = "1"
+
+_LABEL_FORMS = (
+    re.compile(r"^\(?([a-z])\)?[.):]?$", re.IGNORECASE),  # B  (B)  B.  B)  b
+    re.compile(r"^(?:option|choice|answer)\s*[:：]?\s*\(?([a-z])\)?[.)]?$", re.IGNORECASE),  # Option B
+)
+_LABEL_WITH_TEXT = re.compile(r"^\(?([a-z])\)?[.):]\s+(.+)$", re.IGNORECASE | re.DOTALL)  # B. red circle
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+        " fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER = r"[-+]?\d+(?:\.\d+)?"
+_TUPLE = re.compile(rf"^{_NUMBER}(?:,{_NUMBER})*$")
+_BRACKETS = "()[]{}<>"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """1 or 0 when the rules decide, None when they cannot; `reason` says which rule applied."""
+
+    hard: int | None
+    reason: str
+
+
+def normalise(text: str) -> str:
+    """Lower case, no spaces, no outer brackets or trailing punctuation; `(4, 7)` -> `4,7`."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = re.sub(r"\\left|\\right|\\,|\\;|\\!", "", text)
+    text = re.sub(r"\s+", "", text)
+    text = text.rstrip(".;:!?。")
+    while len(text) >= 2 and text[0] in "([{<" and text[-1] == _BRACKETS[_BRACKETS.index(text[0]) + 1]:
+        text = text[1:-1]
+    return _NUMBER_WORDS.get(text, text)
+
+
+def _numbers(text: str) -> tuple[float, ...] | None:
+    """A normalised answer as a tuple of numbers (`4,7` -> (4.0, 7.0)), or None if it is not one."""
+    if not _TUPLE.match(text):
+        return None
+    return tuple(float(n) for n in text.split(","))
+
+
+def judge_blank(answer: str, golds: list[str]) -> Verdict:
+    """Compare a blank answer with every accepted gold; right if any matches."""
+    said = normalise(answer)
+    wrong_reasons = []
+    for gold in golds:
+        want = normalise(gold)
+        if said == want:
+            return Verdict(1, f"equals gold {gold!r} after normalising")
+        said_n, want_n = _numbers(said), _numbers(want)
+        if said_n is not None and want_n is not None and len(said_n) == len(want_n):
+            if said_n == want_n:
+                return Verdict(1, f"same numbers as gold {gold!r}")
+            wrong_reasons.append(f"{answer!r} and gold {gold!r} are different numbers")
+    if wrong_reasons and len(wrong_reasons) == len(golds):
+        return Verdict(0, "; ".join(wrong_reasons))
+    return Verdict(None, f"{answer!r} is not comparable to gold {' | '.join(golds)!r} by rules")
+
+
+def _label_of(answer: str, choices: list[dict[str, str]]) -> tuple[str | None, str]:
+    """The label an answer names, or None and why not."""
+    labels = {c["label"].upper(): c["label"] for c in choices}
+    text = answer.strip()
+    for form in _LABEL_FORMS:
+        match = form.match(text)
+        if match:
+            return labels.get(match.group(1).upper(), match.group(1).upper()), "label"
+    wanted = normalise(text)
+    by_text = [c["label"] for c in choices if normalise(c["text"]) == wanted]
+    if len(by_text) == 1:
+        return by_text[0], "option text"
+    match = _LABEL_WITH_TEXT.match(text)
+    if match:
+        label = labels.get(match.group(1).upper())
+        option = next((c for c in choices if c["label"] == label), None)
+        if option is not None and normalise(option["text"]) == normalise(match.group(2)):
+            return label, "label and its text"
+        return None, f"label {match.group(1)!r} with text that is not that option's"
+    return None, "neither a label nor an option's text"
+
+
+def judge_choice(answer: str, choices: list[dict[str, str]], gold_label: str) -> Verdict:
+    label, how = _label_of(answer, choices)
+    if label is None:
+        return Verdict(None, f"{answer!r}: {how}")
+    if label == gold_label:
+        return Verdict(1, f"{how} {label} is the gold {gold_label}")
+    return Verdict(0, f"{how} {label}, gold is {gold_label}")
+
+
+def decide(record: dict[str, Any], extracted: str | None) -> Verdict:
+    """The rules' verdict on one rolled-out record, given its extracted answer."""
+    if record.get("error") and extracted is None:
+        return Verdict(0, "no answer: the rollout failed")
+    if extracted is None:
+        return Verdict(0, "no final answer in \\boxed{}")
+    if not extracted.strip():
+        return Verdict(0, "empty answer")
+    if record["ans_type"] == "choice":
+        return judge_choice(extracted, record["choices"], record["answer"][0])
+    return judge_blank(extracted, record["answer"])
