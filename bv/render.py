@@ -1,0 +1,172 @@
+"""Rendering report summaries as a terminal table, Markdown, CSV or JSON.
+
+Table and Markdown share one layout (`grid`), for people; CSV is long and numeric, one line
+per input and group, for spreadsheets and pandas; JSON holds every figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+LEVELS = (("overall", "Overall"), ("by_type", "type"), ("by_subtype", "subtype"))
+FIGURES = (
+    "n",
+    "rows",
+    "runs",
+    "correct",
+    "accuracy",
+    "std",
+    "ci_low",
+    "ci_high",
+    "chance",
+    "errors",
+    "judge_errors",
+    "undecided",
+)
+
+
+def _groups(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(level, label, cell) in display order: overall, then each type followed by its subtypes."""
+    out = [("overall", "Overall", summary["overall"])]
+    for type_name, cell in summary["by_type"].items():
+        out.append(("type", type_name, cell))
+        for subtype, sub in summary["by_subtype"].items():
+            if sub.get("type") == type_name:
+                out.append(("subtype", subtype, sub))
+    for answer_type, cell in summary["by_ans_type"].items():
+        out.append(("ans_type", f"{answer_type} items", cell))
+    return out
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def accuracy_text(cell: dict[str, Any]) -> str:
+    if cell["accuracy"] is None:
+        return "–"
+    if cell["std"] is not None:
+        return f"{pct(cell['accuracy'])} ± {pct(cell['std'])}"
+    return pct(cell["accuracy"])
+
+
+def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and each row's level, for the table and Markdown formats."""
+    if len(summaries) == 1:
+        s = summaries[0]
+        spread = "± std" if s["overall"]["runs"] > 1 else "95% CI"
+        headers = [
+            "group",
+            "n",
+            "correct",
+            "accuracy %",
+            spread,
+            "chance %",
+            "errors",
+            "judge err",
+            "undecided",
+        ]
+        rows, levels = [], []
+        for level, label, cell in _groups(s):
+            ci = cell.get("ci95")
+            spread_text = (
+                pct(cell["std"]) if cell["std"] is not None else (f"{pct(ci[0])}–{pct(ci[1])}" if ci else "–")
+            )
+            rows.append(
+                [
+                    label,
+                    str(cell["n"]),
+                    f"{cell['correct']}/{cell['rows'] - cell['judge_errors']}",
+                    pct(cell["accuracy"]),
+                    spread_text,
+                    pct(cell["chance"]),
+                    str(cell["errors"]),
+                    str(cell["judge_errors"]),
+                    str(cell["undecided"]),
+                ]
+            )
+            levels.append(level)
+        return headers, rows, levels
+    headers = ["group", "n"] + [f"{s['name']} %" for s in summaries]
+    if len(summaries) == 2:
+        headers.append("Δ")
+    rows, levels = [], []
+    for level, label, _ in _groups(summaries[0]):
+        cells = [_find(s, level, label) for s in summaries]
+        row = [label, "/".join(str(c["n"]) if c else "–" for c in cells)]
+        row += [accuracy_text(c) if c else "–" for c in cells]
+        if len(summaries) == 2:
+            a, b = cells
+            delta = (
+                (b["accuracy"] - a["accuracy"])
+                if a and b and a["accuracy"] is not None and b["accuracy"] is not None
+                else None
+            )
+            row.append("–" if delta is None else f"{100 * delta:+.1f}")
+        rows.append(row)
+        levels.append(level)
+    return headers, rows, levels
+
+
+def _find(summary: dict[str, Any], level: str, label: str) -> dict[str, Any] | None:
+    for lvl, lab, cell in _groups(summary):
+        if lvl == level and lab == label:
+            return cell
+    return None
+
+
+def render_table(summaries: list[dict[str, Any]], stream: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    headers, rows, levels = grid(summaries)
+    title = "bv report: " + ", ".join(s["name"] for s in summaries)
+    table = Table(title=title, title_justify="left")
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row, level in zip(rows, levels, strict=True):
+        label = {
+            "overall": f"[bold]{row[0]}[/]",
+            "type": f"[bold]{row[0]}[/]",
+            "subtype": f"  {row[0]}",
+            "ans_type": f"[dim]{row[0]}[/]",
+        }[level]
+        table.add_row(label, *row[1:], end_section=level in ("overall",))
+    # On a terminal rich fits the table to the window; in a pipe or file nothing needs wrapping.
+    console = Console(file=stream) if stream.isatty() else Console(file=stream, width=240)
+    console.print(table)
+
+
+def render_markdown(summaries: list[dict[str, Any]], stream: Any) -> None:
+    headers, rows, levels = grid(summaries)
+    stream.write("| " + " | ".join(headers) + " |\n")
+    stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
+    for row, level in zip(rows, levels, strict=True):
+        label = f"**{row[0]}**" if level in ("overall", "type") else row[0]
+        stream.write("| " + " | ".join([label, *row[1:]]) + " |\n")
+
+
+def render_csv(summaries: list[dict[str, Any]], stream: Any) -> None:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["input", "level", "group", *FIGURES])
+    for summary in summaries:
+        for level, label, cell in _groups(summary):
+            ci = cell.get("ci95") or [None, None]
+            figures = {**cell, "ci_low": ci[0], "ci_high": ci[1]}
+            writer.writerow(
+                [
+                    summary["name"],
+                    level,
+                    label,
+                    *("" if figures.get(f) is None else figures[f] for f in FIGURES),
+                ]
+            )
+    stream.write(buffer.getvalue())
+
+
+def render_json(report: dict[str, Any], stream: Any) -> None:
+    stream.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")

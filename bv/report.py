@@ -1,0 +1,93 @@
+"""Aggregation for `bv report`: accuracy overall and by type, subtype and answer type.
+
+With several runs (`run` 0..K-1) the accuracy is the paper's Avg@k: the mean over runs of
+each run's accuracy, with the population standard deviation over runs, as the official
+compute_score.py does; with one run, a Wilson 95% interval. Rollout failures count wrong
+(the official protocol) and are also counted in `errors`; judge errors are left out of
+the accuracy and counted in `judge_errors`; rules-undecided rows count wrong and are
+counted in `undecided`. Nothing is hidden in the accuracy.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from bv.stats import mean, pstdev, wilson
+
+
+def chance_of(row: dict[str, Any]) -> float:
+    """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
+    if row.get("ans_type") == "choice" and row.get("choices"):
+        return 1 / len(row["choices"])
+    return 0.0
+
+
+def _cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of one group of rows (all runs together)."""
+    runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        runs[row.get("run", 0)].append(row)
+    per_run = []
+    for run in sorted(runs):
+        judged = [r for r in runs[run] if r.get("hard") is not None]
+        if judged:
+            per_run.append(sum(r["hard"] for r in judged) / len(judged))
+    judged_rows = [r for r in rows if r.get("hard") is not None]
+    correct = sum(r["hard"] for r in judged_rows)
+    items = {str(r["id"]) for r in rows}
+    cell: dict[str, Any] = {
+        "n": len(items),
+        "rows": len(rows),
+        "runs": len(runs),
+        "correct": correct,
+        "accuracy": round(mean(per_run), 6) if per_run else None,
+        "std": round(pstdev(per_run), 6) if len(per_run) > 1 else None,
+        "per_run": [round(a, 6) for a in per_run],
+        "ci95": None,
+        "chance": round(mean([chance_of(r) for r in rows]), 6) if rows else None,
+        "errors": sum(1 for r in rows if r.get("error")),
+        "judge_errors": sum(1 for r in rows if r.get("decided_by") == "error"),
+        "undecided": sum(1 for r in rows if r.get("undecided")),
+    }
+    if len(runs) == 1 and judged_rows:
+        low, high = wilson(correct, len(judged_rows))
+        cell["ci95"] = [round(low, 6), round(high, 6)]
+    return cell
+
+
+def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from bv.extract import has_answer
+
+    latencies = [r["latency_s"] for r in rows if isinstance(r.get("latency_s"), (int, float))]
+    return {
+        "prompt_tokens": sum((r.get("usage") or {}).get("prompt_tokens", 0) for r in rows),
+        "completion_tokens": sum((r.get("usage") or {}).get("completion_tokens", 0) for r in rows),
+        "latency_s_mean": round(mean(latencies), 3) if latencies else None,
+        "unboxed": sum(1 for r in rows if "response" in r and not has_answer(r.get("response"))),
+    }
+
+
+def summarize(rows: Iterable[dict[str, Any]], name: str = "results") -> dict[str, Any]:
+    """Every figure the report shows for one input; judged rows only."""
+    rows = [r for r in rows if "hard" in r]
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = {
+        "by_type": defaultdict(list),
+        "by_subtype": defaultdict(list),
+        "by_ans_type": defaultdict(list),
+    }
+    subtype_type: dict[str, str] = {}
+    for row in rows:
+        groups["by_type"][row.get("type", "unknown")].append(row)
+        groups["by_subtype"][row.get("subtype", "unknown")].append(row)
+        groups["by_ans_type"][row.get("ans_type", "unknown")].append(row)
+        subtype_type.setdefault(row.get("subtype", "unknown"), row.get("type", "unknown"))
+    summary: dict[str, Any] = {"name": name, "overall": _cell(rows)}
+    for group, members in groups.items():
+        summary[group] = {key: _cell(members[key]) for key in sorted(members)}
+    for subtype, cell in summary["by_subtype"].items():
+        cell["type"] = subtype_type[subtype]
+    summary["models"] = sorted({str(r.get("model")) for r in rows if r.get("model")})
+    summary["usage"] = _usage(rows)
+    return summary

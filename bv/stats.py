@@ -1,0 +1,39 @@
+"""Small statistics for reports: mean, population std, Wilson interval, exact McNemar test."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def pstdev(values: Sequence[float]) -> float:
+    """Population standard deviation, as the official compute_score.py reports over runs."""
+    if not values:
+        return float("nan")
+    m = mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score 95% interval for a proportion; sound near 0 and 1, unlike the normal one."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar_exact(improved: int, regressed: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs at p = 1/2."""
+    n = improved + regressed
+    if n == 0:
+        return 1.0
+    k = min(improved, regressed)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
