@@ -1,0 +1,221 @@
+"""A small OpenAI-compatible HTTP server for tests and benchmarks.
+
+It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) for the real
+``openai`` client, records every request, measures how many were in flight at
+once, and lets a test decide per request what to answer or which fault to inject.
+Run it as a script for benchmarks: ``python tests/fakeopenai.py --latency 0.2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the server does with one request."""
+
+    content: str | None = "\\boxed{A}"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None  # raw body instead of a completion
+    delay: float = 0.0
+    drop: bool = False  # close the connection without answering
+    hang: bool = False  # never answer
+    finish_reason: str = "stop"
+    usage: tuple[int, int] = (10, 5)
+
+
+@dataclass
+class Seen:
+    """One request as the server received it."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    started: float
+    finished: float | None = None  # set once a full reply was written
+    status: int | None = None
+
+
+Responder = Callable[[Seen], Reply]
+
+
+def completion_body(reply: Reply, model: str) -> bytes:
+    prompt_tokens, completion_tokens = reply.usage
+    return json.dumps(
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.content},
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+    ).encode()
+
+
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class FakeOpenAI:
+    """The server; ``start()`` runs it on a background thread and returns its base URL."""
+
+    def __init__(self, responder: Responder | None = None, latency: float = 0.0) -> None:
+        self.responder = responder or (lambda seen: Reply())
+        self.latency = latency
+        self.seen: list[Seen] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def finished(self) -> list[Seen]:
+        return [s for s in self.seen if s.finished is not None]
+
+    def start(self) -> str:
+        ready = threading.Event()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self._listen())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    async def _listen(self, port: int = 0) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=2048)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        _method, path, _ = lines[0].split(" ", 2)
+        headers = {}
+        for line in lines[1:]:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                headers[name.strip().lower()] = value.strip()
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+        body = json.loads(raw) if raw else {}
+        seen = Seen(path=path, headers=headers, body=body, started=time.monotonic())
+        self.seen.append(seen)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            reply = self.responder(seen)
+            if self.latency or reply.delay:
+                await asyncio.sleep(self.latency + reply.delay)
+            if reply.hang:
+                await asyncio.sleep(3600)
+            if reply.drop:
+                return False
+            payload = (
+                reply.body
+                if reply.body is not None
+                else (
+                    completion_body(reply, body.get("model", "fake"))
+                    if reply.status == 200
+                    else json.dumps({"error": {"message": f"fake error {reply.status}"}}).encode()
+                )
+            )
+            head_lines = [
+                f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}",
+                "content-type: application/json",
+                f"content-length: {len(payload)}",
+            ]
+            head_lines += [f"{k}: {v}" for k, v in reply.headers.items()]
+            writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode() + payload)
+            await writer.drain()
+            seen.status = reply.status
+            seen.finished = time.monotonic()
+            return True
+        finally:
+            self.in_flight -= 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--stats", help="write request statistics as JSON here on SIGTERM")
+    args = parser.parse_args()
+    server = FakeOpenAI(latency=args.latency)
+
+    async def run() -> None:
+        import signal
+
+        await server._listen(args.port)
+        print(server.base_url, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        await stop.wait()
+        if args.stats:
+            done = server.finished()
+            stats = {
+                "requests": len(server.seen),
+                "finished": len(done),
+                "peak_in_flight": server.peak_in_flight,
+                "first_request": min((s.started for s in server.seen), default=None),
+                "last_reply": max((s.finished for s in done), default=None),
+            }
+            with open(args.stats, "w") as f:
+                json.dump(stats, f)
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

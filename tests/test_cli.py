@@ -1,0 +1,119 @@
+"""The command line as users meet it: help, streams, exit codes, merge and report formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+
+import pytest
+from conftest import jsonl, sh
+
+COMMANDS = ["prompt", "rollout", "judge", "merge", "report", "synth", "cache"]
+
+
+def test_help_lists_every_stage():
+    result = sh("bv --help")
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert f"  {command} " in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_shows_an_example(command):
+    result = sh(f"bv {command} --help")
+    assert result.returncode == 0
+    assert "Example" in result.stdout and f"bv {command}" in result.stdout
+
+
+def test_prompt_into_head_exits_quietly(sample_dir):
+    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl | head -1")
+    assert result.returncode == 0 and result.stderr == ""
+    assert len(jsonl(result.stdout)) == 1
+
+
+def test_stdout_is_only_jsonl(sample_dir):
+    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance | bv judge")
+    assert result.returncode == 0
+    assert all(line.startswith("{") for line in result.stdout.splitlines())
+    assert "bv rollout:" in result.stderr  # the summary went to stderr
+
+
+def test_bad_line_named_by_file_and_line_and_exit_1(sample_dir, tmp_path):
+    lines = (sample_dir / "meta_data.jsonl").read_text().splitlines()
+    bad = tmp_path / "items.jsonl"
+    bad.write_text("\n".join([lines[0], "{not json", lines[1], "[1,2]"]) + "\n")
+    shutil.copytree(sample_dir / "images", tmp_path / "images")
+    result = sh(f"bv prompt {bad}")
+    assert result.returncode == 1
+    assert f"{bad}:2: invalid JSON" in result.stderr and f"{bad}:4: expected a JSON object" in result.stderr
+    assert len(jsonl(result.stdout)) == 2  # the good lines still came through
+    assert "Traceback" not in result.stderr
+    assert sh(f"bv prompt --skip-bad {bad}").returncode == 0
+
+
+def rows_for(run: int, ids: list[str], hard: int, model: str = "m") -> list[dict]:
+    return [
+        {
+            "id": i,
+            "run": run,
+            "hard": hard,
+            "model": model,
+            "type": "T",
+            "subtype": "S",
+            "ans_type": "blank",
+            "choices": [],
+            "answer": ["1"],
+            "decided_by": "rules",
+            "error": None,
+        }
+        for i in ids
+    ]
+
+
+def write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_merge_later_file_wins_and_reports(tmp_path):
+    write(tmp_path / "a.jsonl", rows_for(0, ["1", "2", "10"], 0))
+    write(tmp_path / "b.jsonl", rows_for(0, ["2"], 1, model="other") + rows_for(1, ["1"], 1))
+    result = sh(f"bv merge {tmp_path}/a.jsonl {tmp_path}/b.jsonl --sort")
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert [(r["id"], r["run"]) for r in rows] == [("1", 0), ("1", 1), ("2", 0), ("10", 0)]
+    assert next(r for r in rows if r["id"] == "2")["hard"] == 1
+    assert "5 rows in, 4 rows out, 1 duplicates replaced" in result.stderr
+    assert "model 'm' by one with 'other'" in result.stderr
+
+
+def test_merge_output_file(tmp_path):
+    write(tmp_path / "a.jsonl", rows_for(0, ["1", "2"], 1))
+    result = sh(f"bv merge {tmp_path}/a.jsonl -o {tmp_path}/out/all.jsonl")
+    assert result.returncode == 0 and result.stdout == ""
+    assert len(jsonl((tmp_path / "out" / "all.jsonl").read_text())) == 2
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["all.jsonl"]  # no temp file left
+
+
+def test_report_formats(tmp_path):
+    write(tmp_path / "r.jsonl", rows_for(0, ["1", "2", "3", "4"], 1)[:3] + rows_for(0, ["4"], 0))
+    as_json = json.loads(sh(f"bv report --format json {tmp_path}/r.jsonl").stdout)
+    assert as_json["overall"]["n"] == 4 and as_json["overall"]["accuracy"] == 0.75
+    assert as_json["by_type"]["T"]["correct"] == 3 and as_json["by_subtype"]["S"]["type"] == "T"
+    markdown = sh(f"bv report --format markdown {tmp_path}/r.jsonl").stdout
+    assert markdown.startswith("| group |") and "| **Overall** | 4 | 3/4 | 75.0 |" in markdown
+    table = sh(f"bv report {tmp_path}/r.jsonl").stdout
+    assert "Overall" in table and "75.0" in table
+    rows = list(csv.DictReader(io.StringIO(sh(f"bv report --format csv {tmp_path}/r.jsonl").stdout)))
+    overall = next(r for r in rows if r["level"] == "overall")
+    assert overall["accuracy"] == "0.75" and overall["n"] == "4"
+
+
+def test_report_side_by_side(tmp_path):
+    write(tmp_path / "a.jsonl", rows_for(0, ["1", "2"], 0))
+    write(tmp_path / "b.jsonl", rows_for(0, ["1", "2"], 1))
+    report = json.loads(sh(f"bv report --format json v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout)
+    assert [s["name"] for s in report["inputs"]] == ["v1", "v2"]
+    markdown = sh(f"bv report --format markdown v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout
+    assert "v1 %" in markdown and "v2 %" in markdown and "+100.0" in markdown

@@ -1,0 +1,20 @@
+"""The code stays ruff-clean and formatted (ruff.toml), checked with every test run."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(RUFF is None, reason="ruff is installed with the test extra; not found here")
+@pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff(args):
+    result = subprocess.run([RUFF, *args, "bv", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
