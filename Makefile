@@ -38,8 +38,7 @@ eval: $(VENV)/.installed
 	$(BIN)/bv report build/eval/results.jsonl
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check bv tests bench
-	$(BIN)/ruff format --check bv tests bench
+	$(BIN)/python -m pytest -q tests/test_lint.py
 
 clean:
 	rm -rf build $(VENV) *.egg-info
