@@ -1,0 +1,88 @@
+"""What the bv commands share: option decorators, exit codes, error messages."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+JOBS = click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 4096),
+    default=8,
+    show_default=True,
+    help="Requests in flight at once.",
+)
+SKIP_BAD = click.option("--skip-bad", is_flag=True, help="Exit 0 even when some input lines were bad.")
+QUIET = click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
+INPUTS = click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+RETRIES = click.option(
+    "--retries",
+    type=click.IntRange(0, 100),
+    default=5,
+    show_default=True,
+    help="Retries per request on 429, 5xx, timeouts and dropped connections.",
+)
+TIMEOUT = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds per try of a request.",
+)
+CACHE = click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
+)
+NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+
+
+def exit_for(problems: Any, skip_bad: bool, outcome: Any = None) -> None:
+    """Exit with the stage's status: 130 interrupted, 1 fatal or bad input, else 0."""
+    from bv.jsonl import silence_stdout
+
+    if outcome is not None:
+        if outcome.stdout_closed:
+            silence_stdout()
+            sys.exit(0)
+        if outcome.fatal:
+            error(outcome.fatal)
+            sys.exit(1)
+        if outcome.interrupted:
+            sys.exit(130)
+    if problems.count:
+        click.echo(f"bv: {problems.count} bad input line(s)" + (" skipped" if skip_bad else ""), err=True)
+        if not skip_bad:
+            sys.exit(1)
+
+
+def error(message: str) -> None:
+    from bv.secrets import redact
+
+    click.echo(f"bv: error: {redact(message)}", err=True)
+
+
+def default_cache() -> Path:
+    from bv.cache import default_path
+
+    return default_path()
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+    import json
+
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="-p/--param")
+        try:
+            params[key] = json.loads(value)
+        except ValueError:
+            params[key] = value
+    return params

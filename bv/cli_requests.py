@@ -1,0 +1,213 @@
+"""The commands that send requests: rollout and judge (registered on the group in bv.cli)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bv.cli_common import (
+    CACHE,
+    INPUTS,
+    JOBS,
+    NO_CACHE,
+    QUIET,
+    RETRIES,
+    SKIP_BAD,
+    TIMEOUT,
+    default_cache,
+    exit_for,
+    parse_params,
+)
+
+BACKEND_NAMES = ["openai", "azure", "chance"]
+
+
+@click.command()
+@INPUTS
+@click.option(
+    "--backend",
+    type=click.Choice(BACKEND_NAMES),
+    default="openai",
+    show_default=True,
+    envvar="BV_BACKEND",
+    help="Where requests go; chance is the offline baseline.",
+)
+@click.option("-m", "--model", envvar="BV_MODEL", help="Model name (Azure: the deployment). [env: BV_MODEL]")
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env: OPENAI_BASE_URL]",
+)
+@click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+@JOBS
+@click.option("--ordered", is_flag=True, help="Write rows in input order (default: as they finish).")
+@click.option(
+    "--repeats",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
+)
+@click.option("--temperature", type=float, help="Sampling temperature. [default: the server's]")
+@click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
+@click.option(
+    "-p",
+    "--param",
+    "extra_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20).",
+)
+@RETRIES
+@TIMEOUT
+@CACHE
+@NO_CACHE
+@click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
+@QUIET
+@SKIP_BAD
+def rollout(
+    inputs: tuple[str, ...],
+    backend: str,
+    model: str | None,
+    base_urls: tuple[str, ...],
+    api_key: str | None,
+    jobs: int,
+    ordered: bool,
+    repeats: int,
+    max_turns: int,
+    max_tokens: int | None,
+    temperature: float | None,
+    seed: int | None,
+    extra_params: tuple[str, ...],
+    retries: int,
+    timeout: float,
+    cache_path: Path | None,
+    no_cache: bool,
+    max_pixels: int | None,
+    quiet: bool,
+    skip_bad: bool,
+) -> None:
+    """Send prompt records to a model, concurrently, with retries and a cache.
+
+    Every row is written as soon as it finishes (with --ordered, in input order); a row
+    whose requests failed is written with `error` set and is retried by the next run. Re-run
+    the same command after a crash or Ctrl-C: finished replies come from the cache.
+
+    \b
+    Examples:
+      bv prompt items.jsonl | bv rollout -m gpt-4o -j 32 > rollouts.jsonl
+      bv rollout --base-url http://gpu1:8000/v1 --base-url http://gpu2:8000/v1 -m Qwen2.5-VL-7B p.jsonl
+      bv rollout --backend chance --repeats 3 prompts.jsonl
+    """
+    from bv.engine import RunSettings
+    from bv.rollout import RolloutOptions, run_rollout
+
+    params: dict[str, Any] = {
+        k: v
+        for k, v in (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed))
+        if v is not None
+    }
+    extra = parse_params(extra_params)
+    if extra:
+        params["extra_body"] = extra
+    backend_config = dict(
+        model=model,
+        base_urls=base_urls,
+        api_key=api_key,
+        timeout=timeout,
+        jobs=jobs,
+        max_pixels=max_pixels,
+        seed=seed,
+    )
+    options = RolloutOptions(max_turns=max_turns, repeats=repeats, params=params)
+    settings = RunSettings(
+        jobs=jobs,
+        retries=retries,
+        timeout_s=timeout,
+        quiet=quiet,
+        ordered=ordered,
+        cache_path=None if no_cache else cache_path or default_cache(),
+    )
+    problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
+    exit_for(problems, skip_bad, outcome)
+
+
+@click.command()
+@INPUTS
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "rules", "llm"]),
+    default="auto",
+    show_default=True,
+    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
+    " auto: rules, then the LLM judge for what rules cannot decide.",
+)
+@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
+@click.option(
+    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
+)
+@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@JOBS
+@RETRIES
+@TIMEOUT
+@CACHE
+@NO_CACHE
+@QUIET
+@SKIP_BAD
+def judge(
+    inputs: tuple[str, ...],
+    mode: str,
+    judge_model: str | None,
+    judge_base_url: str | None,
+    judge_api_key: str | None,
+    jobs: int,
+    retries: int,
+    timeout: float,
+    cache_path: Path | None,
+    no_cache: bool,
+    quiet: bool,
+    skip_bad: bool,
+) -> None:
+    """Extract each reply's answer and decide whether it is right.
+
+    Rules decide first; an LLM judge, if configured, decides what they cannot. Rows keep
+    their input order. Re-judging a file replaces only the judge fields.
+
+    \b
+    Examples:
+      bv judge rollouts.jsonl > results.jsonl
+      bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
+    """
+    from bv.engine import RunSettings
+    from bv.judge import run_judge
+
+    judge_config = dict(
+        model=judge_model,
+        base_urls=[judge_base_url] if judge_base_url else [],
+        api_key=judge_api_key or os.environ.get("BV_JUDGE_API_KEY"),
+        timeout=timeout,
+        jobs=jobs,
+    )
+    settings = RunSettings(
+        jobs=jobs,
+        retries=retries,
+        timeout_s=timeout,
+        quiet=quiet,
+        cache_path=None if no_cache else cache_path or default_cache(),
+    )
+    problems, outcome = run_judge(inputs, mode, judge_config, settings)
+    exit_for(problems, skip_bad, outcome)
