@@ -22,7 +22,7 @@ from bv.cli_common import (
     parse_params,
 )
 
-BACKEND_NAMES = ["openai", "azure", "chance"]
+BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 
 
 @click.command()
@@ -33,7 +33,8 @@ BACKEND_NAMES = ["openai", "azure", "chance"]
     default="openai",
     show_default=True,
     envvar="BV_BACKEND",
-    help="Where requests go; chance is the offline baseline.",
+    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
+    " or the offline chance baseline.",
 )
 @click.option("-m", "--model", envvar="BV_MODEL", help="Model name (Azure: the deployment). [env: BV_MODEL]")
 @click.option(
@@ -77,6 +78,11 @@ BACKEND_NAMES = ["openai", "azure", "chance"]
 @CACHE
 @NO_CACHE
 @click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
+@click.option(
+    "--exec-cmd",
+    metavar="TEMPLATE",
+    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
+)
 @QUIET
 @SKIP_BAD
 def rollout(
@@ -98,6 +104,7 @@ def rollout(
     cache_path: Path | None,
     no_cache: bool,
     max_pixels: int | None,
+    exec_cmd: str | None,
     quiet: bool,
     skip_bad: bool,
 ) -> None:
@@ -132,6 +139,7 @@ def rollout(
         jobs=jobs,
         max_pixels=max_pixels,
         seed=seed,
+        exec_cmd=exec_cmd,
     )
     options = RolloutOptions(max_turns=max_turns, repeats=repeats, params=params)
     settings = RunSettings(

@@ -57,6 +57,7 @@ class Backend(Protocol):
 BACKENDS = {
     "openai": "bv.backends.openai_compat:OpenAIBackend",
     "azure": "bv.backends.openai_compat:AzureBackend",
+    "exec": "bv.backends.exec_agent:ExecBackend",
     "chance": "bv.backends.chance:ChanceBackend",
 }
 
