@@ -154,6 +154,7 @@ def run_stage(
     label: str,
     stopping: asyncio.Event,
     backend: Backend | None = None,
+    drain_on_interrupt: bool = False,
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr."""
 
@@ -161,7 +162,13 @@ def run_stage(
         try:
             async with ProgressDisplay(stats, label, settings.quiet):
                 return await run_stream(
-                    tasks, work, write, jobs=settings.jobs, ordered=settings.ordered, stopping=stopping
+                    tasks,
+                    work,
+                    write,
+                    jobs=settings.jobs,
+                    ordered=settings.ordered,
+                    stopping=stopping,
+                    drain_on_interrupt=drain_on_interrupt,
                 )
         finally:
             if backend is not None:
@@ -178,11 +185,19 @@ async def run_stream(
     jobs: int,
     ordered: bool = False,
     stopping: asyncio.Event | None = None,
+    drain_on_interrupt: bool = False,
     grace_s: float = 10.0,
 ) -> Outcome:
-    """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes."""
+    """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes.
+
+    The first Ctrl-C sets `stopping`: no new request starts. By default reading stops too,
+    requests in flight get `grace_s` to finish, and what finished is written. With
+    `drain_on_interrupt` (a downstream stage such as judge) the input is still read to its
+    end, so rows that need no request keep flowing. A second Ctrl-C exits at once.
+    """
     loop = asyncio.get_running_loop()
     stopping = stopping or asyncio.Event()
+    finishing = asyncio.Event()  # stop taking tasks; in-flight ones get the grace period
     outcome = Outcome()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     slots = threading.Semaphore(2 * jobs)  # tasks read ahead of the workers, at most
@@ -210,6 +225,7 @@ async def run_stream(
     failure: list[BaseException] = []
 
     async def emit(seq: int, row: dict[str, Any] | None) -> None:
+        """Write a finished row (None: nothing to write), in input order when `ordered`."""
         nonlocal next_seq
         if not ordered:
             if row is not None:
@@ -225,7 +241,7 @@ async def run_stream(
             turn.notify_all()
 
     async def worker() -> None:
-        while not stopping.is_set():
+        while not finishing.is_set():
             seq, task = await queue.get()
             if seq is _DONE:
                 queue.put_nowait((_DONE, task))  # let the other workers see the end too
@@ -239,7 +255,7 @@ async def run_stream(
             try:
                 row = await work(task)
             except Interrupted:
-                return
+                row = None  # unfinished: not written, redone by the next run
             await emit(seq, row)
 
     workers = [asyncio.create_task(worker()) for _ in range(jobs)]
@@ -253,6 +269,13 @@ async def run_stream(
             os._exit(130)
         outcome.interrupted = True
         stopping.set()
+        if drain_on_interrupt:
+            sys.stderr.write(
+                "bv: interrupted; no new requests, passing on the rest of the input"
+                " (Ctrl-C again to quit now)\n"
+            )
+            return
+        finishing.set()
         stop_reading.set()
         sys.stderr.write(
             f"bv: interrupted; finishing requests in flight for up to {grace_s:g} s"
@@ -262,7 +285,7 @@ async def run_stream(
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     threading.Thread(target=feed, name="bv-reader", daemon=True).start()
     try:
-        await _supervise(workers, stopping, grace_s)
+        await _supervise(workers, finishing, grace_s)
     except StdoutClosed:
         outcome.stdout_closed = True
     except Fatal as exc:
@@ -275,7 +298,7 @@ async def run_stream(
         await asyncio.gather(*workers, return_exceptions=True)
         loop.remove_signal_handler(signal.SIGINT)
         if pending and not outcome.stdout_closed:
-            # Rows that finished behind one that never will (interrupted): still written, in order.
+            # Rows that finished behind one cut short by the stop: still written, in order.
             try:
                 for seq in sorted(pending):
                     if pending[seq] is not None:

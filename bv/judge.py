@@ -156,5 +156,6 @@ def run_judge(
         label="judge",
         stopping=stopping,
         backend=backend,
+        drain_on_interrupt=True,
     )
     return problems, outcome

@@ -111,14 +111,17 @@ class ProgressDisplay:
         self._bar_task = self._bar.add_task("", total=self.stats.total, info="")
 
     async def _tick(self) -> None:
-        last_line = time.monotonic()
+        """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
+        last_line, last_waiting = time.monotonic(), ""
         while True:
             await asyncio.sleep(0.2 if self._bar else 1.0)
             if self._bar is not None:
                 info = self.stats.line().split(", ", 1)[1]
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
-            elif time.monotonic() - last_line >= self.every_s:
-                last_line = time.monotonic()
+                continue
+            waiting = self.stats.waiting_text()
+            if time.monotonic() - last_line >= self.every_s or (waiting and waiting != last_waiting):
+                last_line, last_waiting = time.monotonic(), waiting
                 self.stream.write(f"bv {self.label}: {self.stats.line()}\n")
                 self.stream.flush()
 

@@ -6,8 +6,9 @@ decides retries the same way for every backend, the judge included.
 
 from __future__ import annotations
 
+import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class Transient(Exception):
@@ -32,7 +33,7 @@ class RetryPolicy:
     """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
 
     retries: int = 5
-    base_s: float = 1.0
+    base_s: float = field(default_factory=lambda: float(os.environ.get("BV_RETRY_BASE_S", "1")))
     cap_s: float = 60.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:

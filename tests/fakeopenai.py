@@ -96,6 +96,7 @@ class FakeOpenAI:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def base_url(self) -> str:
@@ -119,22 +120,38 @@ class FakeOpenAI:
         return self.base_url
 
     def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Close the listener and every open connection, then the loop."""
+        if self._loop is None:
+            return
+
+        async def shutdown() -> None:
+            if self._server is not None:
+                self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await asyncio.sleep(0)
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+            asyncio.get_running_loop().stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
         if self._thread is not None:
             self._thread.join(5)
+        self._loop.close()
 
     async def _listen(self, port: int = 0) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=2048)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while await self._one_request(reader, writer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     async def _one_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:

@@ -1,0 +1,140 @@
+"""Crashes and Ctrl-C: a finished row is never lost or duplicated, and re-running resumes."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import BIN, Reply, jsonl, sh
+
+
+def request_key(seen) -> str:
+    return hashlib.sha256(json.dumps(seen.body["messages"], sort_keys=True).encode()).hexdigest()
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def start_pipeline(sample_dir, base_url: str, out, cache, jobs: int = 4):
+    """bv prompt | bv rollout | bv judge > out, as three processes; returns them."""
+    env = {**os.environ, "BV_RETRY_BASE_S": "0.05"}
+    prompt = subprocess.Popen(
+        [BIN / "bv", "prompt", sample_dir / "meta_data.jsonl"], stdout=subprocess.PIPE, env=env
+    )
+    rollout = subprocess.Popen(
+        [
+            BIN / "bv",
+            "rollout",
+            "--base-url",
+            base_url,
+            "-m",
+            "m",
+            "-j",
+            str(jobs),
+            "--cache",
+            cache,
+            "--quiet",
+        ],
+        stdin=prompt.stdout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    prompt.stdout.close()
+    judge = subprocess.Popen(
+        [BIN / "bv", "judge", "--mode", "rules"],
+        stdin=rollout.stdout,
+        stdout=open(out, "w"),
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    rollout.stdout.close()
+    return prompt, rollout, judge
+
+
+def test_sigkill_midway_then_rerun_sends_only_the_unfinished(sample_dir, server, tmp_path):
+    n_items = len((sample_dir / "meta_data.jsonl").read_text().splitlines())
+    answer_first = 5
+    release = threading.Event()
+    lock = threading.Lock()
+    answered = []
+
+    def respond(seen):
+        with lock:
+            if len(answered) < answer_first or release.is_set():
+                answered.append(seen)
+                return Reply(content="\\boxed{A}")
+        return Reply(hang=True)  # the rest hang until the process is killed
+
+    server.responder = respond
+    out, cache = tmp_path / "results.jsonl", tmp_path / "cache.sqlite"
+    prompt, rollout, judge = start_pipeline(sample_dir, server.base_url, out, cache)
+    wait_for(lambda: len(server.finished()) == answer_first and server.in_flight == 4)
+    wait_for(lambda: len(out.read_text().splitlines()) == answer_first)  # written means cached
+    rollout.send_signal(signal.SIGKILL)
+    rollout.wait(10), judge.wait(10), prompt.wait(10)
+    assert len(jsonl(out.read_text())) == answer_first  # the judge kept every finished row
+    finished_before = collections.Counter(request_key(s) for s in server.finished())
+
+    release.set()
+    result = sh(
+        f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m -j 4"
+        f" --cache {cache} | bv judge --mode rules > {out}"
+    )
+    assert result.returncode == 0, result.stderr
+    ids = [r["id"] for r in jsonl(out.read_text())]
+    assert sorted(ids) == sorted(set(ids)) and len(ids) == n_items
+    finished = collections.Counter(request_key(s) for s in server.finished())
+    assert max(finished.values()) == 1, "a finished request was sent again"
+    assert set(finished_before) <= set(finished) and len(finished) == n_items
+    assert f"{answer_first} cache hits" in result.stderr
+
+
+def test_first_ctrl_c_finishes_in_flight_then_exits_130(sample_dir, server, tmp_path):
+    state = {"n": 0}
+    lock = threading.Lock()
+
+    def respond(seen):
+        with lock:
+            state["n"] += 1
+            first = state["n"] <= 3
+        return Reply(content="\\boxed{B}", delay=0 if first else 1.0)
+
+    server.responder = respond
+    out, cache = tmp_path / "results.jsonl", tmp_path / "cache.sqlite"
+    prompt, rollout, judge = start_pipeline(sample_dir, server.base_url, out, cache, jobs=2)
+    wait_for(lambda: len(server.finished()) >= 3 and server.in_flight == 2)
+    in_flight = server.in_flight
+    for process in (prompt, rollout, judge):  # Ctrl-C reaches the whole pipeline
+        process.send_signal(signal.SIGINT)
+    assert rollout.wait(15) == 130
+    judge.wait(15)
+    assert "interrupted; finishing requests in flight" in rollout.stderr.read().decode()
+    rows = jsonl(out.read_text())
+    # Everything the server finished reached the results, the in-flight ones included, once each.
+    assert len(rows) == len(server.finished()) == 3 + in_flight
+    assert len({r["id"] for r in rows}) == len(rows)
+
+
+def test_second_ctrl_c_exits_at_once(sample_dir, server, tmp_path):
+    server.responder = lambda seen: Reply(hang=True)
+    out, cache = tmp_path / "results.jsonl", tmp_path / "cache.sqlite"
+    prompt, rollout, judge = start_pipeline(sample_dir, server.base_url, out, cache, jobs=2)
+    wait_for(lambda: server.in_flight == 2)
+    rollout.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    started = time.monotonic()
+    rollout.send_signal(signal.SIGINT)
+    assert rollout.wait(5) == 130 and time.monotonic() - started < 2
+    assert "quitting now" in rollout.stderr.read().decode()
+    prompt.kill(), judge.wait(5)
