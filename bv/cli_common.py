@@ -73,6 +73,15 @@ def default_cache() -> Path:
     return default_path()
 
 
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    k, sep, n = spec.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise click.BadParameter(f"{spec!r} is not K/N with 0 <= K < N", param_hint="--shard")
+    return int(k), int(n)
+
+
 def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
     import json
 

@@ -20,6 +20,7 @@ from bv.cli_common import (
     default_cache,
     exit_for,
     parse_params,
+    parse_shard,
 )
 
 BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
@@ -46,6 +47,11 @@ BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 @click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
 @JOBS
 @click.option("--ordered", is_flag=True, help="Write rows in input order (default: as they finish).")
+@click.option(
+    "--shard",
+    metavar="K/N",
+    help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines.",
+)
 @click.option(
     "--repeats",
     type=click.IntRange(1, 1000),
@@ -93,6 +99,7 @@ def rollout(
     api_key: str | None,
     jobs: int,
     ordered: bool,
+    shard: str | None,
     repeats: int,
     max_turns: int,
     max_tokens: int | None,
@@ -141,7 +148,7 @@ def rollout(
         seed=seed,
         exec_cmd=exec_cmd,
     )
-    options = RolloutOptions(max_turns=max_turns, repeats=repeats, params=params)
+    options = RolloutOptions(max_turns=max_turns, repeats=repeats, params=params, shard=parse_shard(shard))
     settings = RunSettings(
         jobs=jobs,
         retries=retries,

@@ -10,6 +10,7 @@ exactly the failed and unfinished rows.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,15 @@ class RolloutOptions:
     max_turns: int = 1
     repeats: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
+    shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
+
+
+def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
+    """Whether an item belongs to shard k of n: a stable hash of its id, the same on every machine."""
+    if shard is None:
+        return True
+    k, n = shard
+    return int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % n == k
 
 
 def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tuple[dict[str, Any], int]]:
@@ -114,11 +124,15 @@ def run_rollout(
     """The whole stage: read prompt records, roll them out, write rows to stdout."""
     problems = Problems()
     backend = make_backend(backend_name, **backend_config)
-    total = count_rows(inputs)
+    total = count_rows(inputs) if options.shard is None else None
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)
-    records = (record for _, record in read_records(inputs, problems, check_prompt_record))
+    records = (
+        record
+        for _, record in read_records(inputs, problems, check_prompt_record)
+        if in_shard(str(record["id"]), options.shard)
+    )
     outcome = run_stage(
         expand_runs(records, options.repeats),
         lambda task: rollout_one(task[0], task[1], caller, options),

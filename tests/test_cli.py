@@ -117,3 +117,21 @@ def test_report_side_by_side(tmp_path):
     assert [s["name"] for s in report["inputs"]] == ["v1", "v2"]
     markdown = sh(f"bv report --format markdown v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout
     assert "v1 %" in markdown and "v2 %" in markdown and "+100.0" in markdown
+
+
+def test_shards_cover_every_item_once_and_merge_to_the_whole(sample_dir, tmp_path):
+    base = f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance --repeats 2"
+    for k in range(3):
+        assert sh(f"{base} --shard {k}/3 | bv judge --mode rules > {tmp_path}/part{k}.jsonl").returncode == 0
+    assert sh(f"{base} | bv judge --mode rules > {tmp_path}/whole.jsonl").returncode == 0
+    parts = [jsonl((tmp_path / f"part{k}.jsonl").read_text()) for k in range(3)]
+    assert all(parts)  # 12 items spread over 3 shards
+    ids = [r["id"] for part in parts for r in part if r["run"] == 0]
+    assert sorted(ids) == sorted({r["id"] for r in jsonl((tmp_path / "whole.jsonl").read_text())})
+    merged = sh(
+        f"bv merge {tmp_path}/part0.jsonl {tmp_path}/part1.jsonl {tmp_path}/part2.jsonl"
+        " | bv report --format json"
+    )
+    whole = sh(f"bv report --format json {tmp_path}/whole.jsonl")
+    assert json.loads(merged.stdout)["overall"] == json.loads(whole.stdout)["overall"]
+    assert "is not K/N" in sh(f"{base} --shard 3/3").stderr
