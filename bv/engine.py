@@ -265,8 +265,13 @@ async def run_stream(
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
+            # Cancel what runs (an exec agent's process group is killed on cancellation) and
+            # end; if anything still lingers a moment later, leave without waiting for it.
             sys.stderr.write("bv: interrupted again; quitting now\n")
-            os._exit(130)
+            for task in workers:
+                task.cancel()
+            loop.call_later(1.0, os._exit, 130)
+            return
         outcome.interrupted = True
         stopping.set()
         if drain_on_interrupt:
