@@ -209,6 +209,42 @@ def synth(count: int, seed: int, out: Path) -> None:
     click.echo(f"bv synth: wrote {written} items to {out / 'meta_data.jsonl'}", err=True)
 
 
+@cli.command("import")
+@click.argument(
+    "inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--run", type=click.IntRange(1), help="K of a result file whose name has no run_K (1-based).")
+@click.option("--model", help="Model name recorded on imported result rows.")
+@click.option(
+    "--items",
+    "items_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="meta_data.jsonl, to give imported results their answer type, choices and images.",
+)
+@SKIP_BAD
+def import_(
+    inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
+) -> None:
+    """Import official BabyVision files into bv records.
+
+    Result files (model_results_run_K.json) become judged rows with run K-1 and the official
+    verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
+    `bv judge` can re-judge them; meta_data.jsonl becomes bv items.
+
+    \b
+    Examples:
+      bv import model_results_run_1.json model_results_run_2.json model_results_run_3.json | bv report
+      bv import model_results_run_*.json | bv judge --mode rules | bv report
+      bv import data/meta_data.jsonl > data/items.jsonl
+    """
+    from bv.importer import import_files
+    from bv.jsonl import JsonlWriter, Problems
+
+    problems = Problems()
+    import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
+    exit_for(problems, skip_bad)
+
+
 @cli.group()
 def cache() -> None:
     """Inspect or clear the reply cache.

@@ -116,7 +116,8 @@ def test_waiting_retries_are_visible_on_stderr(prompts, server):
 def test_repeats_are_runs_cached_apart(prompts, server, tmp_path):
     server.responder = lambda seen: Reply(content="\\boxed{C}")
     cache = tmp_path / "c.sqlite"
-    command = f"bv rollout --base-url {server.base_url} -m m --repeats 3 --temperature 0.7 --cache {cache} {prompts}"
+    command = f"bv rollout --base-url {server.base_url} -m m --repeats 3 --temperature 0.7 --cache {cache}"
+    command += f" {prompts}"
     rows = jsonl(sh(command).stdout)
     n = len(jsonl(prompts.read_text()))
     assert sorted(collections.Counter((r["id"], r["run"]) for r in rows).values()) == [1] * 3 * n

@@ -1,0 +1,166 @@
+"""The LLM judge against a loopback server: strict verdicts, judge errors apart, cache, modes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import Reply, jsonl, sh
+
+from bv.judge import parse_verdict
+
+
+@pytest.mark.parametrize(
+    "reply,verdict",
+    [
+        ("True", 1),
+        ("False", 0),
+        ("true.", 1),
+        ("**False**", 0),
+        (" TRUE \n", 1),
+        ("Reasoning first.\nTrue", 1),
+        ("<think>hmm, False?</think>True", 1),
+        ("\\boxed{False}", 0),
+        ("untrue", None),
+        ("True or False", None),
+        ("It is not true", None),
+        ("", None),
+        ("Yes", None),
+        ("True\nFalse", 0),  # the last line is the verdict
+    ],
+)
+def test_parse_verdict_is_strict(reply, verdict):
+    assert parse_verdict(reply) == verdict
+
+
+def rollout_rows(tmp_path, answers: list[str]) -> str:
+    """Rollout rows for blank items whose gold is '(2,3)', answered with `answers`."""
+    rows = []
+    for i, answer in enumerate(answers):
+        rows.append(
+            {
+                "id": str(i),
+                "run": 0,
+                "question": f"Where is the odd one? ({i})",
+                "ans_type": "blank",
+                "choices": [],
+                "answer": ["(2,3)"],
+                "type": "T",
+                "subtype": "S",
+                "model": "m",
+                "response": f"It is \\boxed{{{answer}}}" if answer is not None else "no idea",
+                "error": None,
+            }
+        )
+    rows.append(
+        {
+            "id": "c",
+            "run": 0,
+            "question": "Which colour?",
+            "ans_type": "choice",
+            "answer": ["B"],
+            "choices": [{"label": "A", "text": "red"}, {"label": "B", "text": "blue"}],
+            "type": "T",
+            "subtype": "S2",
+            "model": "m",
+            "response": "\\boxed{B}",
+            "error": None,
+        }
+    )
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def judge_cmd(server, path, mode="auto", cache=None) -> str:
+    cache_opt = f"--cache {cache}" if cache else "--no-cache"
+    return (
+        f"bv judge --mode {mode} --judge-model judge-m --judge-base-url {server.base_url}"
+        f" --judge-api-key jk {cache_opt} {path}"
+    )
+
+
+def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
+    # (2,3) right by rules; (4,4) wrong by rules; the two phrases need the judge.
+    path = rollout_rows(tmp_path, ["(2,3)", "(4,4)", "row 2 column 3", "second row, third column"])
+    server.responder = lambda seen: Reply(content="True")
+    result = sh(judge_cmd(server, path))
+    assert result.returncode == 0, result.stderr
+    rows = {r["id"]: r for r in jsonl(result.stdout)}
+    assert [r["id"] for r in jsonl(result.stdout)] == ["0", "1", "2", "3", "c"]  # input order kept
+    assert len(server.seen) == 2
+    assert rows["0"]["decided_by"] == "rules" and rows["0"]["hard"] == 1 and rows["0"]["judge_model"] is None
+    assert rows["1"]["decided_by"] == "rules" and rows["1"]["hard"] == 0
+    assert (
+        rows["2"]["decided_by"] == "llm" and rows["2"]["hard"] == 1 and rows["2"]["judge_model"] == "judge-m"
+    )
+    assert rows["2"]["judge_reply"] == "True" and rows["c"]["decided_by"] == "rules"
+    prompt = server.seen[0].body["messages"][0]["content"]
+    assert "## Ground Truth\n\n(2,3)" in prompt and "## Extracted Answer\n\nrow 2 column 3" in prompt
+    assert server.seen[0].headers["authorization"] == "Bearer jk" and server.seen[0].body["temperature"] == 0
+
+
+def test_llm_mode_sends_every_item_with_choices_and_none(server, tmp_path):
+    path = rollout_rows(tmp_path, ["(2,3)", None])
+    server.responder = lambda seen: Reply(content="False")
+    rows = jsonl(sh(judge_cmd(server, path, mode="llm")).stdout)
+    assert len(server.seen) == 3 and all(r["decided_by"] == "llm" and r["hard"] == 0 for r in rows)
+    prompts = [s.body["messages"][0]["content"] for s in server.seen]
+    assert any("## Extracted Answer\n\nNone" in p for p in prompts)
+    choice = next(p for p in prompts if "Which colour?" in p)
+    assert "A. red\nB. blue" in choice and "## Ground Truth\n\nB" in choice
+
+
+def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
+    path = rollout_rows(tmp_path, ["near (2,3)", "maybe (2,3)", "(2,3)?!"])
+    replies = iter([Reply(content="untrue"), Reply(status=500), Reply(status=500), Reply(content="True"),
+                    Reply(content="True")])
+    server.responder = lambda seen: next(replies)
+    result = sh(judge_cmd(server, path, mode="llm") + " --retries 1 -j 1", env={"BV_RETRY_BASE_S": "0.01"})
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert [r["decided_by"] for r in rows] == ["error", "error", "llm", "llm"]
+    errors = [r for r in rows if r["decided_by"] == "error"]
+    assert len(errors) == 2 and all(r["hard"] is None and r["judge_error"] for r in errors)
+    assert any("neither True nor False" in r["judge_error"] for r in errors)
+    assert any("judge request failed" in r["judge_error"] for r in errors)
+    (tmp_path / "judged.jsonl").write_text(result.stdout)
+    report = json.loads(sh(f"bv report --format json {tmp_path}/judged.jsonl").stdout)
+    # Judge errors are counted apart and left out of the accuracy: both judged rows are right.
+    assert report["overall"]["judge_errors"] == 2 and report["overall"]["accuracy"] == 1.0
+
+
+def test_rejudging_is_served_from_the_cache(server, tmp_path):
+    path = rollout_rows(tmp_path, ["row 2 column 3", "the middle one"])
+    server.responder = lambda seen: Reply(content="True")
+    cache = tmp_path / "cache.sqlite"
+    first = sh(judge_cmd(server, path, cache=cache))
+    assert len(server.seen) == 2
+    second = sh(judge_cmd(server, path, cache=cache))
+    assert len(server.seen) == 2, "a rerun of bv judge on the same rollouts made an LLM call"
+    assert first.stdout == second.stdout and "2 cache hits" in second.stderr
+
+
+def test_rejudging_replaces_only_judge_fields(server, tmp_path):
+    path = rollout_rows(tmp_path, ["row 2 column 3"])
+    server.responder = lambda seen: Reply(content="True")
+    once = jsonl(sh(judge_cmd(server, path)).stdout)
+    (tmp_path / "once.jsonl").write_text("".join(json.dumps(r) + "\n" for r in once))
+    twice = jsonl(sh(f"bv judge --mode rules {tmp_path}/once.jsonl").stdout)
+    assert once[0]["decided_by"] == "llm" and twice[0]["decided_by"] == "rules"
+    for a, b in zip(once, twice, strict=True):
+        keep = {
+            k: v
+            for k, v in a.items()
+            if not k.startswith("judge") and k not in ("extracted", "hard", "decided_by", "undecided")
+        }
+        assert {k: b[k] for k in keep} == keep
+
+
+def test_auto_without_a_judge_warns_once_and_uses_rules(tmp_path):
+    path = rollout_rows(tmp_path, ["row 2 column 3", "somewhere"])
+    result = sh(f"bv judge {path}")
+    assert result.returncode == 0 and result.stderr.count("no LLM judge configured") == 1
+    rows = jsonl(result.stdout)
+    assert [r["undecided"] for r in rows] == [True, True, False] and rows[0]["hard"] == 0
+    assert "needs a judge model" in sh(f"bv judge --mode llm {path}").stderr
