@@ -113,8 +113,15 @@ def test_llm_mode_sends_every_item_with_choices_and_none(server, tmp_path):
 
 def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     path = rollout_rows(tmp_path, ["near (2,3)", "maybe (2,3)", "(2,3)?!"])
-    replies = iter([Reply(content="untrue"), Reply(status=500), Reply(status=500), Reply(content="True"),
-                    Reply(content="True")])
+    replies = iter(
+        [
+            Reply(content="untrue"),
+            Reply(status=500),
+            Reply(status=500),
+            Reply(content="True"),
+            Reply(content="True"),
+        ]
+    )
     server.responder = lambda seen: next(replies)
     result = sh(judge_cmd(server, path, mode="llm") + " --retries 1 -j 1", env={"BV_RETRY_BASE_S": "0.01"})
     assert result.returncode == 0, result.stderr
