@@ -21,9 +21,13 @@ demo: $(VENV)/.installed
 	$(BIN)/bv prompt $(DEMO)/data/meta_data.jsonl \
 	  | $(BIN)/bv rollout --backend chance --repeats 3 -j $(JOBS) --quiet \
 	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
-	$(BIN)/bv report $(DEMO)/results.jsonl
+	$(BIN)/bv report $(DEMO)/results.jsonl --html $(DEMO)/report.html
 
+# The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
+# Debian); elsewhere that one test skips and says why.
 test: $(VENV)/.installed
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(BIN)/python -m pytest -q
 
 # make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
@@ -35,7 +39,7 @@ eval: $(VENV)/.installed
 	$(BIN)/bv prompt $(ITEMS) \
 	  | $(BIN)/bv rollout -m $(MODEL) $(if $(BASE_URL),--base-url $(BASE_URL)) -j $(JOBS) \
 	  | $(BIN)/bv judge > build/eval/results.jsonl
-	$(BIN)/bv report build/eval/results.jsonl
+	$(BIN)/bv report build/eval/results.jsonl --html build/eval/report.html
 
 lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/test_lint.py

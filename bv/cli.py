@@ -150,33 +150,68 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     default="table",
     show_default=True,
 )
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML viewer of every item, with its image, here.",
+)
+@click.option(
+    "--fail-under",
+    type=float,
+    metavar="X",
+    help="Exit 1 if an input's overall accuracy is below X (0.45, or 45 for percent).",
+)
 @SKIP_BAD
-def report(inputs: tuple[str, ...], fmt: str, skip_bad: bool) -> None:
+def report(
+    inputs: tuple[str, ...], fmt: str, html_path: Path | None, fail_under: float | None, skip_bad: bool
+) -> None:
     """Accuracy overall, by type and by subtype; several inputs side by side.
 
-    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std.
+    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std; one run a Wilson
+    95% interval. With two inputs, the rows both have are paired by (id, run): how many
+    improved and regressed, and an exact McNemar test.
 
     \b
     Examples:
       bv report results.jsonl
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
+      bv report results.jsonl --html report.html --fail-under 0.30
     """
     from bv.jsonl import Problems, read_records
-    from bv.render import render_csv, render_json, render_markdown, render_table
-    from bv.report import summarize
+    from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
+    from bv.report import build_report
 
     problems = Problems()
-    summaries = []
-    for name, path in _labelled(inputs or ("-",)):
-        summaries.append(summarize((record for _, record in read_records([path], problems)), name=name))
-    if fmt == "json":
-        render_json(summaries[0] if len(summaries) == 1 else {"inputs": summaries}, sys.stdout)
-    else:
-        {"table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](summaries, sys.stdout)
+    named = [
+        (name, [record for _, record in read_records([path], problems)]) for name, path in _labelled(inputs)
+    ]
+    built, kept = build_report(named)
+    {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
+        built, sys.stdout
+    )
+    if html_path is not None:
+        from bv.html_report import write_html
+
+        write_html(html_path, summaries_of(built), kept, built.get("comparison"))
+        click.echo(f"bv report: wrote {html_path}", err=True)
     exit_for(problems, skip_bad)
+    if fail_under is not None:
+        threshold = fail_under / 100 if fail_under > 1 else fail_under
+        failing = [s for s in summaries_of(built) if (s["overall"]["accuracy"] or 0.0) < threshold]
+        for summary in failing:
+            click.echo(
+                f"bv report: {summary['name']}: overall accuracy {summary['overall']['accuracy']}"
+                f" is below --fail-under {threshold:g}",
+                err=True,
+            )
+        if failing:
+            sys.exit(1)
 
 
 def _labelled(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, path) of each report input: NAME=PATH, or the file's stem ("stdin" for -)."""
+    inputs = inputs or ("-",)
     out = []
     for spec in inputs:
         name, sep, path = spec.partition("=")

@@ -118,10 +118,54 @@ def _find(summary: dict[str, Any], level: str, label: str) -> dict[str, Any] | N
     return None
 
 
-def render_table(summaries: list[dict[str, Any]], stream: Any) -> None:
+def summaries_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return report["inputs"] if "inputs" in report else [report]
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
+
+
+def notes(report: dict[str, Any]) -> list[str]:
+    """The lines under the table: what each input cost, and how inputs compare."""
+    lines = []
+    for summary in summaries_of(report):
+        usage, parts = summary["usage"], []
+        if summary.get("models"):
+            parts.append("model " + ", ".join(summary["models"]))
+        if usage["prompt_tokens"] or usage["completion_tokens"]:
+            parts.append(
+                f"{_tokens(usage['prompt_tokens'])} prompt + {_tokens(usage['completion_tokens'])}"
+                " completion tokens"
+            )
+        if usage["latency_s_mean"] is not None:
+            parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
+        parts.append(f"{usage['unboxed']} replies without \\boxed{{}}")
+        lines.append(f"{summary['name']}: " + "; ".join(parts))
+    comparison = report.get("comparison")
+    if comparison:
+        if any(comparison["left_out"].values()):
+            left = ", ".join(f"{name} {n}" for name, n in comparison["left_out"].items())
+            lines.append(
+                f"Compared on the {comparison['common_items']} items ({comparison['common_rows']} rows)"
+                f" every input has; rows left out: {left}."
+            )
+        pair = comparison.get("paired")
+        if pair:
+            lines.append(
+                f"{pair['b']} vs {pair['a']}, paired by (id, run) over {pair['pairs']} rows:"
+                f" {pair['improved']} improved, {pair['regressed']} regressed,"
+                f" {pair['both_right']} right in both, {pair['both_wrong']} wrong in both;"
+                f" exact McNemar p = {pair['p_value']:.3g}."
+            )
+    return lines
+
+
+def render_table(report: dict[str, Any], stream: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
     title = "bv report: " + ", ".join(s["name"] for s in summaries)
     table = Table(title=title, title_justify="left")
@@ -138,22 +182,25 @@ def render_table(summaries: list[dict[str, Any]], stream: Any) -> None:
     # On a terminal rich fits the table to the window; in a pipe or file nothing needs wrapping.
     console = Console(file=stream) if stream.isatty() else Console(file=stream, width=240)
     console.print(table)
+    for line in notes(report):
+        console.print(line, markup=False, highlight=False)
 
 
-def render_markdown(summaries: list[dict[str, Any]], stream: Any) -> None:
-    headers, rows, levels = grid(summaries)
+def render_markdown(report: dict[str, Any], stream: Any) -> None:
+    headers, rows, levels = grid(summaries_of(report))
     stream.write("| " + " | ".join(headers) + " |\n")
     stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
     for row, level in zip(rows, levels, strict=True):
         label = f"**{row[0]}**" if level in ("overall", "type") else row[0]
         stream.write("| " + " | ".join([label, *row[1:]]) + " |\n")
+    stream.write("\n" + "".join(f"- {line}\n" for line in notes(report)))
 
 
-def render_csv(summaries: list[dict[str, Any]], stream: Any) -> None:
+def render_csv(report: dict[str, Any], stream: Any) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["input", "level", "group", *FIGURES])
-    for summary in summaries:
+    for summary in summaries_of(report):
         for level, label, cell in _groups(summary):
             ci = cell.get("ci95") or [None, None]
             figures = {**cell, "ci_low": ci[0], "ci_high": ci[1]}

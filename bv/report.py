@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from bv.stats import mean, pstdev, wilson
+from bv.stats import mcnemar_exact, mean, pstdev, wilson
 
 
 def chance_of(row: dict[str, Any]) -> float:
@@ -91,3 +91,50 @@ def summarize(rows: Iterable[dict[str, Any]], name: str = "results") -> dict[str
     summary["models"] = sorted({str(r.get("model")) for r in rows if r.get("model")})
     summary["usage"] = _usage(rows)
     return summary
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, int]:
+    return str(row["id"]), row.get("run", 0)
+
+
+def paired(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
+    and the exact McNemar p-value of that split (is the difference more than chance?)."""
+    a_hard = {row_key(r): r["hard"] for r in a_rows if r.get("hard") is not None}
+    b_hard = {row_key(r): r["hard"] for r in b_rows if r.get("hard") is not None}
+    keys = sorted(a_hard.keys() & b_hard.keys())
+    improved = sorted(k for k in keys if b_hard[k] > a_hard[k])
+    regressed = sorted(k for k in keys if b_hard[k] < a_hard[k])
+    return {
+        "pairs": len(keys),
+        "both_right": sum(1 for k in keys if a_hard[k] == b_hard[k] == 1),
+        "both_wrong": sum(1 for k in keys if a_hard[k] == b_hard[k] == 0),
+        "improved": len(improved),
+        "regressed": len(regressed),
+        "p_value": mcnemar_exact(len(improved), len(regressed)),
+        "improved_ids": [f"{i}#{run}" for i, run in improved],
+        "regressed_ids": [f"{i}#{run}" for i, run in regressed],
+    }
+
+
+def build_report(named_rows: list[tuple[str, list[dict[str, Any]]]]) -> tuple[dict[str, Any], list[list]]:
+    """The report of one input, or several side by side; returns it and the rows it covers.
+
+    Several inputs are compared on the (id, run) rows they all have; the report says how many
+    each one left out. Exactly two inputs also get the paired comparison.
+    """
+    judged = [(name, [r for r in rows if "hard" in r]) for name, rows in named_rows]
+    if len(judged) == 1:
+        name, rows = judged[0]
+        return summarize(rows, name), [rows]
+    common = set.intersection(*({row_key(r) for r in rows} for _, rows in judged))
+    kept = [[r for r in rows if row_key(r) in common] for _, rows in judged]
+    comparison: dict[str, Any] = {
+        "common_rows": len(common),
+        "common_items": len({item for item, _ in common}),
+        "left_out": {name: len(rows) - len(k) for (name, rows), k in zip(judged, kept, strict=True)},
+    }
+    if len(judged) == 2:
+        comparison["paired"] = {"a": judged[0][0], "b": judged[1][0], **paired(kept[0], kept[1])}
+    summaries = [summarize(k, name) for (name, _), k in zip(judged, kept, strict=True)]
+    return {"inputs": summaries, "comparison": comparison}, kept

@@ -1,0 +1,377 @@
+"""`bv report --html`: one self-contained HTML file to read results item by item, offline.
+
+The page holds the summary tables, then one card per item: its image(s), question, choices
+with the gold marked, and one line per run (and per input) with the verdict, the extracted
+answer, who decided it and the folded response. Vanilla JS filters the cards (wrong only,
+differing only, type, subtype, text). Nothing is loaded from outside: images are embedded
+once each as small WebP (or JPEG) thumbnails, keyed by content hash, and a Content-Security-
+Policy allows only the page's own script and style (by hash) and `data:` images. Every
+untrusted string is escaped; the script never writes HTML. The output is deterministic.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from bv import __version__
+from bv.images import MAX_IMAGE_PIXELS, path_of
+from bv.records import gold_text
+from bv.render import grid
+
+THUMB_PX = 320  # longest side of an embedded thumbnail
+QUALITY = 70
+VERDICTS = {  # verdict: (label, css class)
+    "right": ("✓ right", "ok"),
+    "wrong": ("✗ wrong", "bad"),
+    "judge_error": ("judge error", "jerr"),
+    "undecided": ("undecided", "und"),
+    "error": ("rollout error", "bad"),
+    "missing": ("no row", "miss"),
+}
+
+CSS = """
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+color:#1d2330;background:#f3f4f7}main{max-width:1180px;margin:0 auto;padding:0 16px 40px}
+h1{font-size:20px;margin:18px 0 2px}h2{font-size:16px;margin:22px 0 8px}.meta{color:#5b6475;margin:0}
+table.sum{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;margin:6px 0 10px}
+.sum th,.sum td{padding:3px 10px;text-align:right;border-bottom:1px solid #e6e8ee;white-space:nowrap}
+.sum th{background:#eef0f5;font-weight:600}.sum td:first-child,.sum th:first-child{text-align:left}
+.sum tr[data-f]{cursor:pointer}.sum tr[data-f]:hover{background:#eef4ff}
+.sum .overall td,.sum .type td{font-weight:600}.sum .subtype td:first-child{padding-left:26px}
+.sum .ans_type td{color:#6b7385}details.in>summary{cursor:pointer;color:#30508f;margin:4px 0}
+dl.cmp{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;background:#fff;padding:8px 12px}
+dl.cmp dt{font-weight:600}dl.cmp dd{margin:0}
+#filters{position:sticky;top:0;z-index:2;display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;
+background:#fffe;padding:8px 12px;margin:16px -12px 12px;border-bottom:1px solid #d8dbe3}
+#filters select,#filters input[type=search]{font:inherit;padding:2px 6px;max-width:240px}
+#count{margin-left:auto;color:#5b6475}
+.card{display:grid;grid-template-columns:336px 1fr;gap:4px 18px;background:#fff;border-radius:6px;
+box-shadow:0 1px 3px #0002;padding:12px 14px;margin:0 0 12px}.card[hidden]{display:none}
+.card>header{grid-column:1/-1;display:flex;flex-wrap:wrap;gap:4px 10px;align-items:baseline}
+.card>header a{font-weight:700;color:#1d2330;text-decoration:none}.tag,.who,.why{color:#5b6475}
+.score{margin-left:auto;font-weight:600}
+.imgs img{display:block;max-width:320px;height:auto;border:1px solid #e3e5ea;margin:0 0 6px}
+.noimg{display:flex;align-items:center;justify-content:center;width:320px;height:120px;
+border:2px dashed #c9ccd5;color:#8a92a3;background:#fafbfc;margin:0 0 6px;padding:8px;
+text-align:center;overflow-wrap:anywhere}
+.q{margin:0 0 6px;white-space:pre-wrap}.choices{margin:0 0 6px;padding-left:0;list-style:none}
+.choices li{padding:1px 6px;border-radius:3px}.choices li.gold{background:#e2f5e6;font-weight:600}
+.gold-line{margin:0 0 8px}.run{border-top:1px solid #eef0f4;padding:4px 0}.run>summary{cursor:pointer}
+.v{display:inline-block;min-width:92px;padding:0 6px;border-radius:3px;font-weight:600;
+text-align:center;font-size:12px}.ok{background:#d8f3dc;color:#17692c}.bad{background:#fde0e0;color:#a32222}
+.jerr{background:#fff1cc;color:#8a5a00}.und{background:#ece6f7;color:#5b3c8f}.miss{background:#eceef2;color:#6b7385}
+.diff{background:#ffe7c2;color:#8a4b00;padding:0 6px;border-radius:3px;font-size:12px;font-weight:600}
+code{background:#f0f1f5;padding:0 4px;border-radius:3px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f8fa;border:1px solid #e6e8ee;padding:8px;
+margin:4px 0;max-height:420px;overflow:auto;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
+@media(max-width:760px){.card{grid-template-columns:1fr}}
+"""
+
+# Plain JS that never writes HTML: it sets image sources from the thumbnail map, hides cards
+# and sets one text node.
+JS = """
+(()=>{const $=s=>document.getElementById(s),cards=[...document.querySelectorAll('.card')];
+const thumbs=JSON.parse($('bv-thumbs').textContent);
+for(const i of document.querySelectorAll('img[data-h]'))i.src=thumbs[i.dataset.h];
+const text=cards.map(c=>c.textContent.toLowerCase());
+const w=$('f-wrong'),d=$('f-diff'),t=$('f-type'),s=$('f-sub'),q=$('f-q');
+function apply(){const n=q.value.trim().toLowerCase();let k=0;
+cards.forEach((c,i)=>{const ok=(!w.checked||c.dataset.wrong)&&(!d||!d.checked||c.dataset.diff)
+&&(!t.value||c.dataset.type===t.value)&&(!s.value||c.dataset.sub===s.value)&&(!n||text[i].includes(n));
+c.hidden=!ok;k+=ok});$('count').textContent=k+' of '+cards.length+' items shown'}
+for(const e of document.querySelectorAll('#filters input,#filters select'))e.addEventListener('input',apply);
+for(const r of document.querySelectorAll('tr[data-f]'))r.addEventListener('click',()=>{
+t.value=r.dataset.f==='type'?r.dataset.v:'';s.value=r.dataset.f==='sub'?r.dataset.v:'';apply();
+$('filters').scrollIntoView()});apply()})();
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """right, wrong, judge_error, undecided or error (the rollout failed), as `bv report` counts them."""
+    if row.get("decided_by") == "error" or row.get("hard") is None:
+        return "judge_error"
+    if row.get("error"):
+        return "error"
+    if row.get("undecided"):
+        return "undecided"
+    return "right" if row.get("hard") == 1 else "wrong"
+
+
+def _natural(value: str) -> list[tuple[int, int, str]]:
+    """Sort key that puts item 2 before item 10."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
+
+
+def image_paths(row: dict[str, Any]) -> list[str]:
+    """The row's image files: the `file://` URLs of its messages, else its `images` as written."""
+    paths = []
+    for message in row.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            url = (part.get("image_url") or {}).get("url", "") if isinstance(part, dict) else ""
+            if isinstance(url, str) and url.startswith("file:"):
+                paths.append(str(path_of(url)))
+    return paths or [str(p) for p in row.get("images") or [] if isinstance(p, str)]
+
+
+def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
+    """(width, height, data URI) of a downscaled WebP (JPEG without WebP support), None if undecodable."""
+    from PIL import Image, ImageOps, features
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            if img.width * img.height > MAX_IMAGE_PIXELS:
+                return None
+            img.draft("RGB", (2 * THUMB_PX, 2 * THUMB_PX))  # JPEG: decode at a reduced scale
+            out = ImageOps.exif_transpose(img) or img
+            webp = features.check("webp")
+            alpha = webp and ("A" in out.mode or "transparency" in out.info)
+            out = out.convert("RGBA" if alpha else "RGB")
+            out.thumbnail((THUMB_PX, THUMB_PX))
+            buffer = io.BytesIO()
+            if webp:
+                out.save(buffer, "WEBP", quality=QUALITY, method=2)
+            else:
+                out.save(buffer, "JPEG", quality=QUALITY, optimize=True)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return None
+    uri = f"data:image/{'webp' if webp else 'jpeg'};base64,{base64.b64encode(buffer.getvalue()).decode()}"
+    return out.width, out.height, uri
+
+
+class Thumbnails:
+    """Each distinct image (by content) encoded once, in parallel, as a downscaled data URI."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        def read(path: str) -> tuple[str, bytes] | None:
+            try:  # relative paths (no file:// URL in the row) cannot be resolved here
+                data = Path(path).read_bytes() if Path(path).is_absolute() else None
+            except OSError:
+                return None
+            return (hashlib.sha256(data).hexdigest()[:16], data) if data is not None else None
+
+        unique = sorted(set(paths))
+        with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # Pillow releases the GIL
+            files = dict(zip(unique, pool.map(read, unique), strict=True))
+            contents = {f[0]: f[1] for f in files.values() if f}
+            made = dict(zip(contents, pool.map(_thumbnail, contents.values()), strict=True))
+        self.by_hash = {key: thumb[2] for key, thumb in sorted(made.items()) if thumb}
+        self.by_path = {p: (f[0], *made[f[0]][:2]) if f and made[f[0]] else None for p, f in files.items()}
+
+    def get(self, path: str) -> tuple[str, int, int] | None:
+        """(key, width, height) of the thumbnail of `path`, or None when it is missing or unreadable."""
+        return self.by_path.get(path)
+
+
+def _summary_table(headers: list[str], rows: list[list[str]], levels: list[str]) -> str:
+    out = [
+        '<table class="sum"><thead><tr>',
+        *(f"<th>{_esc(h)}</th>" for h in headers),
+        "</tr></thead><tbody>",
+    ]
+    for row, level in zip(rows, levels, strict=True):
+        filt = {"overall": ' data-f="all"', "type": ' data-f="type"', "subtype": ' data-f="sub"'}.get(
+            level, ""
+        )
+        if filt and level != "overall":
+            filt += f' data-v="{_esc(row[0])}"'
+        out.append(f'<tr class="{level}"{filt}>' + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>")
+    return "".join(out) + "</tbody></table>"
+
+
+def _comparison(comparison: dict[str, Any]) -> str:
+    items = "".join(
+        f"<dt>{_esc(k)}</dt><dd>{_esc(v if isinstance(v, str) else json.dumps(v, default=str))}</dd>"
+        for k, v in comparison.items()
+    )
+    return f'<h2>Paired comparison</h2><dl class="cmp">{items}</dl>'
+
+
+def _run_line(row: dict[str, Any] | None, who: str) -> str:
+    if row is None:
+        label, cls = VERDICTS["missing"]
+        who_html = f'<span class="who">{_esc(who)}</span>'
+        return f'<div class="run"><span class="v {cls}">{label}</span> {who_html}</div>'
+    label, cls = VERDICTS[verdict(row)]
+    extracted = row.get("extracted")
+    answer = f"<code>{_esc(extracted)}</code>" if extracted else "<i>none</i>"
+    answer = r"<i>empty \boxed{}</i>" if extracted == "" else answer
+    why = [_esc(x) for x in (row.get("judge_reason"), row.get("judge_error"), row.get("error")) if x]
+    head = (
+        f'<span class="v {cls}">{label}</span> <span class="who">{_esc(who)}</span> answer {answer} · '
+        f'<span class="why">{_esc(row.get("decided_by") or "?")}{": " if why else ""}{" — ".join(why)}</span>'
+    )
+    response = row.get("response")
+    body = f"<pre>{_esc(response)}</pre>" if response is not None else "<p><i>no response</i></p>"
+    if row.get("judge_reply"):
+        body += f"<p>judge {_esc(row.get('judge_model') or '')}:</p><pre>{_esc(row['judge_reply'])}</pre>"
+    return f'<details class="run"><summary>{head}</summary>{body}</details>'
+
+
+def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
+    out = []
+    for path in image_paths(row):
+        thumb = thumbs.get(path)
+        if thumb is None:
+            out.append(f'<div class="noimg">image missing or unreadable:<br>{_esc(path)}</div>')
+        else:
+            key, width, height = thumb
+            out.append(
+                f'<img data-h="{key}" width="{width}" height="{height}" alt="{_esc(Path(path).name)}">'
+            )
+    return "".join(out) or '<div class="noimg">no image</div>'
+
+
+def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: bool) -> str:
+    """One item: picture, question, choices, gold, then one line per run (runs of two inputs paired)."""
+    row, runs = item["row"], item["runs"]
+    # Inputs may come from different machines: show the images of the first input that has them all.
+    firsts = [runs[i][0] for i in sorted(runs)]
+    pictured = next((r for r in firsts if all(thumbs.get(p) for p in image_paths(r))), row)
+    gold = set(row.get("answer") or [])
+    choices = "".join(
+        f"<li{' class=gold' if c.get('label') in gold else ''}><b>{_esc(c.get('label'))}.</b> "
+        f"{_esc(c.get('text'))}{' ✓ gold' if c.get('label') in gold else ''}</li>"
+        for c in row.get("choices") or []
+        if isinstance(c, dict)
+    )
+    run_ids = sorted(
+        {r.get("run", 0) for rows in runs.values() for r in rows}, key=lambda x: _natural(str(x))
+    )
+    lines = []
+    for run in run_ids:
+        for index, name in enumerate(names):
+            who = (f"{name} · " if len(names) > 1 else "") + f"run {run}"
+            matching = [r for r in runs.get(index, []) if r.get("run", 0) == run]
+            lines += [_run_line(r, who) for r in matching or [None]]
+    scores, any_wrong = [], False
+    for index, name in enumerate(names):
+        verdicts = [verdict(r) for r in runs.get(index, [])]
+        any_wrong |= any(v != "right" for v in verdicts)
+        prefix = f"{name} " if len(names) > 1 else ""
+        scores.append(_esc(f"{prefix}{verdicts.count('right')}/{len(verdicts)} right"))
+    kind, sub = _esc(row.get("type", "unknown")), _esc(row.get("subtype", "unknown"))
+    attrs = f' data-type="{kind}" data-sub="{sub}"' + (' data-wrong="1"' if any_wrong else "")
+    attrs += ' data-diff="1"' if differs else ""
+    anchor = _esc("item-" + quote(str(row.get("id")), safe=""))
+    cot = row.get("cot")
+    return (
+        f'<article class="card" id="{anchor}"{attrs}><header><a href="#{anchor}">#{_esc(row.get("id"))}</a>'
+        f'<span class="tag">{kind} › {sub} · {_esc(row.get("ans_type", "?"))}</span>'
+        + ('<span class="diff">differs</span>' if differs else "")
+        + f'<span class="score">{" · ".join(scores)}</span></header>'
+        f'<div class="imgs">{_pictures(pictured, thumbs)}</div><div class="body">'
+        f'<p class="q">{_esc(row.get("question", ""))}</p>'
+        + (f'<ol class="choices">{choices}</ol>' if choices else "")
+        + f'<p class="gold-line">gold: <b>{_esc(gold_text(row)) if gold else "?"}</b></p>'
+        + (
+            f'<details class="run"><summary>reference reasoning</summary><pre>{_esc(cot)}</pre></details>'
+            if cot
+            else ""
+        )
+        + f"{''.join(lines)}</div></article>"
+    )
+
+
+def _differs(runs: dict[int, list[dict[str, Any]]]) -> bool:
+    """Two inputs: some (id, run) present in both is right in one and not in the other."""
+    right = [{r.get("run", 0): verdict(r) == "right" for r in runs.get(i, [])} for i in (0, 1)]
+    return any(right[0][run] != right[1][run] for run in right[0].keys() & right[1].keys())
+
+
+def _filters(items: dict[str, dict[str, Any]], n_differing: int | None) -> str:
+    subtypes: dict[str, set[str]] = defaultdict(set)
+    for item in items.values():
+        subtypes[str(item["row"].get("type", "unknown"))].add(str(item["row"].get("subtype", "unknown")))
+    types = "".join(f'<option value="{_esc(t)}">{_esc(t)}</option>' for t in sorted(subtypes))
+    subs = "".join(
+        f'<optgroup label="{_esc(t)}">'
+        + "".join(f'<option value="{_esc(s)}">{_esc(s)}</option>' for s in sorted(subtypes[t]))
+        + "</optgroup>"
+        for t in sorted(subtypes)
+    )
+    differing = f'<label><input type="checkbox" id="f-diff"> differing only ({n_differing})</label>'
+    return (
+        '<div id="filters"><label><input type="checkbox" id="f-wrong"> wrong only</label>'
+        + (differing if n_differing is not None else "")
+        + f'<label>type <select id="f-type"><option value="">all</option>{types}</select></label>'
+        f'<label>subtype <select id="f-sub"><option value="">all</option>{subs}</select></label>'
+        '<input type="search" id="f-q" placeholder="search text" aria-label="search">'
+        '<span id="count"></span></div>'
+    )
+
+
+def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
+    meta = " · ".join(
+        _esc(f"{n}: {s['overall']['n']} items, {s['overall']['runs']} run(s), model ")
+        + _esc(", ".join(s.get("models") or ["?"]))
+        for n, s in zip(names, summaries, strict=True)
+    )
+    if len(summaries) == 1:
+        return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}'
+    each = "".join(
+        f'<details class="in"><summary>{_esc(n)}</summary>{_summary_table(*grid([s]))}</details>'
+        for n, s in zip(names, summaries, strict=True)
+    )
+    return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}{each}'
+
+
+def write_html(
+    path: Path,
+    summaries: list[dict[str, Any]],
+    rows_by_input: list[list[dict[str, Any]]],
+    comparison: dict[str, Any] | None = None,
+) -> None:
+    """Write the viewer for these inputs: `summaries[i]` is `summarize(rows_by_input[i], name=...)`.
+
+    Judged rows are grouped into one card per item id; with two inputs, rows pair by (id, run)
+    and the items whose verdicts differ come first. `comparison`, when given, is shown as is.
+    """
+    names = [str(s.get("name", f"input {i + 1}")) for i, s in enumerate(summaries)]
+    items: dict[str, dict[str, Any]] = {}
+    for index, rows in enumerate(rows_by_input):
+        for row in rows:
+            if "hard" in row:
+                item = items.setdefault(str(row.get("id")), {"row": row, "runs": defaultdict(list)})
+                item["runs"][index].append(row)
+    pair = len(rows_by_input) == 2
+    differs = {key: pair and _differs(item["runs"]) for key, item in items.items()}
+    order = sorted(items, key=lambda key: (not differs[key], _natural(key), key))
+    thumbs = Thumbnails(
+        p for i in items.values() for rows in i["runs"].values() for p in image_paths(rows[0])
+    )
+    cards = "".join(_card(items[key], names, thumbs, differs[key]) for key in order)
+    data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")
+    csp = f"default-src 'none'; img-src data:; style-src {_csp_hash(CSS)}; script-src {_csp_hash(JS)}"
+    title = _esc("bv report: " + ", ".join(names))
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f'<meta name="generator" content="bv {__version__}"><title>{title}</title><style>{CSS}</style>'
+        f"</head><body><main><h1>{title}</h1>{_summary(summaries, names)}"
+        + (_comparison(comparison) if comparison else "")
+        + f'<h2 id="items">Items</h2>{_filters(items, sum(differs.values()) if pair else None)}{cards}</main>'
+        f'<script type="application/json" id="bv-thumbs">{data}</script><script>{JS}</script></body></html>\n'
+    )
+    Path(path).write_text(page, encoding="utf-8")

@@ -1,0 +1,142 @@
+"""Report figures against hand-computed ones, and the report's CLI options."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import jsonl, sh
+
+from bv.report import build_report, paired, summarize
+from bv.stats import mcnemar_exact, pstdev, wilson
+
+
+@pytest.mark.parametrize(
+    "k,n,low,high",
+    [(8, 10, 0.4902, 0.9433), (0, 10, 0.0, 0.2775), (10, 10, 0.7225, 1.0), (50, 100, 0.4038, 0.5962)],
+)
+def test_wilson_bounds(k, n, low, high):
+    got = wilson(k, n)
+    assert got[0] == pytest.approx(low, abs=1e-4) and got[1] == pytest.approx(high, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    "improved,regressed,p",
+    [(1, 9, 22 / 1024), (9, 1, 22 / 1024), (0, 6, 2 / 64), (5, 5, 1.0), (0, 0, 1.0), (3, 12, 0.03515625)],
+)
+def test_mcnemar_exact(improved, regressed, p):
+    assert mcnemar_exact(improved, regressed) == pytest.approx(p)
+
+
+def rows(run: int, hards: list[int | None], **extra) -> list[dict]:
+    return [
+        {
+            "id": str(i),
+            "run": run,
+            "hard": h,
+            "type": "T" if i % 2 else "U",
+            "subtype": f"S{i % 2}",
+            "ans_type": "choice",
+            "choices": [{"label": c, "text": c} for c in "ABCD"],
+            "answer": ["A"],
+            "decided_by": "rules" if h is not None else "error",
+            "error": None,
+            **extra,
+        }
+        for i, h in enumerate(hards)
+    ]
+
+
+def test_avg_at_k_is_the_mean_of_run_accuracies_with_population_std():
+    data = rows(0, [1, 1, 0, 0]) + rows(1, [1, 1, 1, 0]) + rows(2, [1, 1, 1, 1])
+    overall = summarize(data)["overall"]
+    assert overall["per_run"] == [0.5, 0.75, 1.0]
+    assert overall["accuracy"] == pytest.approx(0.75) and overall["std"] == pytest.approx(
+        pstdev([0.5, 0.75, 1.0])
+    )
+    assert overall["std"] == pytest.approx(math.sqrt(1 / 24)) and overall["ci95"] is None
+    assert overall["chance"] == 0.25 and (overall["n"], overall["rows"], overall["correct"]) == (4, 12, 9)
+
+
+def test_errors_judge_errors_and_undecided_have_their_own_columns():
+    data = rows(0, [1, None, 0, 0])
+    data[2]["error"] = "HTTP 500 (gave up after 6 tries)"
+    data[3]["undecided"] = True
+    overall = summarize(data)["overall"]
+    assert (overall["errors"], overall["judge_errors"], overall["undecided"]) == (1, 1, 1)
+    assert overall["accuracy"] == pytest.approx(1 / 3)  # the judge error is left out, the others count wrong
+    assert overall["ci95"] == [round(v, 6) for v in wilson(1, 3)]
+
+
+def test_paired_comparison_and_intersection():
+    a = rows(0, [1, 1, 0, 0, 1])
+    b = rows(0, [1, 0, 1, 1, 1, 0])  # one more item than a
+    pair = paired(a, b)
+    assert (pair["pairs"], pair["improved"], pair["regressed"], pair["both_right"], pair["both_wrong"]) == (
+        5,
+        2,
+        1,
+        2,
+        0,
+    )
+    assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2#0", "3#0"]
+    report, kept = build_report([("a", a), ("b", b)])
+    assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(k) for k in kept] == [5, 5]
+    assert report["inputs"][1]["overall"]["n"] == 5  # compared on the common items only
+
+
+def write(path, data):
+    path.write_text("".join(json.dumps(r) + "\n" for r in data))
+    return path
+
+
+def test_report_cli_side_by_side_with_paired_test(tmp_path):
+    a = write(tmp_path / "a.jsonl", rows(0, [0] * 10 + [1] * 10))
+    b = write(tmp_path / "b.jsonl", rows(0, [1] * 9 + [0] + [1] * 10 + [0]))
+    table = sh(f"bv report v1={a} v2={b}")
+    assert table.returncode == 0
+    assert "v2 vs v1, paired by (id, run) over 20 rows: 9 improved, 0 regressed" in table.stdout
+    assert "rows left out: v1 0, v2 1" in table.stdout
+    report = json.loads(sh(f"bv report --format json v1={a} v2={b}").stdout)
+    assert report["comparison"]["paired"]["p_value"] == pytest.approx(2 / 512)
+    markdown = sh(f"bv report --format markdown v1={a} v2={b}").stdout
+    assert (
+        "| **Overall** | 20/20 | 50.0 | 95.0 | +45.0 |" in markdown and "exact McNemar p = 0.0039" in markdown
+    )
+
+
+def test_fail_under_is_a_ci_gate(tmp_path):
+    path = write(tmp_path / "r.jsonl", rows(0, [1, 0, 0, 0]))
+    ok = sh(f"bv report --format json --fail-under 0.2 {path}")
+    assert ok.returncode == 0
+    low = sh(f"bv report --format json --fail-under 30 {path}")
+    assert low.returncode == 1 and "overall accuracy 0.25 is below --fail-under 0.3" in low.stderr
+    assert json.loads(low.stdout)["overall"]["accuracy"] == 0.25  # the report is still printed
+
+
+def test_table_notes_usage_per_input(tmp_path):
+    data = rows(
+        0,
+        [1, 0],
+        usage={"prompt_tokens": 1000, "completion_tokens": 50},
+        latency_s=2.0,
+        response="no box here",
+        model="m1",
+    )
+    out = sh(f"bv report {write(tmp_path / 'r.jsonl', data)}").stdout
+    assert (
+        "r: model m1; 2000 prompt + 100 completion tokens; mean latency 2.00 s per row; 2 replies without"
+        in out
+    )
+
+
+def test_html_option_writes_the_viewer(sample_dir, tmp_path):
+    result = sh(
+        f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance | bv judge --mode rules"
+        f" > {tmp_path}/r.jsonl && bv report {tmp_path}/r.jsonl --html {tmp_path}/out.html"
+    )
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "out.html").read_text()
+    assert page.count('class="card') >= len(jsonl((tmp_path / "r.jsonl").read_text()))
+    assert "data:image/" in page and "wrote" in result.stderr
