@@ -180,11 +180,12 @@ def report(
     """
     from bv.jsonl import Problems, read_records
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
-    from bv.report import build_report
+    from bv.report import build_report, check_judged_row
 
     problems = Problems()
     named = [
-        (name, [record for _, record in read_records([path], problems)]) for name, path in _labelled(inputs)
+        (name, [record for _, record in read_records([path], problems, check_judged_row)])
+        for name, path in _labelled(inputs)
     ]
     built, kept = build_report(named)
     {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](

@@ -85,6 +85,11 @@ BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 @NO_CACHE
 @click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
 @click.option(
+    "--artifacts",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write each row's system prompt, user prompt and conversation.json under DIR/<run>/<id>/.",
+)
+@click.option(
     "--exec-cmd",
     metavar="TEMPLATE",
     help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
@@ -111,6 +116,7 @@ def rollout(
     cache_path: Path | None,
     no_cache: bool,
     max_pixels: int | None,
+    artifacts: Path | None,
     exec_cmd: str | None,
     quiet: bool,
     skip_bad: bool,
@@ -148,7 +154,9 @@ def rollout(
         seed=seed,
         exec_cmd=exec_cmd,
     )
-    options = RolloutOptions(max_turns=max_turns, repeats=repeats, params=params, shard=parse_shard(shard))
+    options = RolloutOptions(
+        max_turns=max_turns, repeats=repeats, params=params, shard=parse_shard(shard), artifacts=artifacts
+    )
     settings = RunSettings(
         jobs=jobs,
         retries=retries,

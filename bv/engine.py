@@ -110,6 +110,7 @@ class Caller:
             except Exception as exc:  # an unforeseen transport error: retry it like a transient one
                 last = Transient(f"{type(exc).__name__}: {secrets.redact(str(exc))[:200]}")
             else:
+                reply.content = secrets.redact(reply.content)  # a server or proxy may echo a key
                 if key is not None:
                     self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
                 self.stats.add_usage(reply.usage)

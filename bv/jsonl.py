@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.records import BadRecord
+from bv.retry import Fatal
 
 MAX_LINE_BYTES = int(os.environ.get("BV_MAX_LINE_BYTES", 64 * 1024 * 1024))
 STDIN = "-"
@@ -110,7 +111,7 @@ def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: P
         if not text.strip():
             continue
         try:
-            value = json.loads(text)
+            value = json.loads(text.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             torn = not raw.endswith(b"\n")
             why = (
@@ -142,7 +143,8 @@ class JsonlWriter:
     def __init__(self, stream: IO[str] | None = None) -> None:
         import jsonlines  # imported here: only stages that write JSONL pay for it
 
-        self._writer = jsonlines.Writer(stream or sys.stdout, compact=True, flush=True)
+        self._stream = stream or sys.stdout
+        self._writer = jsonlines.Writer(self._stream, compact=True, flush=True)
         self.count = 0
 
     def write(self, record: dict[str, Any]) -> None:
@@ -150,6 +152,10 @@ class JsonlWriter:
             self._writer.write(record)
         except BrokenPipeError as exc:
             raise StdoutClosed() from exc
+        except OSError as exc:  # a full disk, a read-only or vanished file
+            if self._stream is sys.stdout:
+                silence_stdout()  # or the interpreter retries the flush at exit and prints a traceback
+            raise Fatal(f"cannot write the output: {exc.strerror or exc}") from None
         self.count += 1
 
 

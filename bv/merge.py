@@ -12,6 +12,7 @@ from typing import Any
 
 from bv.jsonl import Source
 from bv.records import BadRecord
+from bv.retry import Fatal
 
 
 @dataclass
@@ -71,8 +72,11 @@ def write_rows(rows: list[dict[str, Any]], output: Path | None) -> None:
         for row in rows:
             writer.write(row)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    except OSError as exc:
+        raise Fatal(f"cannot write {output}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
             writer = JsonlWriter(stream)

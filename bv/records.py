@@ -195,8 +195,15 @@ def gold_text(record: dict[str, Any]) -> str:
     return " | ".join(record.get("answer", []))
 
 
+_WRITTEN_BY = {"prompt": "bv prompt", "rollout": "bv rollout", "judged": "bv judge"}
+
+
 def require(record: dict[str, Any], stage: str, *fields: str) -> None:
-    """Raise BadRecord unless the record has what `stage` needs (e.g. judge needs a rollout)."""
+    """Raise BadRecord unless the record has what a stage needs: a `stage` record (written by
+    the stage before, e.g. judge reads rollout records), with `fields`."""
     missing = [f for f in fields if f not in record]
     if missing:
-        raise BadRecord(f"not a {stage} record: missing {', '.join(repr(f) for f in missing)}")
+        raise BadRecord(
+            f"not a {stage} record: missing {', '.join(repr(f) for f in missing)}"
+            f" (is this the output of {_WRITTEN_BY.get(stage, stage)}?)"
+        )

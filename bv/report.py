@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from bv.records import require
 from bv.stats import mcnemar_exact, mean, pstdev, wilson
 
 
@@ -91,6 +92,12 @@ def summarize(rows: Iterable[dict[str, Any]], name: str = "results") -> dict[str
     summary["models"] = sorted({str(r.get("model")) for r in rows if r.get("model")})
     summary["usage"] = _usage(rows)
     return summary
+
+
+def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:
+    """What report needs of an input line; raises BadRecord for the reader to report."""
+    require(record, "judged", "id", "hard")
+    return record
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, int]:

@@ -14,8 +14,10 @@ import hashlib
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from bv.artifacts import write_artifacts
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
 from bv.extract import has_answer
@@ -32,6 +34,7 @@ class RolloutOptions:
     repeats: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
     shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
+    artifacts: Path | None = None  # write each row's prompts and conversation under this folder
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
@@ -97,6 +100,8 @@ async def rollout_one(
         latency_s=round(time.monotonic() - started, 4),
         error=error,
     )
+    if options.artifacts is not None:
+        write_artifacts(options.artifacts, row)
     return row
 
 

@@ -18,6 +18,13 @@ def register(secret: str | None) -> None:
         _SECRETS.add(secret)
 
 
+def register_url(url: str) -> None:
+    """A URL's password (http://user:password@host) is a secret like a key."""
+    password = urlsplit(url).password
+    if password:
+        register(password)
+
+
 def redact(text: str) -> str:
     """The text with every registered secret, and any long piece of one, replaced by `***`."""
     for secret in sorted(_SECRETS, key=len, reverse=True):

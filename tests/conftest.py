@@ -61,6 +61,7 @@ def sh(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run a shell command line (a bv pipeline) the way a user would, capturing both streams."""
+    path = f"{BIN}{os.pathsep}{os.environ['PATH']}"  # the installed bv, also for module-scoped fixtures
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", command],
         cwd=cwd,
@@ -68,7 +69,7 @@ def sh(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PATH": path, **(env or {})},
     )
 
 

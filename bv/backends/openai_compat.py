@@ -79,6 +79,8 @@ class OpenAIBackend:
         if not model:
             raise Fatal("no model given: use -m/--model or set BV_MODEL")
         secrets.register(api_key)
+        for url in base_urls:
+            secrets.register_url(url)
         import openai
 
         urls = base_urls or ["https://api.openai.com/v1"]

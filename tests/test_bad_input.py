@@ -1,0 +1,192 @@
+"""Bad input costs one clear message naming file, line and why, never the run, never a traceback.
+
+The corpus in tests/data/bad/ is a set of items files, each with good lines around one bad one.
+Every stage that reads items or records is run on it (for stages downstream of prompt, the bad
+line is put among records that stage accepts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import Reply, jsonl, sh
+
+DATA = Path(__file__).parent / "data"
+BAD = DATA / "bad"
+SECRET = DATA / "secret" / "secret.png"
+
+# file: (line, what the message says)
+ITEM_CASES = {
+    "invalid-json.jsonl": (2, "invalid JSON"),
+    "not-an-object.jsonl": (2, "expected a JSON object, got list"),
+    "missing-question.jsonl": (2, "missing or empty 'question'"),
+    "empty-question.jsonl": (2, "missing or empty 'question'"),
+    "unknown-answer-type.jsonl": (2, "unknown answer type 'essay'"),
+    "choiceans-out-of-range.jsonl": (2, "'choiceAns' 7 is out of range for 3 options"),
+    "no-gold-answer.jsonl": (2, "no gold answer"),
+    "image-missing.jsonl": (2, "image 'images/nope.png': file not found"),
+    "image-unreadable.jsonl": (2, "image 'images/folder.png': not a regular file"),
+    "image-not-an-image.jsonl": (2, "image 'images/notes.png': not an image"),
+    "invalid-utf8.jsonl": (2, "invalid UTF-8"),
+    "over-long-line.jsonl": (2, "line longer than 4096 bytes"),
+    "torn-last-line.jsonl": (3, "torn last line"),
+    "path-absolute.jsonl": (2, "image '/etc/passwd': absolute paths are refused"),
+    "path-dotdot.jsonl": (2, "image '../secret/secret.png': resolves outside"),
+    "path-symlink.jsonl": (2, "image 'images/link.png': resolves outside"),
+}
+# Cases about the line itself, which every stage meets the same way.
+LINE_CASES = ["invalid-json.jsonl", "not-an-object.jsonl", "invalid-utf8.jsonl", "over-long-line.jsonl"]
+ENV = {"BV_MAX_LINE_BYTES": "4096"}
+
+
+def assert_clean_failure(result, where: str, why: str, good: int, code: int = 1) -> None:
+    assert result.returncode == code, result.stderr
+    assert f"{where}: {why}" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(jsonl(result.stdout)) == good
+
+
+@pytest.mark.parametrize("name", sorted(ITEM_CASES))
+def test_prompt_names_each_bad_item(name):
+    line, why = ITEM_CASES[name]
+    path = BAD / name
+    result = sh(f"bv prompt {path}", env=ENV)
+    assert_clean_failure(result, f"{path}:{line}", why, good=2)
+    assert sh(f"bv prompt --skip-bad {path}", env=ENV).returncode == 0
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(ITEM_CASES) if not n.startswith(("image-", "path-"))])
+def test_import_names_each_bad_item(name):
+    line, why = ITEM_CASES[name]
+    path = BAD / name
+    assert_clean_failure(sh(f"bv import {path}", env=ENV), f"{path}:{line}", why, good=2)
+
+
+def test_bom_is_named_but_not_an_error():
+    result = sh(f"bv prompt {BAD / 'bom.jsonl'}")
+    assert result.returncode == 0 and len(jsonl(result.stdout)) == 3
+    assert f"{BAD / 'bom.jsonl'}:1: warning: UTF-8 byte order mark ignored" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def stage_inputs(tmp_path_factory) -> dict[str, Path]:
+    """Good records for each stage: prompt records, rollout rows, judged rows."""
+    folder = tmp_path_factory.mktemp("stages")
+    good = BAD / "bom.jsonl"
+    commands = {
+        "prompts": f"bv prompt {good}",
+        "rollouts": f"bv prompt {good} | bv rollout --backend chance --quiet",
+        "judged": f"bv prompt {good} | bv rollout --backend chance --quiet | bv judge --mode rules --quiet",
+    }
+    paths = {}
+    for name, command in commands.items():
+        paths[name] = folder / f"{name}.jsonl"
+        paths[name].write_text(sh(command).stdout)
+    return paths
+
+
+STAGES = {  # stage command, the records it reads
+    "rollout": ("bv rollout --backend chance --quiet", "prompts"),
+    "judge": ("bv judge --mode rules --quiet", "rollouts"),
+    "merge": ("bv merge", "judged"),
+    "report": ("bv report --format json", "judged"),
+}
+
+
+def spliced(good: Path, bad_line: bytes, out: Path) -> Path:
+    lines = good.read_bytes().splitlines(keepends=True)
+    out.write_bytes(lines[0] + bad_line + b"".join(lines[1:]))
+    return out
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+@pytest.mark.parametrize("case", [*LINE_CASES, "torn-last-line.jsonl"])
+def test_every_stage_names_bad_lines(stage, case, stage_inputs, tmp_path):
+    command, kind = STAGES[stage]
+    good = stage_inputs[kind]
+    if case == "torn-last-line.jsonl":
+        path = tmp_path / "in.jsonl"
+        path.write_bytes(good.read_bytes() + good.read_bytes().splitlines()[0][:50])
+        line, why = 4, "torn last line"
+    else:
+        path = spliced(good, (BAD / case).read_bytes().splitlines(keepends=True)[1], tmp_path / "in.jsonl")
+        line, why = ITEM_CASES[case]
+    result = sh(f"{command} {path}", env=ENV)
+    assert result.returncode == 1 and f"{path}:{line}: {why}" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    if stage != "report":
+        assert len(jsonl(result.stdout)) == 3  # every good line went through
+
+
+@pytest.mark.parametrize(
+    "stage,fed,why",
+    [
+        (
+            "rollout",
+            "items",
+            "not a prompt record: missing 'id', 'messages' (is this the output of bv prompt?)",
+        ),
+        ("judge", "prompts", "not a rollout record: missing 'response'"),
+        ("report", "rollouts", "not a judged record: missing 'hard'"),
+    ],
+)
+def test_records_of_the_wrong_stage_are_named(stage, fed, why, stage_inputs, tmp_path):
+    command, _ = STAGES[stage]
+    path = BAD / "bom.jsonl" if fed == "items" else stage_inputs[fed]
+    result = sh(f"{command} {path}")
+    assert result.returncode == 1 and f"{path}:2: {why}" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_path_escapes_never_send_the_file(server, tmp_path):
+    """Absolute, .. and symlink escapes: the secret image's bytes never reach the server."""
+    items = tmp_path / "data" / "items.jsonl"
+    shutil.copytree(BAD / "images", tmp_path / "data" / "images", symlinks=True)
+    (tmp_path / "secret").mkdir()
+    shutil.copy(SECRET, tmp_path / "secret" / "secret.png")  # where the symlink and .. point
+    lines = [
+        (BAD / "path-dotdot.jsonl").read_bytes().splitlines()[1],
+        (BAD / "path-symlink.jsonl").read_bytes().splitlines()[1],
+    ]
+    absolute = json.loads(lines[0])
+    absolute["image"] = str(SECRET.resolve())
+    lines.append(json.dumps(absolute).encode())
+    lines.append((BAD / "bom.jsonl").read_bytes().splitlines()[1])  # one good item
+    items.write_bytes(b"\n".join(lines) + b"\n")
+    server.responder = lambda seen: Reply(content="\\boxed{1}")
+    result = sh(f"bv prompt --skip-bad {items} | bv rollout --base-url {server.base_url} -m m --no-cache")
+    assert result.returncode == 0 and len(jsonl(result.stdout)) == 1
+    assert result.stderr.count("resolves outside") == 2 and "absolute paths are refused" in result.stderr
+    secret = base64.b64encode(SECRET.read_bytes()).decode()
+    assert len(server.seen) == 1 and secret not in json.dumps(server.seen[0].body)
+    # --allow-any-path is the explicit way to lift the confinement.
+    assert len(jsonl(sh(f"bv prompt --allow-any-path {items}").stdout)) == 4
+
+
+def test_debug_shows_a_traceback_only_when_asked(tmp_path):
+    items = BAD / "bom.jsonl"
+    quiet = sh(f"bv prompt {items} | bv rollout -m m")
+    assert quiet.returncode == 1 and "Traceback" not in quiet.stderr and "no model endpoint" in quiet.stderr
+    loud = sh(f"bv prompt {items} | bv rollout -m m", env={"BV_DEBUG": "1"})
+    assert loud.returncode == 1 and "Traceback" in loud.stderr
+
+
+def test_full_disk_and_unwritable_output_are_clear_errors(stage_inputs, tmp_path):
+    for command in (
+        f"bv prompt {BAD / 'bom.jsonl'}",
+        f"bv rollout --backend chance {stage_inputs['prompts']}",
+    ):
+        result = sh(f"{command} > /dev/full")
+        assert result.returncode == 1, command
+        assert (
+            "cannot write the output: No space left on device" in result.stderr
+            and "Traceback" not in result.stderr
+        )
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = sh(f"bv merge {stage_inputs['judged']} -o {blocker}/out.jsonl")
+    assert result.returncode == 1 and f"cannot write {blocker}/out.jsonl" in result.stderr
+    assert "Traceback" not in result.stderr
