@@ -36,13 +36,6 @@ def render(name: str, **values: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-def prompt_version() -> str:
-    """A short hash of every template the rollout prompts use, recorded with each row."""
-    names = ("system", "skill", "trace", "question", "choices", "blank", "readout", "refine")
-    digest = hashlib.sha256("\0".join(template(n) for n in names).encode())
-    return digest.hexdigest()[:12]
-
-
 @dataclass(frozen=True)
 class Skill:
     """A skill: Markdown text for the system prompt, named so runs can say which one they used."""

@@ -11,7 +11,6 @@ import io
 import json
 from typing import Any
 
-LEVELS = (("overall", "Overall"), ("by_type", "type"), ("by_subtype", "subtype"))
 FIGURES = (
     "n",
     "rows",
