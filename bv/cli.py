@@ -12,6 +12,7 @@ import click
 from bv import __version__
 from bv.cli_common import CACHE, INPUTS, SKIP_BAD, default_cache, error, exit_for
 from bv.cli_requests import judge, rollout
+from bv.errors import BadRecord, Fatal, StdoutClosed
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -78,7 +79,7 @@ def prompt(
     """
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
-    from bv.records import BadRecord, parse_item
+    from bv.records import parse_item
 
     options = PromptOptions(
         skill=Skill.load(skill) if skill else None,
@@ -116,7 +117,6 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     """
     from bv.jsonl import Problems, read_records
     from bv.merge import merge_rows, ordered_rows, row_key, write_rows
-    from bv.records import BadRecord
 
     problems = Problems()
 
@@ -326,8 +326,6 @@ def cache_clear(cache_path: Path | None, model: str | None, older_than: float | 
 
 def main() -> None:
     """Entry point: no traceback for expected failures (BV_DEBUG=1 shows one), quiet on a closed stdout."""
-    from bv.jsonl import StdoutClosed, silence_stdout
-
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -338,6 +336,8 @@ def main() -> None:
     except click.exceptions.Abort:
         sys.exit(130)
     except (StdoutClosed, BrokenPipeError):
+        from bv.jsonl import silence_stdout
+
         silence_stdout()
         sys.exit(0)
     except KeyboardInterrupt:
@@ -345,9 +345,6 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("BV_DEBUG"):
             raise
-        from bv.records import BadRecord
-        from bv.retry import Fatal
-
         kind = (
             "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "
         )

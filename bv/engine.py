@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 from bv import secrets
 from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
-from bv.jsonl import StdoutClosed
+from bv.errors import Fatal, ItemFailure, StdoutClosed, Transient
 from bv.progress import ProgressDisplay, Stats
-from bv.retry import Fatal, ItemFailure, RetryPolicy, Transient
+from bv.retry import RetryPolicy
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from bv.records import BadRecord
+from bv.errors import BadRecord
 
 # Formats chat APIs accept as they are; anything else is converted to PNG before sending.
 SENDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}

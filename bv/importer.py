@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bv.errors import BadRecord
 from bv.jsonl import Problems, read_records
-from bv.records import BadRecord, parse_item
+from bv.records import parse_item
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
 _RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)

@@ -15,15 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bv.records import BadRecord
-from bv.retry import Fatal
+from bv.errors import BadRecord, Fatal, StdoutClosed
 
 MAX_LINE_BYTES = int(os.environ.get("BV_MAX_LINE_BYTES", 64 * 1024 * 1024))
 STDIN = "-"
-
-
-class StdoutClosed(Exception):
-    """The reader of our stdout went away (`| head`); the stage should stop quietly."""
 
 
 @dataclass

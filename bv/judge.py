@@ -17,12 +17,12 @@ from typing import Any
 
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.errors import BadRecord, Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import render, template
-from bv.records import BadRecord, require, without_stage
-from bv.retry import Fatal, ItemFailure
+from bv.records import require, without_stage
 from bv.rules import RULES_VERSION, decide
 
 MODES = ("auto", "rules", "llm")

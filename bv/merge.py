@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bv.errors import BadRecord, Fatal
 from bv.jsonl import Source
-from bv.records import BadRecord
-from bv.retry import Fatal
 
 
 @dataclass

@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
-from bv.records import SCHEMA_VERSION, BadRecord, without_stage
+from bv.records import SCHEMA_VERSION, without_stage
 
 DETAILS = ("auto", "low", "high")
 

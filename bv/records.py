@@ -21,6 +21,8 @@ from __future__ import annotations
 import string
 from typing import Any
 
+from bv.errors import BadRecord
+
 SCHEMA_VERSION = 1
 
 ITEM_FIELDS = ("id", "question", "ans_type", "choices", "answer", "type", "subtype", "images", "cot")
@@ -42,10 +44,6 @@ STAGES = tuple(STAGE_FIELDS)
 
 ANS_TYPES = ("choice", "blank")
 LABELS = string.ascii_uppercase
-
-
-class BadRecord(ValueError):
-    """A record that cannot be used; the message says why, for a `file:line: why` report."""
 
 
 def without_stage(record: dict[str, Any], stage: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""The one retry policy: what is worth retrying, and how long to wait before the next try.
+"""The one retry policy: how long to wait before the next try.
 
-Backends translate whatever their transport raises into these three errors, so the engine
-decides retries the same way for every backend, the judge included.
+Backends translate whatever their transport raises into bv.errors' Transient (retried here),
+ItemFailure or Fatal, so the engine decides retries the same way for every backend, the
+judge included.
 """
 
 from __future__ import annotations
@@ -9,23 +10,6 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass, field
-
-
-class Transient(Exception):
-    """Worth another try: 429, 5xx, a dropped connection, a timeout, a reply we cannot parse."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class ItemFailure(Exception):
-    """This item cannot succeed (a 400, an unreadable image, retries used up); others still can."""
-
-
-class Fatal(Exception):
-    """No item can succeed (wrong key, unknown model or URL): stop the run and say why."""
 
 
 @dataclass(frozen=True)

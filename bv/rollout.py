@@ -20,12 +20,12 @@ from typing import Any
 from bv.artifacts import write_artifacts
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.errors import BadRecord, ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import refine_text
-from bv.records import BadRecord, require, without_stage
-from bv.retry import ItemFailure
+from bv.records import require, without_stage
 
 
 @dataclass(frozen=True)

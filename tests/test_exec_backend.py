@@ -17,8 +17,8 @@ from PIL import Image
 from bv import secrets
 from bv.backends import make_backend
 from bv.backends.exec_agent import ExecBackend
+from bv.errors import Fatal, ItemFailure, Transient
 from bv.prompting import PromptOptions, Skill, build_prompt
-from bv.retry import Fatal, ItemFailure, Transient
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 PY = shlex.quote(sys.executable)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from bv.errors import BadRecord
 from bv.images import resolve_image, sniff_format
 from bv.prompting import PromptOptions, Skill, build_prompt, refine_text, system_prompt, user_text
-from bv.records import BadRecord, parse_item, without_stage
+from bv.records import parse_item, without_stage
 
 OFFICIAL = {
     "taskId": 445,

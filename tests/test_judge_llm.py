@@ -95,7 +95,9 @@ def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
         rows["2"]["decided_by"] == "llm" and rows["2"]["hard"] == 1 and rows["2"]["judge_model"] == "judge-m"
     )
     assert rows["2"]["judge_reply"] == "True" and rows["c"]["decided_by"] == "rules"
-    prompt = server.seen[0].body["messages"][0]["content"]
+    prompt = next(
+        s.body["messages"][0]["content"] for s in server.seen if "row 2 column 3" in json.dumps(s.body)
+    )
     assert "## Ground Truth\n\n(2,3)" in prompt and "## Extracted Answer\n\nrow 2 column 3" in prompt
     assert server.seen[0].headers["authorization"] == "Bearer jk" and server.seen[0].body["temperature"] == 0
 

@@ -28,8 +28,8 @@ from typing import IO, Any
 
 from bv import secrets
 from bv.backends import Reply
+from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, encode_image, path_of
-from bv.retry import Fatal, ItemFailure, Transient
 
 SKILL_NAME = "babyvision"
 SKILL_DESCRIPTION = (

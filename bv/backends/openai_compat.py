@@ -19,8 +19,9 @@ from typing import Any
 
 from bv import secrets
 from bv.backends import Reply
+from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, inline_images
-from bv.retry import Fatal, ItemFailure, Transient, retry_after_seconds
+from bv.retry import retry_after_seconds
 
 # Request parameters passed through to the API body; others (like `run`) are bv's own.
 API_PARAMS = (

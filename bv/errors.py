@@ -1,0 +1,31 @@
+"""How things fail in bv: one module of exception classes, cheap to import from anywhere.
+
+A stage reports `BadRecord` as `file:line: why` and goes on; backends raise `Transient`
+(retried), `ItemFailure` (that item's row gets `error`) or `Fatal` (the run stops, with a
+message); `StdoutClosed` ends a stage quietly.
+"""
+
+
+class BadRecord(ValueError):
+    """A record that cannot be used; the message says why, for a `file:line: why` report."""
+
+
+class StdoutClosed(Exception):
+    """The reader of our stdout went away (`| head`); the stage should stop quietly."""
+
+
+class Transient(Exception):
+    """Worth another try: 429, 5xx, a dropped connection, a timeout, a reply we cannot parse."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class ItemFailure(Exception):
+    """This item cannot succeed (a 400, an unreadable image, retries used up); others still can."""
+
+
+class Fatal(Exception):
+    """No item can succeed (wrong key, unknown model or URL, no room for the output): stop and say why."""
