@@ -68,12 +68,8 @@ GLYPHS: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] =
     ),
 }
 VARIANTS = ("rotated", "mirrored", "missing a dot", "smaller")
-
-
-@cache
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    """Pillow's bundled font, so output never depends on system fonts."""
-    return ImageFont.load_default(size=size)
+# Pillow's bundled font, so output never depends on system fonts; one cached instance per size.
+_font = cache(ImageFont.load_default)
 
 
 def _a(phrase: str) -> str:
@@ -81,7 +77,7 @@ def _a(phrase: str) -> str:
 
 
 def _text(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int = 16) -> None:
-    draw.text(xy, text, fill=INK, font=_font(size), anchor="mm")
+    draw.text(xy, text, fill=INK, font=_font(size=size), anchor="mm")
 
 
 def _glyph(size: int, spec: dict[str, Any]) -> Image.Image:
@@ -90,11 +86,11 @@ def _glyph(size: int, spec: dict[str, Any]) -> Image.Image:
     draw = ImageDraw.Draw(tile)
     outline, dots = GLYPHS[spec["glyph"]]
     unit = size * 0.038 * spec.get("scale", 1.0)  # a tenth; leaves room for a 45-degree turn
-    ang = math.radians(spec.get("angle", 0))
+    ang = math.radians(spec["angle"])
     cos, sin = math.cos(ang), math.sin(ang)
 
     def place(x: float, y: float) -> tuple[float, float]:
-        x = -x if spec.get("mirror") else x
+        x = -x if spec["mirror"] else x
         return size / 2 + unit * (x * cos - y * sin), size / 2 + unit * (x * sin + y * cos)
 
     draw.polygon([place(x, y) for x, y in outline], fill=spec["color"])
@@ -108,16 +104,13 @@ def _glyph(size: int, spec: dict[str, Any]) -> Image.Image:
 
 def _variant(spec: dict[str, Any], kind: str, rng: random.Random) -> dict[str, Any]:
     """A subtly changed copy of a glyph spec."""
-    out = dict(spec)
     if kind == "rotated":
-        out["angle"] = spec.get("angle", 0) + rng.choice((90, 180, 270))
-    elif kind == "mirrored":
-        out["mirror"] = not spec.get("mirror")
-    elif kind == "missing a dot":
-        out["drop"] = rng.randrange(len(GLYPHS[spec["glyph"]][1]))
-    else:
-        out["scale"] = 0.78
-    return out
+        return dict(spec, angle=spec["angle"] + rng.choice((90, 180, 270)))
+    if kind == "mirrored":
+        return dict(spec, mirror=not spec["mirror"])
+    if kind == "missing a dot":
+        return dict(spec, drop=rng.randrange(len(GLYPHS[spec["glyph"]][1])))
+    return dict(spec, scale=0.78)
 
 
 def _base_glyph(rng: random.Random) -> dict[str, Any]:
@@ -139,14 +132,13 @@ def _cell(draw: ImageDraw.ImageDraw, x: int, y: int, size: int) -> None:
     draw.rectangle((x, y, x + size, y + size), outline=INK, width=2)
 
 
-def _option_row(
-    img: Image.Image, tiles: list[Image.Image], x0: int, y: int, gap: int, rng: random.Random
-) -> int:
+def _option_row(img: Image.Image, tiles: list[Image.Image], y: int, gap: int, rng: random.Random) -> int:
     """Draw tiles[0] (the right answer) and its distractors in shuffled, lettered boxes; return gold."""
     order = list(range(len(tiles)))
     rng.shuffle(order)
     draw = ImageDraw.Draw(img)
     size = tiles[0].width
+    x0 = (img.width - len(tiles) * (size + gap) + gap) // 2  # centred under the picture
     for slot, k in enumerate(order):
         x = x0 + slot * (size + gap)
         _cell(draw, x - 4, y - 4, size + 8)
@@ -156,8 +148,6 @@ def _option_row(
 
 
 # --- Fine-grained Discrimination ---------------------------------------------------------------
-
-
 def _find_different(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """Grid of identical glyphs with one subtly changed; answer (row,col), 1-based."""
     rows, cols, cell = rng.randint(3, 5), rng.randint(4, 7), rng.choice((56, 64, 72))
@@ -181,8 +171,7 @@ def _find_different(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     shape = f"{base['color_name']} {base['glyph']}"
     return {
         "question": f"This grid shows {rows * cols} copies of {_a(shape)} figure, but exactly one of them "
-        "is different from the others. Which row and column is it in? "
-        "Answer in the format (row,col).",
+        "is different from the others. Which row and column is it in? Answer in the format (row,col).",
         "blankAns": f"({r + 1},{c + 1})",
         "coT": f"Every cell shows the same {shape} except row {r + 1}, column {c + 1}, "
         f"whose figure is {kind}.",
@@ -195,8 +184,7 @@ def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     base = _base_glyph(rng)
     while True:
         kinds = rng.sample(VARIANTS, 3)
-        specs = [base] + [_variant(base, k, rng) for k in kinds]
-        tiles = [_glyph(size, s) for s in specs]
+        tiles = [_glyph(size, s) for s in [base, *(_variant(base, k, rng) for k in kinds)]]
         if _distinct(tiles):
             break
     width = 4 * size + 5 * gap
@@ -206,7 +194,7 @@ def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     _text(draw, (width / 2, 16), "Target")
     _cell(draw, tx - 4, 28, size + 8)
     img.paste(tiles[0], (tx, 32))
-    gold = _option_row(img, tiles, gap, size + 60, gap, rng)
+    gold = _option_row(img, tiles, size + 60, gap, rng)
     return {
         "question": "Which of the figures A-D below is exactly the same as the target figure at the top?",
         "options": [f"Figure {LETTERS[i]}" for i in range(4)],
@@ -217,24 +205,15 @@ def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Visual Tracking ---------------------------------------------------------------------------
-
-
 def _smooth(points: list[tuple[float, float]], steps: int = 14) -> list[tuple[float, float]]:
     """Catmull-Rom spline through the points, so lines look hand-drawn rather than jagged."""
     pts = [points[0], *points, points[-1]]
     out = []
     for seg in zip(pts, pts[1:], pts[2:], pts[3:], strict=False):
-        for s in range(steps):
-            t = s / steps
+        for t in (s / steps for s in range(steps)):
             w = (t * ((2 - t) * t - 1), t * t * (3 * t - 5) + 2, t * ((4 - 3 * t) * t + 1), t * t * (t - 1))
-            out.append(
-                (
-                    sum(k * p[0] for k, p in zip(w, seg, strict=True)) / 2,
-                    sum(k * p[1] for k, p in zip(w, seg, strict=True)) / 2,
-                )
-            )
-    out.append(points[-1])
-    return out
+            out.append(tuple(sum(k * p[d] for k, p in zip(w, seg, strict=True)) / 2 for d in (0, 1)))
+    return [*out, points[-1]]
 
 
 def _connect_lines(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
@@ -266,8 +245,6 @@ def _connect_lines(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Spatial Perception ------------------------------------------------------------------------
-
-
 def _cube(draw: ImageDraw.ImageDraw, cx: float, cy: float, a: float, faces: tuple) -> None:
     """Isometric cube whose top-face centre-bottom vertex is (cx, cy)."""
     h = a * math.sqrt(3) / 2
@@ -304,8 +281,6 @@ def _count_blocks(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Visual Pattern Recognition ----------------------------------------------------------------
-
-
 def _shape(draw: ImageDraw.ImageDraw, kind: str, cx: float, cy: float, s: float, fill: tuple) -> None:
     """A flat outlined shape of half-size s centred on (cx, cy)."""
     box = (cx - s, cy - s, cx + s, cy + s)
@@ -363,15 +338,10 @@ def _rotation_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]
     step = rng.choice((45, 90, -45, -90))
     seq = [dict(base, angle=base["angle"] + step * i) for i in range(5)]
     answer = seq[4]
-    wrong = [
-        dict(answer, angle=answer["angle"] - step),
-        dict(answer, angle=answer["angle"] + 180),
-        dict(answer, mirror=not answer["mirror"]),
-        dict(answer, angle=answer["angle"] + step),
-    ]
     tiles = [_glyph(size, answer)]
-    for spec in wrong:
-        tile = _glyph(size, spec)
+    # Wrong options as (extra turn, flip the mirror): a step short, half a turn off, mirrored, a step too far.
+    for turn, flip in ((-step, False), (180, False), (0, True), (step, False)):
+        tile = _glyph(size, dict(answer, angle=answer["angle"] + turn, mirror=answer["mirror"] != flip))
         if len(tiles) < 4 and _distinct([*tiles, tile]):
             tiles.append(tile)
     assert len(tiles) == 4, "glyphs are asymmetric, so at least three wrong turns differ"
@@ -385,7 +355,7 @@ def _rotation_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]
             img.paste(_glyph(size, seq[i]), (x, 20))
         else:
             _text(draw, (x + size / 2, 20 + size / 2), "?", 36)
-    gold = _option_row(img, tiles, (size + 3 * gap) // 2, size + 56, gap, rng)
+    gold = _option_row(img, tiles, size + 56, gap, rng)
     turn = f"{abs(step)} degrees {'clockwise' if step > 0 else 'counterclockwise'}"
     return {
         "question": "The figure turns by the same amount from each box to the next. "
@@ -409,7 +379,7 @@ def make_item(task_id: int, seed: int = 0) -> tuple[dict[str, Any], Image.Image]
     family = (task_id - 1) % len(TASK_FAMILIES)
     kind, subtype, ans_type = TASK_FAMILIES[family]
     fields, img = _BUILDERS[family](random.Random(f"{seed}:{task_id}"))
-    record = {
+    return {
         "taskId": task_id,
         "question": fields["question"],
         "image": f"images/{task_id}.{image_format(task_id)}",
@@ -420,8 +390,7 @@ def make_item(task_id: int, seed: int = 0) -> tuple[dict[str, Any], Image.Image]
         "type": kind,
         "subtype": subtype,
         "coT": fields["coT"],
-    }
-    return record, img
+    }, img
 
 
 # Pillow format and options per extension: fast settings, since flat drawings compress well anyway.
