@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -42,23 +43,42 @@ CACHE = click.option(
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
 
 
-def exit_for(problems: Any, skip_bad: bool, outcome: Any = None) -> None:
-    """Exit with the stage's status: 130 interrupted, 1 fatal or bad input, else 0."""
-    from bv.jsonl import silence_stdout
-
+def exit_status(problems: Any, skip_bad: bool, outcome: Any = None) -> int:
+    """The stage's exit status, said on stderr: 130 interrupted, 1 fatal or bad input, else 0."""
     if outcome is not None:
         if outcome.stdout_closed:
+            from bv.jsonl import silence_stdout
+
             silence_stdout()
-            sys.exit(0)
+            return 0
         if outcome.fatal:
             error(outcome.fatal)
-            sys.exit(1)
+            return 1
         if outcome.interrupted:
-            sys.exit(130)
+            return 130
     if problems.count:
         click.echo(f"bv: {problems.count} bad input line(s)" + (" skipped" if skip_bad else ""), err=True)
         if not skip_bad:
-            sys.exit(1)
+            return 1
+    return 0
+
+
+def exit_for(problems: Any, skip_bad: bool) -> None:
+    """Exit now if the stage should not exit 0."""
+    status = exit_status(problems, skip_bad)
+    if status:
+        sys.exit(status)
+
+
+def leave(status: int) -> NoReturn:
+    """Exit at once, skipping interpreter teardown (0.4 s once the openai SDK is loaded): every
+    row is already written and flushed and every cached reply committed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def error(message: str) -> None:

@@ -18,7 +18,8 @@ from bv.cli_common import (
     SKIP_BAD,
     TIMEOUT,
     default_cache,
-    exit_for,
+    exit_status,
+    leave,
     parse_params,
     parse_shard,
 )
@@ -166,7 +167,7 @@ def rollout(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
-    exit_for(problems, skip_bad, outcome)
+    leave(exit_status(problems, skip_bad, outcome))
 
 
 @click.command()
@@ -233,4 +234,4 @@ def judge(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_judge(inputs, mode, judge_config, settings)
-    exit_for(problems, skip_bad, outcome)
+    leave(exit_status(problems, skip_bad, outcome))

@@ -13,6 +13,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from bv.errors import BadRecord
@@ -93,12 +94,6 @@ class ImageOptions:
     max_pixels: int | None = None
 
 
-@dataclass
-class EncodedImage:
-    data_uri: str
-    sha256: str  # of the file as read, before any conversion
-
-
 def content_hash(path: Path) -> str:
     """sha256 of the file's bytes: what the cache key holds in place of the image."""
     digest = hashlib.sha256()
@@ -112,31 +107,53 @@ class ImageError(Exception):
     """An image that cannot be sent; an error for its item, not for the run."""
 
 
-def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> EncodedImage:
+def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> str:
     """Read an image and return it as a data URI, converted and downscaled where needed."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ImageError(f"{path.name}: unreadable ({exc.strerror})") from None
-    sha = hashlib.sha256(data).hexdigest()
     fmt = sniff_format(data[:16])
     if fmt is None:
         raise ImageError(f"{path.name}: not an image")
     data, fmt = _prepare(data, fmt, options, path.name)
-    return EncodedImage(f"data:{SENDABLE[fmt]};base64,{base64.b64encode(data).decode('ascii')}", sha)
+    return f"data:{SENDABLE[fmt]};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _pillow() -> tuple[Any, Any]:
+    """Pillow with just the plugins bv reads, registered; not every plugin Pillow knows."""
+    from PIL import (  # noqa: F401 (importing a plugin registers it)
+        BmpImagePlugin,
+        GifImagePlugin,
+        Image,
+        ImageOps,
+        JpegImagePlugin,
+        PngImagePlugin,
+        TiffImagePlugin,
+        WebPImagePlugin,
+    )
+
+    Image.MAX_IMAGE_PIXELS = None  # our own check, on the header, before anything is decoded
+    return Image, ImageOps
+
+
+def _orientation(img: Any, fmt: str) -> int:
+    """The EXIF orientation; for a PNG only if it carries EXIF, as Pillow decodes the whole
+    image to look for it otherwise (that decode was most of the cost of sending a PNG)."""
+    if fmt == "PNG" and "exif" not in img.info:
+        return 1
+    return img.getexif().get(0x0112, 1)
 
 
 def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
     """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow."""
-    from PIL import Image, ImageOps  # only when images are really sent
-
-    Image.MAX_IMAGE_PIXELS = None  # our own check below, on the header, before anything is decoded
+    Image, ImageOps = _pillow()
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(io.BytesIO(data), formats=[fmt]) as img:
             width, height = img.size
             if width * height > MAX_IMAGE_PIXELS:
                 raise ImageError(f"{name}: {width}x{height} pixels is over the limit (decompression bomb?)")
-            orientation = img.getexif().get(0x0112, 1)
+            orientation = _orientation(img, fmt)
             too_big = options.max_pixels is not None and width * height > options.max_pixels
             odd_mode = img.mode in ("P", "PA", "CMYK", "I;16", "I", "F", "1")
             if fmt in SENDABLE and orientation == 1 and not too_big and not odd_mode:
@@ -177,4 +194,29 @@ def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list
 
 def inline_images(messages: list[dict], options: ImageOptions = ImageOptions()) -> list[dict]:
     """The messages ready to send: each `file://` image replaced by its data URI."""
-    return map_image_urls(messages, lambda path: encode_image(path, options).data_uri)
+    return map_image_urls(messages, lambda path: encode_image(path, options))
+
+
+def image_paths(messages: list[dict]) -> list[Path]:
+    """The local image files the messages refer to."""
+    paths: list[Path] = []
+    map_image_urls(messages, lambda path: paths.append(path) or "")
+    return paths
+
+
+# Below this many bytes of images a request is encoded on the event loop: a thread would cost
+# more (hand-over and lock contention) than the encoding itself; above it, the loop stays free.
+ENCODE_IN_LOOP_BYTES = 512 * 1024
+
+
+async def inline_images_async(messages: list[dict], options: ImageOptions = ImageOptions()) -> list[dict]:
+    """`inline_images`, in a worker thread when the images are big enough to stall the loop."""
+    import asyncio
+
+    try:
+        size = sum(path.stat().st_size for path in image_paths(messages))
+    except OSError:
+        size = 0  # inline_images says what is wrong with the file
+    if size < ENCODE_IN_LOOP_BYTES:
+        return inline_images(messages, options)
+    return await asyncio.to_thread(inline_images, messages, options)

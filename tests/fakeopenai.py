@@ -86,9 +86,12 @@ REASONS = {
 class FakeOpenAI:
     """The server; ``start()`` runs it on a background thread and returns its base URL."""
 
-    def __init__(self, responder: Responder | None = None, latency: float = 0.0) -> None:
+    def __init__(
+        self, responder: Responder | None = None, latency: float = 0.0, keep_bodies: bool = True
+    ) -> None:
         self.responder = responder or (lambda seen: Reply())
         self.latency = latency
+        self.keep_bodies = keep_bodies  # False for benchmarks: bodies hold images, and parsing costs CPU
         self.seen: list[Seen] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -164,7 +167,7 @@ class FakeOpenAI:
                 name, value = line.split(":", 1)
                 headers[name.strip().lower()] = value.strip()
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
-        body = json.loads(raw) if raw else {}
+        body = json.loads(raw) if raw and self.keep_bodies else {}
         seen = Seen(path=path, headers=headers, body=body, started=time.monotonic())
         self.seen.append(seen)
         self.in_flight += 1
@@ -207,7 +210,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--stats", help="write request statistics as JSON here on SIGTERM")
     args = parser.parse_args()
-    server = FakeOpenAI(latency=args.latency)
+    server = FakeOpenAI(latency=args.latency, keep_bodies=False)
 
     async def run() -> None:
         import signal

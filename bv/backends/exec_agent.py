@@ -237,7 +237,7 @@ def prepare_workspace(
     paths: list[Path] = []
     for url in _image_urls(messages):
         encoded = encode_image(path_of(url), options)  # the bytes a chat backend would send
-        mime, _, data = encoded.data_uri.removeprefix("data:").partition(";base64,")
+        mime, _, data = encoded.removeprefix("data:").partition(";base64,")
         target = attachments / f"image-{len(paths) + 1}.{_EXTENSIONS.get(mime, 'png')}"
         target.write_bytes(base64.b64decode(data))
         paths.append(target)

@@ -10,7 +10,6 @@ fewest in flight, and one that keeps failing rests for a while.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from typing import Any
 from bv import secrets
 from bv.backends import Reply
 from bv.errors import Fatal, ItemFailure, Transient
-from bv.images import ImageError, ImageOptions, inline_images
+from bv.images import ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
 
 # Request parameters passed through to the API body; others (like `run`) are bv's own.
@@ -109,7 +108,7 @@ class OpenAIBackend:
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
         try:
-            sendable = await asyncio.to_thread(inline_images, messages, self.image_options)
+            sendable = await inline_images_async(messages, self.image_options)
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
         body = {"model": self.model, "messages": sendable}

@@ -1,0 +1,135 @@
+"""Start-up benchmark: how long short `bv` commands take next to a bare `python -c pass`.
+
+Each command runs `--runs` times (after two warm-up runs) and the median wall time is reported,
+with its ratio to `python -c pass` (the venv's python). Then `python -X importtime` shows the ten
+most expensive imports (cumulative) of `bv --help` and `bv report`. See bench/README.md.
+
+    python bench/startup_bench.py
+    python bench/startup_bench.py --runs 40 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BV = str(Path(sys.executable).with_name("bv")) if Path(sys.executable).with_name("bv").exists() else "bv"
+TARGET_RATIO = 5.0
+IMPORT_LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)")
+
+
+def small_results(work: Path) -> Path:
+    """40 judged rows: `bv synth --n 40 | bv prompt | bv rollout --backend chance | bv judge --mode rules`."""
+    data = work / "data"
+    subprocess.run(
+        [BV, "synth", "--n", "40", "--seed", "0", "--out", str(data)], check=True, capture_output=True
+    )
+    results = work / "small.jsonl"
+    stages = [
+        [BV, "prompt", str(data / "meta_data.jsonl")],
+        [BV, "rollout", "--backend", "chance", "--seed", "0", "--quiet"],
+        [BV, "judge", "--mode", "rules", "--quiet"],
+    ]
+    procs: list[subprocess.Popen] = []
+    with open(results, "wb") as out:
+        for i, args in enumerate(stages):
+            stdin = procs[-1].stdout if procs else subprocess.DEVNULL
+            stdout = out if i == len(stages) - 1 else subprocess.PIPE
+            procs.append(subprocess.Popen(args, stdin=stdin, stdout=stdout))
+            if stdin is not subprocess.DEVNULL:
+                stdin.close()  # the next stage holds the pipe now
+    if any(p.wait() for p in procs):
+        sys.exit("could not make the small results file")
+    return results
+
+
+def time_command(args: list[str], runs: int) -> list[float]:
+    """Wall times of `runs` runs (after two warm-up runs that fill the OS caches)."""
+    walls = []
+    for i in range(runs + 2):
+        started = time.perf_counter()
+        subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        if i >= 2:
+            walls.append(time.perf_counter() - started)
+    return walls
+
+
+def import_times(args: list[str], top: int = 10) -> dict:
+    """The `top` imports by cumulative time, and the total, from PYTHONPROFILEIMPORTTIME."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    result = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    rows = []
+    for line in result.stderr.splitlines():
+        match = IMPORT_LINE.match(line)
+        if match:
+            own, cumulative, indent, name = match.groups()
+            rows.append({"module": name, "self_ms": int(own) / 1e3, "cumulative_ms": int(cumulative) / 1e3})
+            rows[-1]["depth"] = len(indent) // 2
+    rows.sort(key=lambda r: r["cumulative_ms"], reverse=True)
+    total = sum(r["self_ms"] for r in rows)
+    return {"modules": len(rows), "total_ms": total, "top": rows[:top]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per command (median reported)")
+    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bv-startup-"))
+    try:
+        small = str(small_results(work))
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "bv --help": [BV, "--help"],
+            "bv report --format json SMALL": [BV, "report", "--format", "json", small],
+            "bv report SMALL (table)": [BV, "report", small],
+        }
+        timings = {}
+        for name, command in commands.items():
+            print(f"timing {name} ({args.runs} runs)", file=sys.stderr)
+            walls = time_command(command, args.runs)
+            timings[name] = {"median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls)}
+        base = timings["python -c pass"]["median_s"]
+        for name, t in timings.items():
+            t["ratio"] = t["median_s"] / base
+            t["pass"] = name == "python -c pass" or t["ratio"] <= TARGET_RATIO
+        imports = {
+            "bv --help": import_times([BV, "--help"]),
+            "bv report SMALL (table)": import_times([BV, "report", small]),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    if args.json:
+        print(json.dumps({"timings": timings, "target_ratio": TARGET_RATIO, "imports": imports}, indent=2))
+        return
+    header = f"{'command':<32} {'median ms':>9} {'min ms':>7} {'max ms':>7} {'ratio':>6}"
+    print(f"{header}  target ≤ {TARGET_RATIO:g}x")
+    for name, t in timings.items():
+        verdict = "" if name == "python -c pass" else ("PASS" if t["pass"] else "MISS")
+        print(
+            f"{name:<32} {t['median_s'] * 1e3:>9.1f} {t['min_s'] * 1e3:>7.1f} {t['max_s'] * 1e3:>7.1f}"
+            f" {t['ratio']:>5.1f}x  {verdict}"
+        )
+    for name, info in imports.items():
+        print(f"\n{name}: {info['modules']} modules imported, {info['total_ms']:.0f} ms in imports (one run)")
+        print(f"  {'cumulative ms':>13} {'self ms':>8}  module (indented by import depth)")
+        for row in info["top"]:
+            module = "  " * row["depth"] + row["module"]
+            print(f"  {row['cumulative_ms']:>13.1f} {row['self_ms']:>8.1f}  {module}")
+
+
+if __name__ == "__main__":
+    main()
