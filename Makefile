@@ -41,6 +41,11 @@ eval: $(VENV)/.installed
 	  | $(BIN)/bv judge > build/eval/results.jsonl
 	$(BIN)/bv report build/eval/results.jsonl --html build/eval/report.html
 
+# Figures, not tests: throughput, memory and start-up of bv (bench/README.md; several minutes).
+bench: $(VENV)/.installed
+	$(BIN)/python bench/rollout_bench.py
+	$(BIN)/python bench/startup_bench.py
+
 lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/test_lint.py
 
