@@ -295,7 +295,12 @@ def cache() -> None:
 @cache.command("stats")
 @CACHE
 def cache_stats(cache_path: Path | None) -> None:
-    """Replies cached, per backend and model, as JSON."""
+    """Replies cached, per backend and model, as JSON.
+
+    \b
+    Example:
+      bv cache stats --cache build/cache.sqlite
+    """
     import json
 
     from bv.cache import ReplyCache
@@ -312,7 +317,13 @@ def cache_stats(cache_path: Path | None) -> None:
 @click.option("--model", help="Only this model's replies.")
 @click.option("--older-than", type=click.FloatRange(min=0), help="Only replies older than this many days.")
 def cache_clear(cache_path: Path | None, model: str | None, older_than: float | None) -> None:
-    """Delete cached replies (all, one model's, or old ones)."""
+    """Delete cached replies (all, one model's, or old ones).
+
+    \b
+    Examples:
+      bv cache clear --model gpt-4o
+      bv cache clear --older-than 30
+    """
     from bv.cache import ReplyCache
 
     path = cache_path or default_cache()

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from conftest import jsonl, sh
 
-COMMANDS = ["prompt", "rollout", "judge", "merge", "report", "synth", "cache"]
+COMMANDS = ["prompt", "rollout", "judge", "merge", "report", "synth", "import", "cache"]
 
 
 def test_help_lists_every_stage():
@@ -20,7 +20,7 @@ def test_help_lists_every_stage():
         assert f"  {command} " in result.stdout
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "cache stats", "cache clear"])
 def test_every_help_shows_an_example(command):
     result = sh(f"bv {command} --help")
     assert result.returncode == 0
@@ -135,3 +135,24 @@ def test_shards_cover_every_item_once_and_merge_to_the_whole(sample_dir, tmp_pat
     whole = sh(f"bv report --format json {tmp_path}/whole.jsonl")
     assert json.loads(merged.stdout)["overall"] == json.loads(whole.stdout)["overall"]
     assert "is not K/N" in sh(f"{base} --shard 3/3").stderr
+
+
+@pytest.mark.parametrize(
+    "stage",
+    ["bv rollout --backend chance --repeats 50", "bv judge --mode rules", "bv merge -", "bv import"],
+)
+def test_every_stage_ends_quietly_when_stdout_closes(sample_dir, tmp_path, stage):
+    upstream = f"bv prompt {sample_dir}/meta_data.jsonl"
+    if "judge" in stage or "merge" in stage:
+        upstream += " | bv rollout --backend chance --repeats 50 --quiet"
+    if "merge" in stage:
+        upstream += " | bv judge --mode rules --quiet"
+    command = (
+        f"bv import {sample_dir}/meta_data.jsonl | head -1"
+        if stage == "bv import"
+        else (f"{upstream} | {stage} | head -1")
+    )
+    result = sh(command)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "Error" not in result.stderr
+    assert len(jsonl(result.stdout)) == 1
