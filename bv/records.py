@@ -92,75 +92,52 @@ def _images(obj: dict[str, Any]) -> list[str]:
     return images
 
 
-def _from_official(obj: dict[str, Any]) -> dict[str, Any]:
-    """The official BabyVision meta_data.jsonl form."""
-    ans_type = obj.get("ansType")
-    if ans_type not in ANS_TYPES:
-        raise BadRecord(f"unknown answer type {ans_type!r} (ansType must be 'choice' or 'blank')")
-    item: dict[str, Any] = {
-        "id": _text(obj, "taskId"),
-        "question": _text(obj, "question"),
-        "ans_type": ans_type,
-    }
-    if ans_type == "choice":
-        options = obj.get("options")
-        if not isinstance(options, list) or not options:
-            raise BadRecord("choice item without 'options'")
-        if len(options) > len(LABELS):
-            raise BadRecord(f"{len(options)} options; at most {len(LABELS)} can be labelled")
-        item["choices"] = [{"label": LABELS[i], "text": str(t)} for i, t in enumerate(options)]
-        index = obj.get("choiceAns")
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise BadRecord(f"no gold answer ('choiceAns' must be an option index, not {index!r})")
-        if not 0 <= index < len(options):
-            raise BadRecord(f"'choiceAns' {index} is out of range for {len(options)} options")
-        item["answer"] = [LABELS[index]]
-    else:
-        item["choices"] = []
-        item["answer"] = _answers(obj.get("blankAns"), "blankAns")
-    item["type"] = _text(obj, "type", required=False) or "unknown"
-    item["subtype"] = _text(obj, "subtype", required=False) or "unknown"
-    item["images"] = _images(obj)
-    if obj.get("coT"):
-        item["cot"] = str(obj["coT"])
-    return item
+def _official_choice(obj: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+    """Choices and gold of an official item: `options` labelled A, B, C…, `choiceAns` an index."""
+    options = obj.get("options")
+    if not isinstance(options, list) or not options:
+        raise BadRecord("choice item without 'options'")
+    if len(options) > len(LABELS):
+        raise BadRecord(f"{len(options)} options; at most {len(LABELS)} can be labelled")
+    index = obj.get("choiceAns")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise BadRecord(f"no gold answer ('choiceAns' must be an option index, not {index!r})")
+    if not 0 <= index < len(options):
+        raise BadRecord(f"'choiceAns' {index} is out of range for {len(options)} options")
+    return [{"label": LABELS[i], "text": str(t)} for i, t in enumerate(options)], [LABELS[index]]
 
 
-def _from_bv(obj: dict[str, Any]) -> dict[str, Any]:
-    """bv's own item form (what `bv import` writes)."""
-    ans_type = obj.get("ans_type")
-    if ans_type not in ANS_TYPES:
-        raise BadRecord(f"unknown answer type {ans_type!r} (ans_type must be 'choice' or 'blank')")
-    item: dict[str, Any] = {"id": _text(obj, "id"), "question": _text(obj, "question"), "ans_type": ans_type}
-    if ans_type == "choice":
-        choices = obj.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise BadRecord("choice item without 'choices'")
-        parsed = []
-        for i, choice in enumerate(choices):
-            if isinstance(choice, str):
-                choice = {"label": LABELS[i], "text": choice}
-            if not isinstance(choice, dict) or not isinstance(choice.get("label"), str):
-                raise BadRecord(f"choice {i + 1} must be {{'label': 'A', 'text': '...'}}")
-            parsed.append({"label": choice["label"].strip(), "text": str(choice.get("text", ""))})
-        item["choices"] = parsed
-        gold = obj.get("answer")
-        gold = gold[0] if isinstance(gold, list) and len(gold) == 1 else gold
-        labels = [c["label"] for c in parsed]
-        if not isinstance(gold, str) or not gold.strip():
-            raise BadRecord("no gold answer ('answer' must be the correct choice label)")
-        if gold.strip() not in labels:
-            raise BadRecord(f"gold answer {gold!r} is not one of the labels {', '.join(labels)}")
-        item["answer"] = [gold.strip()]
-    else:
-        item["choices"] = []
-        item["answer"] = _answers(obj.get("answer"), "answer")
-    item["type"] = _text(obj, "type", required=False) or "unknown"
-    item["subtype"] = _text(obj, "subtype", required=False) or "unknown"
-    item["images"] = _images(obj)
-    if obj.get("cot"):
-        item["cot"] = str(obj["cot"])
-    return item
+def _bv_choice(obj: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
+    """Choices and gold of a bv item: `choices` as {label, text} (or plain texts), `answer` a label."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise BadRecord("choice item without 'choices'")
+    parsed = []
+    for i, choice in enumerate(choices):
+        if isinstance(choice, str):
+            choice = {"label": LABELS[i], "text": choice}
+        if not isinstance(choice, dict) or not isinstance(choice.get("label"), str):
+            raise BadRecord(f"choice {i + 1} must be {{'label': 'A', 'text': '...'}}")
+        parsed.append({"label": choice["label"].strip(), "text": str(choice.get("text", ""))})
+    gold = obj.get("answer")
+    gold = gold[0] if isinstance(gold, list) and len(gold) == 1 else gold
+    labels = [c["label"] for c in parsed]
+    if not isinstance(gold, str) or not gold.strip():
+        raise BadRecord("no gold answer ('answer' must be the correct choice label)")
+    if gold.strip() not in labels:
+        raise BadRecord(f"gold answer {gold!r} is not one of the labels {', '.join(labels)}")
+    return parsed, [gold.strip()]
+
+
+# Field names of the two item forms: the official meta_data.jsonl, and bv's own.
+_OFFICIAL = {
+    "id": "taskId",
+    "ans_type": "ansType",
+    "blank": "blankAns",
+    "cot": "coT",
+    "choice": _official_choice,
+}
+_BV = {"id": "id", "ans_type": "ans_type", "blank": "answer", "cot": "cot", "choice": _bv_choice}
 
 
 def parse_item(obj: Any) -> dict[str, Any]:
@@ -172,10 +149,24 @@ def parse_item(obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadRecord(f"expected a JSON object, got {type(obj).__name__}")
     check_schema(obj)
-    if "taskId" in obj or "ansType" in obj:
-        item = _from_official(obj)
+    form = _OFFICIAL if "taskId" in obj or "ansType" in obj else _BV
+    ans_type = obj.get(form["ans_type"])
+    if ans_type not in ANS_TYPES:
+        raise BadRecord(f"unknown answer type {ans_type!r} ({form['ans_type']} must be 'choice' or 'blank')")
+    item: dict[str, Any] = {
+        "id": _text(obj, form["id"]),
+        "question": _text(obj, "question"),
+        "ans_type": ans_type,
+    }
+    if ans_type == "choice":
+        item["choices"], item["answer"] = form["choice"](obj)
     else:
-        item = _from_bv(obj)
+        item["choices"], item["answer"] = [], _answers(obj.get(form["blank"]), form["blank"])
+    item["type"] = _text(obj, "type", required=False) or "unknown"
+    item["subtype"] = _text(obj, "subtype", required=False) or "unknown"
+    item["images"] = _images(obj)
+    if obj.get(form["cot"]):
+        item["cot"] = str(obj[form["cot"]])
     # Fields of later stages are carried forward untouched, so items may hold extra metadata.
     extra = {k: v for k, v in obj.items() if k not in item and k not in _OFFICIAL_KEYS}
     return {**item, **extra}
