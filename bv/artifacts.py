@@ -6,42 +6,46 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
+
+from bv.records import message_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def safe_name(item_id: str) -> str:
-    """A file name for an id: no `/`, no `..`, nothing hidden; ids changed to fit get a short hash
-    so two ids never share a folder."""
+    """A file name for an id: no `/`, no `..`, nothing hidden, at most 90 characters. An id that
+    had to change, is long, or has capitals (case-insensitive file systems) gets a short hash of
+    itself, so two ids never share a folder."""
     name = _UNSAFE.sub("_", item_id).strip("._") or "_"
-    if name != item_id:
+    if name != item_id or len(name) > 80 or name != name.lower():
         name = f"{name[:80]}-{hashlib.sha256(item_id.encode()).hexdigest()[:8]}"
     return name
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for part in content or []:
-        if part.get("type") == "text":
-            parts.append(part["text"])
-        elif part.get("type") == "image_url":
-            parts.append(f"[image: {part['image_url']['url']}]")
-    return "\n\n".join(parts)
+def write_artifacts(root: Path, row: dict[str, Any]) -> None:
+    """Write one rolled-out row's artifacts. They are a by-product: failing to write them (a full
+    disk) is said on stderr and never costs the row itself."""
+    try:
+        _write(root / str(row["run"]) / safe_name(str(row["id"])), row)
+    except OSError as exc:
+        sys.stderr.write(
+            f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
+            f" {exc.strerror or exc}\n"
+        )
 
 
-def write_artifacts(root: Path, row: dict[str, Any]) -> Path:
-    """Write one rolled-out row's artifacts; returns their folder."""
-    folder = root / str(row["run"]) / safe_name(str(row["id"]))
+def _write(folder: Path, row: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     messages = row["messages"]
     system = next((m for m in messages if m.get("role") == "system"), {"content": ""})
     user = next((m for m in messages if m.get("role") == "user"), {"content": ""})
-    (folder / "system.md").write_text(_text(system["content"]) + "\n", encoding="utf-8")
-    (folder / "user.md").write_text(_text(user["content"]) + "\n", encoding="utf-8")
+    (folder / "system.md").write_text(
+        message_text(system["content"], image_marks=True) + "\n", encoding="utf-8"
+    )
+    (folder / "user.md").write_text(message_text(user["content"], image_marks=True) + "\n", encoding="utf-8")
     conversation = {
         "id": row["id"],
         "run": row["run"],
@@ -58,4 +62,3 @@ def write_artifacts(root: Path, row: dict[str, Any]) -> Path:
     (folder / "conversation.json").write_text(
         json.dumps(conversation, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    return folder

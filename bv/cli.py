@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -116,20 +115,11 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
       bv merge shard-0.jsonl shard-1.jsonl --sort -o results.jsonl
     """
     from bv.jsonl import Problems, read_records
-    from bv.merge import merge_rows, ordered_rows, row_key, write_rows
+    from bv.merge import merge_rows, ordered_rows, write_rows
+    from bv.records import check_row
 
     problems = Problems()
-
-    def keyed() -> Any:
-        for source, record in read_records(inputs, problems):
-            try:
-                row_key(record)
-            except BadRecord as exc:
-                problems.report(source, str(exc))
-                continue
-            yield source, record
-
-    result = merge_rows(keyed())
+    result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
         click.echo(f"bv merge: warning: {conflict}", err=True)
     rows = ordered_rows(result, sort)
@@ -179,13 +169,14 @@ def report(
       bv report results.jsonl --html report.html --fail-under 0.30
     """
     from bv.jsonl import Problems, read_records
+    from bv.records import check_judged_row
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
-    from bv.report import build_report, check_judged_row
+    from bv.report import below, build_report, input_names
 
     problems = Problems()
     named = [
         (name, [record for _, record in read_records([path], problems, check_judged_row)])
-        for name, path in _labelled(inputs)
+        for name, path in input_names(inputs or ("-",))
     ]
     built, kept = build_report(named)
     {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
@@ -198,29 +189,11 @@ def report(
         click.echo(f"bv report: wrote {html_path}", err=True)
     exit_for(problems, skip_bad)
     if fail_under is not None:
-        threshold = fail_under / 100 if fail_under > 1 else fail_under
-        failing = [s for s in summaries_of(built) if (s["overall"]["accuracy"] or 0.0) < threshold]
-        for summary in failing:
-            click.echo(
-                f"bv report: {summary['name']}: overall accuracy {summary['overall']['accuracy']}"
-                f" is below --fail-under {threshold:g}",
-                err=True,
-            )
+        failing = below(summaries_of(built), fail_under)
+        for line in failing:
+            click.echo(f"bv report: {line}", err=True)
         if failing:
             sys.exit(1)
-
-
-def _labelled(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(name, path) of each report input: NAME=PATH, or the file's stem ("stdin" for -)."""
-    inputs = inputs or ("-",)
-    out = []
-    for spec in inputs:
-        name, sep, path = spec.partition("=")
-        if sep and name and not os.path.exists(spec):
-            out.append((name, path))
-        else:
-            out.append(("stdin" if spec == "-" else Path(spec).stem, spec))
-    return out
 
 
 @cli.command()

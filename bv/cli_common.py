@@ -56,6 +56,8 @@ def exit_status(problems: Any, skip_bad: bool, outcome: Any = None) -> int:
             return 1
         if outcome.interrupted:
             return 130
+        if outcome.broken_rows:
+            return 1
     if problems.count:
         click.echo(f"bv: {problems.count} bad input line(s)" + (" skipped" if skip_bad else ""), err=True)
         if not skip_bad:

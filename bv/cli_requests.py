@@ -141,7 +141,12 @@ def rollout(
 
     params: dict[str, Any] = {
         k: v
-        for k, v in (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed))
+        for k, v in (
+            ("max_tokens", max_tokens),
+            ("temperature", temperature),
+            ("seed", seed),
+            ("max_pixels", max_pixels),
+        )
         if v is not None
     }
     extra = parse_params(extra_params)
@@ -153,7 +158,6 @@ def rollout(
         api_key=api_key,
         timeout=timeout,
         jobs=jobs,
-        max_pixels=max_pixels,
         seed=seed,
         exec_cmd=exec_cmd,
     )

@@ -105,7 +105,7 @@ class Caller:
                 last = Transient(f"timeout after {self.timeout_s:g} s")
             except Transient as exc:
                 last = exc
-            except (ItemFailure, Fatal, asyncio.CancelledError):
+            except (ItemFailure, Fatal):
                 raise
             except Exception as exc:  # an unforeseen transport error: retry it like a transient one
                 last = Transient(f"{type(exc).__name__}: {secrets.redact(str(exc))[:200]}")
@@ -140,6 +140,7 @@ class Outcome:
     interrupted: bool = False
     stdout_closed: bool = False
     fatal: str | None = None
+    broken_rows: int = 0  # rows skipped on an unexpected error (a bug), each said on stderr
 
 
 _DONE = object()
@@ -257,6 +258,18 @@ async def run_stream(
                 row = await work(task)
             except Interrupted:
                 row = None  # unfinished: not written, redone by the next run
+            except (Fatal, StdoutClosed):
+                raise
+            except Exception as exc:  # a bug must cost its row, not the run
+                if os.environ.get("BV_DEBUG"):
+                    raise
+                outcome.broken_rows += 1
+                row = None
+                sys.stderr.write(
+                    f"bv: error: input row {seq + 1} could not be processed and is left out"
+                    f" ({type(exc).__name__}: {secrets.redact(str(exc))[:200]}; BV_DEBUG=1 shows"
+                    " a traceback)\n"
+                )
             await emit(seq, row)
 
     workers = [asyncio.create_task(worker()) for _ in range(jobs)]
@@ -283,6 +296,8 @@ async def run_stream(
             return
         finishing.set()
         stop_reading.set()
+        for _ in workers:  # wake idle workers, so only the busy ones are waited for
+            queue.put_nowait((_DONE, None))
         sys.stderr.write(
             f"bv: interrupted; finishing requests in flight for up to {grace_s:g} s"
             " (Ctrl-C again to quit now)\n"

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bv import __version__
-from bv.images import MAX_IMAGE_PIXELS, path_of
+from bv.images import MAX_IMAGE_PIXELS, image_paths
 from bv.records import gold_text
 from bv.render import grid
 
@@ -122,15 +122,10 @@ def _natural(value: str) -> list[tuple[int, int, str]]:
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
 
 
-def image_paths(row: dict[str, Any]) -> list[str]:
+def row_images(row: dict[str, Any]) -> list[str]:
     """The row's image files: the `file://` URLs of its messages, else its `images` as written."""
-    paths = []
-    for message in row.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        for part in content if isinstance(content, list) else []:
-            url = (part.get("image_url") or {}).get("url", "") if isinstance(part, dict) else ""
-            if isinstance(url, str) and url.startswith("file:"):
-                paths.append(str(path_of(url)))
+    messages = row.get("messages") if isinstance(row.get("messages"), list) else []
+    paths = [str(p) for p in image_paths([m for m in messages if isinstance(m, dict)])]
     return paths or [str(p) for p in row.get("images") or [] if isinstance(p, str)]
 
 
@@ -230,7 +225,7 @@ def _run_line(row: dict[str, Any] | None, who: str) -> str:
 
 def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
     out = []
-    for path in image_paths(row):
+    for path in row_images(row):
         thumb = thumbs.get(path)
         if thumb is None:
             out.append(f'<div class="noimg">image missing or unreadable:<br>{_esc(path)}</div>')
@@ -247,7 +242,7 @@ def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: b
     row, runs = item["row"], item["runs"]
     # Inputs may come from different machines: show the images of the first input that has them all.
     firsts = [runs[i][0] for i in sorted(runs)]
-    pictured = next((r for r in firsts if all(thumbs.get(p) for p in image_paths(r))), row)
+    pictured = next((r for r in firsts if all(thumbs.get(p) for p in row_images(r))), row)
     gold = set(row.get("answer") or [])
     choices = "".join(
         f"<li{' class=gold' if c.get('label') in gold else ''}><b>{_esc(c.get('label'))}.</b> "
@@ -357,9 +352,7 @@ def write_html(
     pair = len(rows_by_input) == 2
     differs = {key: pair and _differs(item["runs"]) for key, item in items.items()}
     order = sorted(items, key=lambda key: (not differs[key], _natural(key), key))
-    thumbs = Thumbnails(
-        p for i in items.values() for rows in i["runs"].values() for p in image_paths(rows[0])
-    )
+    thumbs = Thumbnails(p for i in items.values() for rows in i["runs"].values() for p in row_images(rows[0]))
     cards = "".join(_card(items[key], names, thumbs, differs[key]) for key in order)
     data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")
     csp = f"default-src 'none'; img-src data:; style-src {_csp_hash(CSS)}; script-src {_csp_hash(JS)}"

@@ -17,12 +17,12 @@ from typing import Any
 
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
-from bv.errors import BadRecord, Fatal, ItemFailure
+from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import render, template
-from bv.records import require, without_stage
+from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 
 MODES = ("auto", "rules", "llm")
@@ -35,20 +35,10 @@ def judge_version() -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def check_rollout_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What judge needs of an input line; raises BadRecord for the reader to report."""
-    require(record, "rollout", "id", "ans_type", "answer", "response")
-    if record["ans_type"] == "choice":
-        require(record, "rollout", "choices")
-    if not isinstance(record["answer"], list) or not record["answer"]:
-        raise BadRecord("'answer' must be a non-empty list of accepted answers")
-    return record
-
-
 def judge_messages(record: dict[str, Any], extracted: str | None) -> list[dict[str, str]]:
     question = record["question"].strip()
     if record["ans_type"] == "choice":
-        question += "\n\n" + "\n".join(f"{c['label']}. {c['text']}" for c in record["choices"])
+        question += "\n\n" + choice_lines(record["choices"])
     gold = " or ".join(record["answer"])
     text = render("judge", question=question, gold=gold, answer="None" if extracted is None else extracted)
     return [{"role": "user", "content": text}]

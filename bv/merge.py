@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bv.errors import BadRecord, Fatal
+from bv.errors import Fatal
 from bv.jsonl import Source
+from bv.records import natural_key, row_key
 
 
 @dataclass
@@ -20,15 +21,6 @@ class MergeResult:
     rows_in: int = 0
     replaced: int = 0
     conflicts: list[str] = field(default_factory=list)  # same (id, run), different model or judge
-
-
-def row_key(record: dict[str, Any]) -> tuple[str, int]:
-    if "id" not in record:
-        raise BadRecord("missing 'id'")
-    run = record.get("run", 0)
-    if isinstance(run, bool) or not isinstance(run, int):
-        raise BadRecord(f"'run' must be an integer, not {run!r}")
-    return str(record["id"]), run
 
 
 def merge_rows(records: Iterable[tuple[Source, dict[str, Any]]]) -> MergeResult:
@@ -53,13 +45,8 @@ def merge_rows(records: Iterable[tuple[Source, dict[str, Any]]]) -> MergeResult:
 def ordered_rows(result: MergeResult, sort: bool) -> list[dict[str, Any]]:
     rows = list(result.rows.values())
     if sort:
-        rows.sort(key=lambda r: (_natural(str(r["id"])), r.get("run", 0)))
+        rows.sort(key=lambda r: (natural_key(str(r["id"])), r.get("run", 0)))
     return rows
-
-
-def _natural(text: str) -> tuple:
-    """Sort ids as numbers when they are numbers: 2 before 10."""
-    return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
 def write_rows(rows: list[dict[str, Any]], output: Path | None) -> None:

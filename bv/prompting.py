@@ -18,7 +18,7 @@ from typing import Any
 
 from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
-from bv.records import SCHEMA_VERSION, without_stage
+from bv.records import SCHEMA_VERSION, choice_lines, without_stage
 
 DETAILS = ("auto", "low", "high")
 
@@ -64,8 +64,7 @@ def user_text(item: dict[str, Any], trace: str | None = None, diagnostic: str | 
         parts.append(render("trace", trace=trace.strip()))
     parts.append(render("question", question=item["question"].strip()))
     if item["ans_type"] == "choice":
-        lines = "\n".join(f"{c['label']}. {c['text']}" for c in item["choices"])
-        parts.append(render("choices", choices=lines))
+        parts.append(render("choices", choices=choice_lines(item["choices"])))
     else:
         parts.append(render("blank"))
     if diagnostic:

@@ -18,6 +18,7 @@ that stage and of every later one, so a re-judged row keeps its rollout untouche
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
 
@@ -112,6 +113,8 @@ def _bv_choice(obj: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
     choices = obj.get("choices")
     if not isinstance(choices, list) or not choices:
         raise BadRecord("choice item without 'choices'")
+    if len(choices) > len(LABELS):
+        raise BadRecord(f"{len(choices)} choices; at most {len(LABELS)} can be labelled")
     parsed = []
     for i, choice in enumerate(choices):
         if isinstance(choice, str):
@@ -119,9 +122,11 @@ def _bv_choice(obj: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
         if not isinstance(choice, dict) or not isinstance(choice.get("label"), str):
             raise BadRecord(f"choice {i + 1} must be {{'label': 'A', 'text': '...'}}")
         parsed.append({"label": choice["label"].strip(), "text": str(choice.get("text", ""))})
+    labels = [c["label"] for c in parsed]
+    if any(not label or " " in label for label in labels) or len(set(labels)) < len(labels):
+        raise BadRecord(f"choice labels must be distinct words: {labels!r}")
     gold = obj.get("answer")
     gold = gold[0] if isinstance(gold, list) and len(gold) == 1 else gold
-    labels = [c["label"] for c in parsed]
     if not isinstance(gold, str) or not gold.strip():
         raise BadRecord("no gold answer ('answer' must be the correct choice label)")
     if gold.strip() not in labels:
@@ -175,6 +180,31 @@ def parse_item(obj: Any) -> dict[str, Any]:
 _OFFICIAL_KEYS = {"taskId", "ansType", "options", "choiceAns", "blankAns", "image", "coT"}
 
 
+def choice_lines(choices: list[dict[str, str]]) -> str:
+    """Choices as `A. text` lines: how the model and the judge see them (the chance baseline reads
+    them back with CHOICE_LINE)."""
+    return "\n".join(f"{c['label']}. {c['text']}" for c in choices)
+
+
+CHOICE_LINE = re.compile(r"^(\S+)\. ", re.MULTILINE)
+
+
+def message_text(content: Any, image_marks: bool = False) -> str:
+    """The text of a chat message's content (a string, or a list of parts, joined by blank
+    lines); with `image_marks`, each image part as `[image: URL]`."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+        elif image_marks and part.get("type") == "image_url":
+            parts.append(f"[image: {(part.get('image_url') or {}).get('url', '')}]")
+    return "\n\n".join(parts)
+
+
 def gold_text(record: dict[str, Any]) -> str:
     """The gold answer as a person reads it: `B. red circle` for choice items, `a | b` for blank."""
     if record.get("ans_type") == "choice":
@@ -196,3 +226,90 @@ def require(record: dict[str, Any], stage: str, *fields: str) -> None:
             f"not a {stage} record: missing {', '.join(repr(f) for f in missing)}"
             f" (is this the output of {_WRITTEN_BY.get(stage, stage)}?)"
         )
+
+
+def row_key(record: dict[str, Any]) -> tuple[str, int]:
+    """(id, run): what makes a row unique. `run` is 0 when absent; anything but an integer is refused."""
+    if "id" not in record:
+        raise BadRecord("missing 'id'")
+    run = record.get("run", 0)
+    if isinstance(run, bool) or not isinstance(run, int):
+        raise BadRecord(f"'run' must be an integer, not {run!r}")
+    return str(record["id"]), run
+
+
+def natural_key(text: str) -> list[tuple[int, int, str]]:
+    """Sort key that puts item 2 before item 10 (ASCII digits only: `int("²")` fails)."""
+    return [
+        (0, int(part), "") if part.isascii() and part.isdecimal() else (1, 0, part)
+        for part in re.split(r"([0-9]+)", text)
+        if part
+    ]
+
+
+def check_row(record: dict[str, Any]) -> dict[str, Any]:
+    """What bv merge reads: any row with an id and an integer run."""
+    check_schema(record)
+    row_key(record)
+    return record
+
+
+def _check_item_fields(record: dict[str, Any], stage: str) -> None:
+    """The item fields later stages rely on, with their types (a prompt record may be hand-made)."""
+    require(record, stage, "id", "question", "ans_type", "answer")
+    if not isinstance(record["question"], str):
+        raise BadRecord("'question' must be a string")
+    if record["ans_type"] not in ANS_TYPES:
+        raise BadRecord(f"unknown answer type {record['ans_type']!r}")
+    answer = record["answer"]
+    if not isinstance(answer, list) or not answer or not all(isinstance(a, str) for a in answer):
+        raise BadRecord("'answer' must be a non-empty list of accepted answers (strings)")
+    if record["ans_type"] == "choice":
+        choices = record.get("choices")
+        if (
+            not isinstance(choices, list)
+            or not choices
+            or not all(
+                isinstance(c, dict) and isinstance(c.get("label"), str) and isinstance(c.get("text"), str)
+                for c in choices
+            )
+        ):
+            raise BadRecord("'choices' must be a non-empty list of {'label': ..., 'text': ...}")
+    for name in ("type", "subtype"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            raise BadRecord(f"'{name}' must be a string")
+
+
+def check_prompt_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What bv rollout reads: a record of bv prompt."""
+    check_schema(record)
+    require(record, "prompt", "id", "messages")
+    messages = record["messages"]
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise BadRecord("'messages' must be a non-empty list of chat messages")
+    row_key(record)
+    return record
+
+
+def check_rollout_record(record: dict[str, Any]) -> dict[str, Any]:
+    """What bv judge reads: a row of bv rollout (or bv import)."""
+    check_schema(record)
+    require(record, "rollout", "response")
+    _check_item_fields(record, "rollout")
+    if record["response"] is not None and not isinstance(record["response"], str):
+        raise BadRecord("'response' must be a string or null")
+    row_key(record)
+    return record
+
+
+def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:
+    """What bv report reads: a row of bv judge (or bv import)."""
+    check_schema(record)
+    require(record, "judged", "id", "hard")
+    if record["hard"] not in (0, 1, None) or isinstance(record["hard"], bool):
+        raise BadRecord(f"'hard' must be 1, 0 or null, not {record['hard']!r}")
+    for name in ("type", "subtype", "ans_type"):
+        if record.get(name) is not None and not isinstance(record[name], str):
+            raise BadRecord(f"'{name}' must be a string")
+    row_key(record)
+    return record

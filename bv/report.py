@@ -10,11 +10,13 @@ counted in `undecided`. Nothing is hidden in the accuracy.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from bv.records import require
+from bv.records import row_key
 from bv.stats import mcnemar_exact, mean, pstdev, wilson
 
 
@@ -94,16 +96,6 @@ def summarize(rows: Iterable[dict[str, Any]], name: str = "results") -> dict[str
     return summary
 
 
-def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:
-    """What report needs of an input line; raises BadRecord for the reader to report."""
-    require(record, "judged", "id", "hard")
-    return record
-
-
-def row_key(row: dict[str, Any]) -> tuple[str, int]:
-    return str(row["id"]), row.get("run", 0)
-
-
 def paired(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
     and the exact McNemar p-value of that split (is the difference more than chance?)."""
@@ -145,3 +137,30 @@ def build_report(named_rows: list[tuple[str, list[dict[str, Any]]]]) -> tuple[di
         comparison["paired"] = {"a": judged[0][0], "b": judged[1][0], **paired(kept[0], kept[1])}
     summaries = [summarize(k, name) for (name, _), k in zip(judged, kept, strict=True)]
     return {"inputs": summaries, "comparison": comparison}, kept
+
+
+def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, path) of each report input: NAME=PATH, or the file's stem ("stdin" for -); names
+    made unique (`r`, `r-2`), since the report and its JSON are keyed by them."""
+    out: list[tuple[str, str]] = []
+    for spec in inputs:
+        name, sep, path = spec.partition("=")
+        if not (sep and name and not os.path.exists(spec)):
+            name, path = ("stdin" if spec == "-" else Path(spec).stem), spec
+        taken = {n for n, _ in out}
+        unique, k = name, 2
+        while unique in taken:
+            unique, k = f"{name}-{k}", k + 1
+        out.append((unique, path))
+    return out
+
+
+def below(summaries: list[dict[str, Any]], threshold: float) -> list[str]:
+    """What a CI gate says of each input whose overall accuracy is below `threshold`
+    (a fraction, or a percentage when above 1)."""
+    fraction = threshold / 100 if threshold > 1 else threshold
+    return [
+        f"{s['name']}: overall accuracy {s['overall']['accuracy']} is below --fail-under {fraction:g}"
+        for s in summaries
+        if (s["overall"]["accuracy"] or 0.0) < fraction
+    ]

@@ -20,12 +20,12 @@ from typing import Any
 from bv.artifacts import write_artifacts
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
-from bv.errors import BadRecord, ItemFailure
+from bv.errors import ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import refine_text
-from bv.records import require, without_stage
+from bv.records import check_prompt_record, without_stage
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,6 @@ def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tup
     for record in records:
         for run in range(repeats):
             yield record, run
-
-
-def check_prompt_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What rollout needs of an input line; raises BadRecord for the reader to report."""
-    require(record, "prompt", "id", "messages")
-    if not isinstance(record["messages"], list) or not record["messages"]:
-        raise BadRecord("'messages' must be a non-empty list of chat messages")
-    return record
 
 
 async def rollout_one(

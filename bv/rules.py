@@ -15,13 +15,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
-_LABEL_FORMS = (
-    re.compile(r"^\(?([a-z])\)?[.):]?$", re.IGNORECASE),  # B  (B)  B.  B)  b
-    re.compile(r"^(?:option|choice|answer)\s*[:：]?\s*\(?([a-z])\)?[.)]?$", re.IGNORECASE),  # Option B
+# A label alone: B  (B)  B.  B)  b  Option B  option (b)  Answer: B  (labels need not be letters)
+_LABEL_FORM = re.compile(
+    r"^(?:(?:option|choice|answer)\s*[:：]?\s*)?\(?([^\s().:：]+)\)?[.):]?$", re.IGNORECASE
 )
-_LABEL_WITH_TEXT = re.compile(r"^\(?([a-z])\)?[.):]\s+(.+)$", re.IGNORECASE | re.DOTALL)  # B. red circle
+_LABEL_WITH_TEXT = re.compile(r"^\(?([^\s().:]+)\)?[.):]\s+(.+)$", re.DOTALL)  # B. red circle
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -48,9 +48,20 @@ def normalise(text: str) -> str:
     text = re.sub(r"\\left|\\right|\\,|\\;|\\!", "", text)
     text = re.sub(r"\s+", "", text)
     text = text.rstrip(".;:!?。")
-    while len(text) >= 2 and text[0] in "([{<" and text[-1] == _BRACKETS[_BRACKETS.index(text[0]) + 1]:
+    while len(text) >= 2 and text[0] in "([{<" and _encloses(text):
         text = text[1:-1]
     return _NUMBER_WORDS.get(text, text)
+
+
+def _encloses(text: str) -> bool:
+    """Whether the bracket opening `text` closes at its very end: `(4,7)` yes, `(1)+(2)` no."""
+    opening, closing = text[0], _BRACKETS[_BRACKETS.index(text[0]) + 1]
+    depth = 0
+    for i, char in enumerate(text):
+        depth += (char == opening) - (char == closing)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def _numbers(text: str) -> tuple[float, ...] | None:
@@ -82,10 +93,13 @@ def _label_of(answer: str, choices: list[dict[str, str]]) -> tuple[str | None, s
     """The label an answer names, or None and why not."""
     labels = {c["label"].upper(): c["label"] for c in choices}
     text = answer.strip()
-    for form in _LABEL_FORMS:
-        match = form.match(text)
-        if match:
-            return labels.get(match.group(1).upper(), match.group(1).upper()), "label"
+    match = _LABEL_FORM.match(text)
+    if match:
+        said = match.group(1).upper()
+        if said in labels:
+            return labels[said], "label"
+        if len(said) == 1 and said.isalpha() and said.isascii():
+            return said, "label"  # a letter that is not an option's label is still a label, and wrong
     wanted = normalise(text)
     by_text = [c["label"] for c in choices if normalise(c["text"]) == wanted]
     if len(by_text) == 1:

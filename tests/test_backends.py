@@ -103,3 +103,19 @@ def test_default_cache_follows_xdg(sample_dir, server, tmp_path, monkeypatch):
     server.responder = lambda seen: Reply(content="\\boxed{A}")
     sh(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m > /dev/null")
     assert (tmp_path / "xdg" / "bv" / "cache.sqlite").exists()
+
+
+def test_max_pixels_is_part_of_the_request(sample_dir, server, tmp_path):
+    """Downscaled images are other requests: neither served from the full-size cache nor sent full size."""
+    server.responder = lambda seen: Reply(content="\\boxed{A}")
+    cache = tmp_path / "cache.sqlite"
+    base = f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m"
+    base += f" --cache {cache}"
+    assert sh(f"{base} > /dev/null").returncode == 0
+    first = len(server.seen)
+    rows = jsonl(sh(f"{base} --max-pixels 5000").stdout)
+    assert len(server.seen) == 2 * first
+    assert all(r["params"] == {"max_pixels": 5000} for r in rows)
+    assert all("max_pixels" not in s.body for s in server.seen)  # bv's own parameter, not the API's
+    image = next(p for p in server.seen[-1].body["messages"][1]["content"] if p["type"] == "image_url")
+    assert len(image["image_url"]["url"]) < 20_000

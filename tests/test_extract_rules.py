@@ -61,6 +61,15 @@ def choice(gold: str = "B") -> dict:
     return {"ans_type": "choice", "choices": CHOICES, "answer": [gold], "error": None}
 
 
+def numbered(gold: str) -> dict:
+    choices = [
+        {"label": "1", "text": "first"},
+        {"label": "2", "text": "second"},
+        {"label": "3", "text": "third"},
+    ]
+    return {"ans_type": "choice", "choices": choices, "answer": [gold], "error": None}
+
+
 def blank(*golds: str) -> dict:
     return {"ans_type": "blank", "choices": [], "answer": list(golds), "error": None}
 
@@ -136,6 +145,13 @@ RULES = [
     (blank("(2,3)"), "(2;3)", None, "another separator: undecided"),
     (blank("(10,5)"), "(10,5)", 1, "exact two-digit coordinate"),
     (blank("(5,9)"), "(9,5)", 0, "row and column swapped"),
+    (blank("(1)+(2)"), "1)+(2", None, "brackets are removed only when they enclose the whole answer"),
+    (blank("(1)+(2)"), "(1)+(2)", 1, "an answer with inner brackets equals itself"),
+    (blank("(4,7)"), "((4,7))", 1, "nested enclosing brackets"),
+    (numbered("2"), "2", 1, "a numeric label"),
+    (numbered("2"), "(2)", 1, "a numeric label in brackets"),
+    (numbered("2"), "Option 1", 0, "another numeric label"),
+    (numbered("2"), "second", 1, "a numbered option's text"),
 ]
 
 

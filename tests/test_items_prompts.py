@@ -101,6 +101,28 @@ def test_bad_bv_choice_gold():
         )
 
 
+@pytest.mark.parametrize(
+    "choices,why",
+    [
+        ([{"label": "A", "text": "x"}, {"label": "A", "text": "y"}], "distinct"),
+        ([{"label": "", "text": "x"}, {"label": "B", "text": "y"}], "distinct"),
+        ([f"option {i}" for i in range(27)], "at most 26"),
+    ],
+)
+def test_bad_bv_choice_labels(choices, why):
+    with pytest.raises(BadRecord, match=why):
+        parse_item(
+            {
+                "id": "1",
+                "question": "?",
+                "image": "a.png",
+                "ans_type": "choice",
+                "choices": choices,
+                "answer": "B",
+            }
+        )
+
+
 def test_not_an_object():
     with pytest.raises(BadRecord, match="JSON object"):
         parse_item([1, 2])

@@ -101,3 +101,19 @@ def test_safe_names():
         name = safe_name(unsafe)
         assert "/" not in name and not name.startswith(".") and name not in ("", ".", "..")
     assert safe_name("a/b") != safe_name("a_b")  # ids that would collide get their own folders
+
+
+def test_safe_names_are_short_and_case_proof():
+    long_id = "x" * 300
+    assert len(safe_name(long_id)) <= 90 and safe_name(long_id) != safe_name("x" * 299)
+    assert safe_name("A").lower() != safe_name("a").lower()  # one folder each, even on macOS
+
+
+def test_unwritable_artifacts_never_cost_the_row(sample_dir, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    result = sh(
+        f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance --artifacts {blocker}/runs"
+    )
+    assert result.returncode == 0 and len(jsonl(result.stdout)) == 12
+    assert "artifacts of id" in result.stderr and "Traceback" not in result.stderr

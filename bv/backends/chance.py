@@ -11,34 +11,25 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from typing import Any
 
 from bv.backends import Reply
-
-_CHOICE_LINE = re.compile(r"^([A-Z])\. ", re.MULTILINE)
+from bv.images import map_image_urls
+from bv.records import CHOICE_LINE, message_text
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
-    return ""
+    """The text of the first user message: the question as bv prompt wrote it."""
+    return next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
 
 
 def _labels(messages: list[dict[str, Any]]) -> list[str]:
-    """The option labels of the question, read from the `## Choices` section bv prompt wrote."""
-    for message in messages:
-        if message.get("role") != "user":
-            continue
-        text = _user_text([message])
-        if "## Choices" in text:
-            return _CHOICE_LINE.findall(text.split("## Choices", 1)[1])
-    return []
+    """The option labels, read back from the `## Choices` block of the question (prompts/choices.md)."""
+    text = _user_text(messages)
+    if "## Choices" not in text:
+        return []
+    block = text.split("## Choices", 1)[1].strip().split("\n\n", 1)[0]
+    return CHOICE_LINE.findall(block)
 
 
 class ChanceBackend:
@@ -62,7 +53,10 @@ class ChanceBackend:
                 finish_reason="stop",
                 model=self.model,
             )
-        blob = json.dumps([self.seed, params.get("run", 0), _user_text(messages[:2])], sort_keys=True)
+        # Seeded by the whole request (images by file name), so items that share a question
+        # wording still get independent guesses, and the guess does not depend on where the data is.
+        request = map_image_urls(messages, lambda path: path.name)
+        blob = json.dumps([self.seed, params.get("run", 0), request], sort_keys=True)
         rng = random.Random(hashlib.sha256(blob.encode()).digest())
         return Reply(
             content=f"Guessing uniformly among {len(labels)} options. \\boxed{{{rng.choice(labels)}}}",

@@ -29,7 +29,8 @@ from typing import IO, Any
 from bv import secrets
 from bv.backends import Reply
 from bv.errors import Fatal, ItemFailure, Transient
-from bv.images import ImageError, ImageOptions, encode_image, path_of
+from bv.images import ImageError, ImageOptions, encode_image, image_paths
+from bv.records import message_text
 
 SKILL_NAME = "babyvision"
 SKILL_DESCRIPTION = (
@@ -65,14 +66,12 @@ class ExecBackend:
         argv: list[str],
         model: str,
         timeout: float = 600.0,
-        image_options: ImageOptions = NO_RESIZE,
         keep_dir: Path | None = None,
     ) -> None:
         self.template = template
         self.argv = argv
         self.model = model
         self.timeout = timeout
-        self.image_options = image_options
         self.keep_dir = keep_dir  # None: remove each workspace after its turn
         digest = hashlib.sha256(template.encode()).hexdigest()[:12]
         # The program's name, and a hash of the whole template (its flags change the replies).
@@ -84,7 +83,6 @@ class ExecBackend:
         exec_cmd: str | None = None,
         model: str | None = None,
         timeout: float = 600.0,
-        max_pixels: int | None = None,
         api_key: str | None = None,
         keep_workdirs: str | Path | None = None,
         **_: Any,
@@ -124,7 +122,6 @@ class ExecBackend:
             argv,
             model or Path(program).name,
             timeout=timeout,
-            image_options=ImageOptions(max_pixels=max_pixels),
             keep_dir=Path(keep).expanduser() if keep else None,
         )
 
@@ -133,7 +130,8 @@ class ExecBackend:
         workdir = self._new_workdir(messages, params.get("run", 0))
         try:
             try:
-                space = await asyncio.to_thread(prepare_workspace, workdir, messages, self.image_options)
+                options = ImageOptions(max_pixels=params.get("max_pixels"))
+                space = await asyncio.to_thread(prepare_workspace, workdir, messages, options)
             except ImageError as exc:
                 raise ItemFailure(f"image: {exc}") from None
             last_message = workdir / "last_message.txt"
@@ -156,7 +154,7 @@ class ExecBackend:
         # Kept workspaces are named by the task, run and turn, so they can be found again.
         self.keep_dir.mkdir(parents=True, exist_ok=True)
         first = next((m for m in messages if m.get("role") == "user"), {})
-        task = hashlib.sha256(_text(first.get("content")).encode()).hexdigest()[:10]
+        task = hashlib.sha256(message_text(first.get("content")).encode()).hexdigest()[:10]
         turn = sum(m.get("role") == "assistant" for m in messages)
         return Path(tempfile.mkdtemp(prefix=f"{task}-r{run}-t{turn}-", dir=self.keep_dir))
 
@@ -227,7 +225,7 @@ def prepare_workspace(
 ) -> Workspace:
     """Write the skill, the task, the attachments and their list into `workdir`."""
     system = next((m for m in messages if m.get("role") == "system"), None)
-    preamble, skill = split_skill(_text(system.get("content")) if system else "")
+    preamble, skill = split_skill(message_text(system.get("content")) if system else "")
     skill_dir = workdir / ".agents" / "skills" / SKILL_NAME
     skill_dir.mkdir(parents=True)
     (skill_dir / "SKILL.md").write_text(skill_markdown(preamble, skill), encoding="utf-8")
@@ -235,8 +233,8 @@ def prepare_workspace(
     attachments = workdir / "attachments"
     attachments.mkdir()
     paths: list[Path] = []
-    for url in _image_urls(messages):
-        encoded = encode_image(path_of(url), options)  # the bytes a chat backend would send
+    for source in dict.fromkeys(image_paths(messages)):  # each image once, in order
+        encoded = encode_image(source, options)  # the bytes a chat backend would send
         mime, _, data = encoded.removeprefix("data:").partition(";base64,")
         target = attachments / f"image-{len(paths) + 1}.{_EXTENSIONS.get(mime, 'png')}"
         target.write_bytes(base64.b64decode(data))
@@ -313,39 +311,14 @@ def task_text(messages: list[dict[str, Any]], attachments: list[Path]) -> str:
     """task.md: the user text; on later turns the previous attempt and the follow-up; where files are."""
     chat = [m for m in messages if m.get("role") in ("user", "assistant")]
     first = next((i for i, m in enumerate(chat) if m["role"] == "user"), None)
-    parts = [] if first is None else [_text(chat[first].get("content")).strip()]
+    parts = [] if first is None else [message_text(chat[first].get("content")).strip()]
     for message in chat if first is None else chat[first + 1 :]:
         heading = "## Your Previous Attempt" if message["role"] == "assistant" else "## Follow-up"
-        parts.append(f"{heading}\n\n{_text(message.get('content')).strip() or '(empty)'}")
+        parts.append(f"{heading}\n\n{message_text(message.get('content')).strip() or '(empty)'}")
     files = [f"- Image: `{p}` (every attachment is listed in `ATTACHMENTS.md`)." for p in attachments[:1]]
     files.append(f"- Guidance for these tasks: `.agents/skills/{SKILL_NAME}/SKILL.md`.")
     parts.append("## Workspace\n\n" + "\n".join(files))
     return "\n\n".join(p for p in parts if p) + "\n"
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n\n".join(p.get("text", "") for p in content if p.get("type") == "text")
-    return ""
-
-
-def _image_urls(messages: list[dict[str, Any]]) -> list[str]:
-    urls: list[str] = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, list):
-            continue
-        for part in content:
-            url = (part.get("image_url") or {}).get("url", "") if part.get("type") == "image_url" else ""
-            if not url.startswith("file:"):
-                if url:
-                    raise ImageError("only file:// image URLs can be attached for an agent")
-                continue
-            if url not in urls:
-                urls.append(url)
-    return urls
 
 
 def _yaml_quote(text: str) -> str:

@@ -17,23 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bv import secrets
-from bv.backends import Reply
+from bv.backends import BV_PARAMS, Reply
 from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
 
-# Request parameters passed through to the API body; others (like `run`) are bv's own.
-API_PARAMS = (
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "reasoning_effort",
-)
 PLACEHOLDER_KEY = "no-key"  # local servers (vLLM, SGLang) accept any key
 
 
@@ -50,11 +38,10 @@ class OpenAIBackend:
     name = "openai"
     cacheable = True
 
-    def __init__(self, model: str, clients: list[tuple[str, Any]], image_options: ImageOptions) -> None:
+    def __init__(self, model: str, clients: list[tuple[str, Any]]) -> None:
         self.model = model
         self.replicas = [Replica(url, client) for url, client in clients]
         self.endpoint = " ".join(sorted(secrets.public_url(url) for url, _ in clients))
-        self.image_options = image_options
 
     @classmethod
     def from_config(
@@ -64,7 +51,6 @@ class OpenAIBackend:
         api_key: str | None = None,
         timeout: float = 600.0,
         jobs: int = 8,
-        max_pixels: int | None = None,
         **_: Any,
     ) -> OpenAIBackend:
         base_urls = list(base_urls) or (
@@ -97,7 +83,7 @@ class OpenAIBackend:
             )
             for url in urls
         ]
-        return cls(model, clients, ImageOptions(max_pixels=max_pixels))
+        return cls(model, clients)
 
     def _pick(self) -> Replica:
         now = time.monotonic()
@@ -108,11 +94,11 @@ class OpenAIBackend:
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
         try:
-            sendable = await inline_images_async(messages, self.image_options)
+            sendable = await inline_images_async(messages, ImageOptions(max_pixels=params.get("max_pixels")))
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
         body = {"model": self.model, "messages": sendable}
-        body.update({k: v for k, v in params.items() if k in API_PARAMS and v is not None})
+        body.update({k: v for k, v in params.items() if k not in BV_PARAMS and v is not None})
         body.update(params.get("extra_body") or {})
         replica = self._pick()
         replica.in_flight += 1
@@ -207,7 +193,6 @@ class AzureBackend(OpenAIBackend):
         api_key: str | None = None,
         timeout: float = 600.0,
         jobs: int = 8,
-        max_pixels: int | None = None,
         base_urls: list[str] | tuple[str, ...] = (),
         **_: Any,
     ) -> AzureBackend:
@@ -238,4 +223,4 @@ class AzureBackend(OpenAIBackend):
             timeout=timeout + 5,
             http_client=_http_client(jobs, timeout),
         )
-        return cls(model, [(endpoint, client)], ImageOptions(max_pixels=max_pixels))
+        return cls(model, [(endpoint, client)])
