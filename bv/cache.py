@@ -121,6 +121,3 @@ class ReplyCache:
         deleted = self.db.execute(sql, args).rowcount
         self.db.execute("VACUUM")
         return deleted
-
-    def close(self) -> None:
-        self.db.close()

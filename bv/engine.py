@@ -57,6 +57,34 @@ class Caller:
     timeout_s: float = 600.0
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     image_hash: ImageHashes = field(default_factory=ImageHashes)
+    grace_s: float = 10.0  # after Ctrl-C, how long requests in flight may still finish
+    _in_flight: set[asyncio.Future] = field(default_factory=set)
+    _watcher: asyncio.Task | None = None
+
+    async def _abandon_after_stop(self) -> None:
+        """After Ctrl-C and the grace period, give up the requests still in flight: each call
+        raises Interrupted, so its stage can still write the row (the judge) or drop it (rollout)."""
+        await self.stopping.wait()
+        await asyncio.sleep(self.grace_s)
+        for request in list(self._in_flight):
+            request.cancel()
+
+    async def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int) -> Reply:
+        if self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._abandon_after_stop())
+        request = asyncio.ensure_future(self.backend.complete(messages, run=run, **params))
+        self._in_flight.add(request)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await request
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this task itself is being cancelled, not just its request
+            raise Interrupted() from None
+        finally:
+            self._in_flight.discard(request)
+            request.cancel()  # on a timeout or our own cancellation: the backend call ends too
 
     def _key(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int, turn: int) -> str | None:
         if self.cache is None or not self.backend.cacheable:
@@ -99,13 +127,12 @@ class Caller:
                 raise Interrupted()
             self.stats.requests += 1
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    reply = await self.backend.complete(messages, run=run, **params)
+                reply = await self._send(messages, params, run)
             except TimeoutError:
                 last = Transient(f"timeout after {self.timeout_s:g} s")
             except Transient as exc:
                 last = exc
-            except (ItemFailure, Fatal):
+            except (ItemFailure, Fatal, Interrupted):
                 raise
             except Exception as exc:  # an unforeseen transport error: retry it like a transient one
                 last = Transient(f"{type(exc).__name__}: {secrets.redact(str(exc))[:200]}")

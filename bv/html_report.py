@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bv import __version__
-from bv.images import MAX_IMAGE_PIXELS, image_paths
+from bv.images import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, image_paths, pillow, sniff_format
 from bv.records import gold_text
 from bv.render import grid
 
@@ -131,10 +131,14 @@ def row_images(row: dict[str, Any]) -> list[str]:
 
 def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
     """(width, height, data URI) of a downscaled WebP (JPEG without WebP support), None if undecodable."""
-    from PIL import Image, ImageOps, features
+    from PIL import features
 
+    Image, ImageOps = pillow()
+    fmt = sniff_format(data[:16])
+    if fmt is None:
+        return None
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(io.BytesIO(data), formats=[fmt]) as img:
             if img.width * img.height > MAX_IMAGE_PIXELS:
                 return None
             img.draft("RGB", (2 * THUMB_PX, 2 * THUMB_PX))  # JPEG: decode at a reduced scale
@@ -148,7 +152,7 @@ def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
                 out.save(buffer, "WEBP", quality=QUALITY, method=2)
             else:
                 out.save(buffer, "JPEG", quality=QUALITY, optimize=True)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+    except (OSError, ValueError, SyntaxError):
         return None
     uri = f"data:image/{'webp' if webp else 'jpeg'};base64,{base64.b64encode(buffer.getvalue()).decode()}"
     return out.width, out.height, uri
@@ -159,8 +163,10 @@ class Thumbnails:
 
     def __init__(self, paths: Iterable[str]) -> None:
         def read(path: str) -> tuple[str, bytes] | None:
+            file = Path(path)
             try:  # relative paths (no file:// URL in the row) cannot be resolved here
-                data = Path(path).read_bytes() if Path(path).is_absolute() else None
+                usable = file.is_absolute() and file.is_file() and file.stat().st_size <= MAX_IMAGE_BYTES
+                data = file.read_bytes() if usable else None
             except OSError:
                 return None
             return (hashlib.sha256(data).hexdigest()[:16], data) if data is not None else None

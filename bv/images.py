@@ -31,6 +31,8 @@ MAGIC = (
 )
 # Images with more pixels are refused before decoding (decompression bombs).
 MAX_IMAGE_PIXELS = 64_000_000
+# Files bigger than this are not read as images at all (a path to /dev/zero, a huge file).
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
 
 
 def sniff_format(head: bytes) -> str | None:
@@ -120,7 +122,7 @@ def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> str:
     return f"data:{SENDABLE[fmt]};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def _pillow() -> tuple[Any, Any]:
+def pillow() -> tuple[Any, Any]:
     """Pillow with just the plugins bv reads, registered; not every plugin Pillow knows."""
     from PIL import (  # noqa: F401 (importing a plugin registers it)
         BmpImagePlugin,
@@ -147,7 +149,7 @@ def _orientation(img: Any, fmt: str) -> int:
 
 def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
     """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow."""
-    Image, ImageOps = _pillow()
+    Image, ImageOps = pillow()
     try:
         with Image.open(io.BytesIO(data), formats=[fmt]) as img:
             width, height = img.size

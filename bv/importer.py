@@ -114,7 +114,9 @@ def import_files(
             for _, item in read_records([str(path)], problems, parse_item):
                 writer.write(item)
             continue
-        file_run = run - 1 if run is not None else run_from_name(path)
+        file_run = run_from_name(path)
+        if file_run is None and run is not None:
+            file_run = run - 1
         if file_run is None:
             problems.report(path, "no run number: name it model_results_run_K.json or give --run K")
             continue

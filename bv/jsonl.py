@@ -140,18 +140,20 @@ class JsonlWriter:
 
         self._stream = stream or sys.stdout
         self._writer = jsonlines.Writer(self._stream, compact=True, flush=True)
-        self.count = 0
 
     def write(self, record: dict[str, Any]) -> None:
         try:
-            self._writer.write(record)
+            try:
+                self._writer.write(record)
+            except UnicodeEncodeError:  # a lone surrogate ("\\ud800") read from JSON: write it escaped
+                self._stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+                self._stream.flush()
         except BrokenPipeError as exc:
             raise StdoutClosed() from exc
         except OSError as exc:  # a full disk, a read-only or vanished file
             if self._stream is sys.stdout:
                 silence_stdout()  # or the interpreter retries the flush at exit and prints a traceback
             raise Fatal(f"cannot write the output: {exc.strerror or exc}") from None
-        self.count += 1
 
 
 def silence_stdout() -> None:

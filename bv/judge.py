@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bv.backends import make_backend
-from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
 from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
@@ -25,7 +25,6 @@ from bv.prompting import render, template
 from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 
-MODES = ("auto", "rules", "llm")
 JUDGE_PARAMS = {"temperature": 0}
 
 
@@ -75,6 +74,8 @@ class LLMJudge:
             reply, _ = await self.caller.call(judge_messages(record, extracted), JUDGE_PARAMS)
         except ItemFailure as exc:
             return None, None, f"judge request failed: {exc}"
+        except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
+            return None, None, "interrupted before the LLM judge answered; run bv judge again"
         hard = parse_verdict(reply.content)
         return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
 

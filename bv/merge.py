@@ -61,6 +61,9 @@ def write_rows(rows: list[dict[str, Any]], output: Path | None) -> None:
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o666 & ~umask)  # as an ordinary new file would be, not mkstemp's 0600
     except OSError as exc:
         raise Fatal(f"cannot write {output}: {exc.strerror or exc}") from None
     try:

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO
 
+from bv.stats import human_count
+
 
 @dataclass
 class Stats:
@@ -58,13 +60,10 @@ class Stats:
         elapsed = time.monotonic() - self.started
         return (
             f"{self.done} rows, {self.errors} errors, {self.cache_hits} cache hits, {self.requests} requests,"
-            f" {_human(self.prompt_tokens)} prompt + {_human(self.completion_tokens)} completion tokens,"
+            f" {human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
+            " completion tokens,"
             f" {elapsed:.1f} s, {self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
         )
-
-
-def _human(n: int) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
 
 
 class ProgressDisplay:

@@ -20,8 +20,6 @@ from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
 from bv.records import SCHEMA_VERSION, choice_lines, without_stage
 
-DETAILS = ("auto", "low", "high")
-
 
 @cache
 def template(name: str) -> str:
@@ -29,12 +27,16 @@ def template(name: str) -> str:
     return resources.files("bv.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
 
 
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+
 def render(name: str, **values: str) -> str:
-    """Fill `{{key}}` slots of a template; runs of blank lines left by empty slots become one."""
-    text = template(name)
-    for key, value in values.items():
-        text = text.replace("{{" + key + "}}", value)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    """Fill the `{{key}}` slots of a template in one pass, so a value is never searched for slots
+    (a question may contain `{{gold}}`). Blank lines left by empty slots fold into one; the
+    values themselves are left as they are."""
+    text = _SLOT.sub(lambda m: m.group(0) if values[m.group(1)] else "", template(name))
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    return _SLOT.sub(lambda m: values[m.group(1)], text)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,10 @@ class Skill:
 
     @classmethod
     def load(cls, path: Path) -> Skill:
-        return cls(name=path.stem, text=path.read_text(encoding="utf-8").strip())
+        try:
+            return cls(name=path.stem, text=path.read_text(encoding="utf-8").strip())
+        except UnicodeDecodeError:
+            raise BadRecord(f"--skill {path}: not UTF-8 text") from None
 
 
 def system_prompt(skill: Skill | None) -> str:

@@ -26,7 +26,6 @@ from bv.errors import BadRecord
 
 SCHEMA_VERSION = 1
 
-ITEM_FIELDS = ("id", "question", "ans_type", "choices", "answer", "type", "subtype", "images", "cot")
 PROMPT_FIELDS = ("schema", "messages", "skill")
 ROLLOUT_FIELDS = ("run", "backend", "model", "params", "response", "turns", "usage", "latency_s", "error")
 JUDGE_FIELDS = (

@@ -11,6 +11,8 @@ import io
 import json
 from typing import Any
 
+from bv.stats import human_count
+
 FIGURES = (
     "n",
     "rows",
@@ -121,10 +123,6 @@ def summaries_of(report: dict[str, Any]) -> list[dict[str, Any]]:
     return report["inputs"] if "inputs" in report else [report]
 
 
-def _tokens(n: int) -> str:
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
-
-
 def notes(report: dict[str, Any]) -> list[str]:
     """The lines under the table: what each input cost, and how inputs compare."""
     lines = []
@@ -134,7 +132,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             parts.append("model " + ", ".join(summary["models"]))
         if usage["prompt_tokens"] or usage["completion_tokens"]:
             parts.append(
-                f"{_tokens(usage['prompt_tokens'])} prompt + {_tokens(usage['completion_tokens'])}"
+                f"{human_count(usage['prompt_tokens'])} prompt + {human_count(usage['completion_tokens'])}"
                 " completion tokens"
             )
         if usage["latency_s_mean"] is not None:

@@ -1,4 +1,5 @@
-"""Small statistics for reports: mean, population std, Wilson interval, exact McNemar test."""
+"""Small statistics for reports: mean, population std, Wilson interval, exact McNemar test,
+and how counts are written."""
 
 from __future__ import annotations
 
@@ -37,3 +38,8 @@ def mcnemar_exact(improved: int, regressed: int) -> float:
     k = min(improved, regressed)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def human_count(n: int) -> str:
+    """A count as people read it in a summary line: 812, 12.3k, 1.20M."""
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)

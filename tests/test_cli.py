@@ -156,3 +156,17 @@ def test_every_stage_ends_quietly_when_stdout_closes(sample_dir, tmp_path, stage
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "Error" not in result.stderr
     assert len(jsonl(result.stdout)) == 1
+
+
+def test_merge_output_has_ordinary_permissions(tmp_path):
+    write(tmp_path / "a.jsonl", rows_for(0, ["1"], 1))
+    assert sh(f"umask 022 && bv merge {tmp_path}/a.jsonl -o {tmp_path}/all.jsonl").returncode == 0
+    assert (tmp_path / "all.jsonl").stat().st_mode & 0o777 == 0o644
+
+
+def test_lone_surrogates_survive_the_pipeline(tmp_path):
+    row = rows_for(0, ["x"], 1)[0]
+    (tmp_path / "r.jsonl").write_text(json.dumps({**row, "id": "\ud800-odd"}) + "\n")
+    result = sh(f"bv merge {tmp_path}/r.jsonl | bv report --format json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["overall"]["n"] == 1

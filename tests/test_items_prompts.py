@@ -203,3 +203,22 @@ def test_missing_and_non_image_files_are_refused(tmp_path):
     (tmp_path / "notes.png").write_text("not an image")
     with pytest.raises(BadRecord, match="not an image"):
         resolve_image("notes.png", tmp_path)
+
+
+def test_a_question_cannot_fill_other_slots():
+    from bv.judge import judge_messages
+
+    record = {"question": "What is {{gold}}?", "ans_type": "blank", "choices": [], "answer": ["(4,7)"]}
+    text = judge_messages(record, "{{question}}")[0]["content"]
+    assert "What is {{gold}}?" in text and "## Extracted Answer\n\n{{question}}" in text
+
+
+def test_skill_that_is_not_utf8_is_a_clear_error(tmp_path):
+    from conftest import sh
+
+    skill = tmp_path / "skill.md"
+    skill.write_bytes(b"\xff\xfe not text")
+    result = sh(f"bv prompt --skill {skill} /dev/null")
+    assert (
+        result.returncode == 1 and "not UTF-8 text" in result.stderr and "internal error" not in result.stderr
+    )

@@ -173,3 +173,41 @@ def test_auto_without_a_judge_warns_once_and_uses_rules(tmp_path):
     rows = jsonl(result.stdout)
     assert [r["undecided"] for r in rows] == [True, True, False] and rows[0]["hard"] == 0
     assert "needs a judge model" in sh(f"bv judge --mode llm {path}").stderr
+
+
+def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path):
+    """After Ctrl-C the judge still writes every row it read; those the LLM did not judge are judge errors."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import BIN
+
+    path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(12)])
+    server.responder = lambda seen: Reply(content="True", delay=30)
+    judge = subprocess.Popen(
+        [
+            BIN / "bv",
+            "judge",
+            "--judge-model",
+            "j",
+            "--judge-base-url",
+            server.base_url,
+            "--no-cache",
+            "-j",
+            "2",
+            path,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while server.in_flight < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    judge.send_signal(signal.SIGINT)
+    out, err = judge.communicate(timeout=30)
+    rows = jsonl(out)
+    assert judge.returncode == 130 and len(rows) == 13, err
+    assert sum(r["decided_by"] == "error" and "interrupted" in r["judge_error"] for r in rows) == 12
+    assert rows[-1]["decided_by"] == "rules"  # the choice row needed no LLM
