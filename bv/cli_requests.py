@@ -134,7 +134,8 @@ def rollout(
       bv rollout --base-url http://gpu1:8000/v1 --base-url http://gpu2:8000/v1 -m Qwen2.5-VL-7B p.jsonl
       bv rollout --backend chance --repeats 3 prompts.jsonl
       bv rollout --backend exec -m gpt-5-codex --artifacts runs/ \\
-        --exec-cmd 'codex exec -C {workdir} -i {image} --output-last-message {last_message} {prompt}'
+        --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
+        --output-last-message {last_message} {prompt}'
     """
     from bv.engine import RunSettings
     from bv.rollout import RolloutOptions, run_rollout

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.errors import BadRecord
+from bv.images import resolve_image
 from bv.jsonl import Problems, read_records
 from bv.records import parse_item
 
@@ -108,7 +109,14 @@ def import_files(
     """Write bv rows for every official result file, and bv items for every meta_data.jsonl."""
     items = {}
     if items_path is not None:
-        items = {item["id"]: item for _, item in read_records([str(items_path)], problems, parse_item)}
+        folder = items_path.resolve().parent
+        for source, item in read_records([str(items_path)], problems, parse_item):
+            try:  # absolute, so the HTML viewer finds the images whatever folder it runs in
+                item["images"] = [str(resolve_image(p, folder)) for p in item["images"]]
+            except BadRecord as exc:
+                problems.report(source, str(exc))
+                continue
+            items[item["id"]] = item
     for path in paths:
         if not is_result_file(path):
             for _, item in read_records([str(path)], problems, parse_item):

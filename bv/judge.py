@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -117,6 +118,16 @@ def run_judge(
     backend = None
     if mode != "rules":
         if judge_config.get("model"):
+            if not (
+                judge_config.get("base_urls")
+                or judge_config.get("api_key")
+                or os.environ.get("OPENAI_BASE_URL")
+                or os.environ.get("OPENAI_API_KEY")
+            ):
+                raise Fatal(
+                    "the LLM judge has no endpoint: give --judge-base-url and/or --judge-api-key"
+                    " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with --mode rules"
+                )
             backend = make_backend("openai", **judge_config)
         elif mode == "llm":
             raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")

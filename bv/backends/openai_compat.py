@@ -213,6 +213,7 @@ class AzureBackend(OpenAIBackend):
         if not model:
             raise Fatal("no deployment given: use -m/--model with the Azure deployment name")
         secrets.register(api_key)
+        secrets.register_url(endpoint)
         import openai
 
         client = openai.AsyncAzureOpenAI(
