@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bv import __version__
-from bv.cli_common import CACHE, INPUTS, SKIP_BAD, default_cache, error, exit_for
+from bv.cli_common import CACHE, INPUTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
 
@@ -179,9 +179,10 @@ def report(
         for name, path in input_names(inputs or ("-",))
     ]
     built, kept = build_report(named)
-    {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
-        built, sys.stdout
-    )
+    with reader_may_leave():
+        {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
+            built, sys.stdout
+        )
     if html_path is not None:
         from bv.html_report import write_html
 
@@ -279,10 +280,9 @@ def cache_stats(cache_path: Path | None) -> None:
     from bv.cache import ReplyCache
 
     path = cache_path or default_cache()
-    if not path.exists():
-        click.echo(json.dumps({"path": str(path), "replies": 0, "models": []}, indent=2))
-        return
-    click.echo(json.dumps(ReplyCache(path).stats(), indent=2))
+    stats = ReplyCache(path).stats() if path.exists() else {"path": str(path), "replies": 0, "models": []}
+    with reader_may_leave():
+        click.echo(json.dumps(stats, indent=2))
 
 
 @cache.command("clear")

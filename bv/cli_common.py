@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+
+from bv.errors import StdoutClosed
 
 JOBS = click.option(
     "-j",
@@ -41,6 +45,17 @@ CACHE = click.option(
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+
+
+@contextlib.contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Writing a report to stdout: a reader that leaves (`| head`) ends bv quietly with 0, where
+    click would turn the broken pipe into exit 1."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise StdoutClosed() from None
 
 
 def exit_status(problems: Any, skip_bad: bool, outcome: Any = None) -> int:

@@ -11,6 +11,7 @@ import io
 import json
 from typing import Any
 
+from bv.errors import StdoutClosed
 from bv.stats import human_count
 
 FIGURES = (
@@ -176,8 +177,13 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
             "ans_type": f"[dim]{row[0]}[/]",
         }[level]
         table.add_row(label, *row[1:], end_section=level in ("overall",))
+
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
+            raise StdoutClosed()
+
     # On a terminal rich fits the table to the window; in a pipe or file nothing needs wrapping.
-    console = Console(file=stream) if stream.isatty() else Console(file=stream, width=240)
+    console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
     console.print(table)
     for line in notes(report):
         console.print(line, markup=False, highlight=False)

@@ -170,3 +170,14 @@ def test_lone_surrogates_survive_the_pipeline(tmp_path):
     result = sh(f"bv merge {tmp_path}/r.jsonl | bv report --format json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["overall"]["n"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown", "csv"])
+def test_report_into_head_exits_quietly(tmp_path, fmt):
+    rows = [
+        {**row, "subtype": f"subtype {i}"}
+        for i, row in enumerate(rows_for(0, [str(i) for i in range(1500)], 1))
+    ]
+    write(tmp_path / "r.jsonl", rows)  # a report bigger than a pipe's buffer, so the pipe surely breaks
+    result = sh(f"bv report --format {fmt} {tmp_path}/r.jsonl | head -1")
+    assert result.returncode == 0 and result.stderr == ""
