@@ -28,6 +28,7 @@ from bv.progress import ProgressDisplay, Stats
 from bv.retry import RetryPolicy
 
 T = TypeVar("T")
+GRACE_S = 10.0  # after Ctrl-C, how long requests in flight may still finish
 
 
 class Interrupted(Exception):
@@ -57,7 +58,7 @@ class Caller:
     timeout_s: float = 600.0
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     image_hash: ImageHashes = field(default_factory=ImageHashes)
-    grace_s: float = 10.0  # after Ctrl-C, how long requests in flight may still finish
+    grace_s: float = GRACE_S
     _in_flight: set[asyncio.Future] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
 
@@ -215,7 +216,7 @@ async def run_stream(
     ordered: bool = False,
     stopping: asyncio.Event | None = None,
     drain_on_interrupt: bool = False,
-    grace_s: float = 10.0,
+    grace_s: float = GRACE_S,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes.
 
