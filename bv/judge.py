@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bv.backends import make_backend
-from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
-from bv.errors import Fatal, ItemFailure
+from bv.engine import Caller, RunSettings, run_stage
+from bv.errors import Fatal, Interrupted, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
+from bv.outcome import Outcome
 from bv.progress import Stats
 from bv.prompting import render, template
 from bv.records import check_rollout_record, choice_lines, without_stage
@@ -140,12 +141,15 @@ def run_judge(
     stopping = asyncio.Event()
     llm = LLMJudge(Caller.for_run(backend, settings, stats, stopping)) if backend is not None else None
     version = judge_version()
+    carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
     async def one(record: dict[str, Any]) -> dict[str, Any]:
+        nonlocal carried
         row = await judge_one(record, mode, llm, version)
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
+        carried += bool(row.get("error"))
         return row
 
     records = (record for _, record in read_records(inputs, problems, check_rollout_record))
@@ -160,4 +164,8 @@ def run_judge(
         backend=backend,
         drain_on_interrupt=True,
     )
+    outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
+    outcome.failed_what = "got a judge error"
+    if llm is not None and llm.caller.cache is not None:
+        outcome.cached = stats.done - stats.errors
     return problems, outcome

@@ -7,7 +7,8 @@ stage can be re-run later on a file. A record is a flat JSON object (easy to `jq
                                                     type, subtype, images, cot
     prompt  (bv prompt adds)                        schema, messages, skill
     rollout (bv rollout adds)                       run, backend, model, params, response,
-                                                    turns, usage, latency_s, error
+                                                    turns, usage, latency_s, error,
+                                                    bv_version, endpoint, started_at
     judge   (bv judge adds)                         extracted, hard, decided_by, undecided,
                                                     judge_reason, judge_model, judge_reply,
                                                     judge_error, judge_version
@@ -27,7 +28,20 @@ from bv.errors import BadRecord
 SCHEMA_VERSION = 1
 
 PROMPT_FIELDS = ("schema", "messages", "skill")
-ROLLOUT_FIELDS = ("run", "backend", "model", "params", "response", "turns", "usage", "latency_s", "error")
+ROLLOUT_FIELDS = (
+    "run",
+    "backend",
+    "model",
+    "params",
+    "response",
+    "turns",
+    "usage",
+    "latency_s",
+    "error",
+    "bv_version",  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
+    "endpoint",
+    "started_at",
+)
 JUDGE_FIELDS = (
     "extracted",
     "hard",
