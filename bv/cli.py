@@ -289,23 +289,34 @@ def cache_stats(cache_path: Path | None) -> None:
 @CACHE
 @click.option("--model", help="Only this model's replies.")
 @click.option("--older-than", type=click.FloatRange(min=0), help="Only replies older than this many days.")
-def cache_clear(cache_path: Path | None, model: str | None, older_than: float | None) -> None:
-    """Delete cached replies (all, one model's, or old ones).
+@click.option("--all", "everything", is_flag=True, help="Every reply; needed when no filter is given.")
+def cache_clear(
+    cache_path: Path | None, model: str | None, older_than: float | None, everything: bool
+) -> None:
+    """Delete cached replies (one model's, old ones, or --all).
 
     \b
     Examples:
       bv cache clear --model gpt-4o
       bv cache clear --older-than 30
+      bv cache clear --all
     """
     from bv.cache import ReplyCache
 
     path = cache_path or default_cache()
-    deleted = (
-        ReplyCache(path).clear(model, None if older_than is None else older_than * 86400)
-        if path.exists()
-        else 0
-    )
-    click.echo(f"bv cache: deleted {deleted} replies from {path}", err=True)
+    cache = ReplyCache(path) if path.exists() else None
+    if cache is not None and model is None and older_than is None and not everything:
+        replies = cache.stats()["replies"]
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise click.UsageError(
+                f"this would delete all {replies} cached replies in {path}; add --all to do so,"
+                " or choose some with --model or --older-than"
+            )
+        if not click.confirm(f"Delete all {replies} cached replies in {path}?", err=True):
+            click.echo("bv cache: nothing deleted", err=True)
+            return
+    deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
+    click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
 
 
 def main() -> None:
