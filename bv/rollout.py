@@ -93,7 +93,8 @@ async def rollout_one(
         error=error,
     )
     if options.artifacts is not None:
-        write_artifacts(options.artifacts, row)
+        last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
+        write_artifacts(options.artifacts, row, conversation + last)
     return row
 
 
