@@ -88,12 +88,20 @@ def prompt(
         image_root=image_root,
         allow_any_path=allow_any_path,
     )
+    from bv.progress import stdin_notice
+
+    stdin_notice(inputs, "items")
     problems, writer = Problems(), JsonlWriter()
     for source, item in read_records(inputs, problems, parse_item):
         try:
             writer.write(build_prompt(item, source.folder, options))
         except BadRecord as exc:
-            problems.report(source, str(exc))
+            why = str(exc)
+            if source.folder is None and image_root is None and "file not found" in why:
+                why += (
+                    "; items read from stdin look for images in the current folder: give --image-root DIR"
+                )
+            problems.report(source, why)
     exit_for(problems, skip_bad)
 
 
@@ -116,8 +124,10 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     """
     from bv.jsonl import Problems, read_records
     from bv.merge import merge_rows, ordered_rows, write_rows
+    from bv.progress import stdin_notice
     from bv.records import check_row
 
+    stdin_notice(inputs, "rows")
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
@@ -169,10 +179,12 @@ def report(
       bv report results.jsonl --html report.html --fail-under 0.30
     """
     from bv.jsonl import Problems, read_records
+    from bv.progress import stdin_notice
     from bv.records import check_judged_row
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import below, build_report, input_names
 
+    stdin_notice(inputs, "judged rows")
     problems = Problems()
     named = [
         (name, [record for _, record in read_records([path], problems, check_judged_row)])

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from bv.errors import StdoutClosed
-from bv.stats import human_count
+from bv.stats import counted, human_count
 
 FIGURES = (
     "n",
@@ -138,7 +138,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             )
         if usage["latency_s_mean"] is not None:
             parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
-        parts.append(f"{usage['unboxed']} replies without \\boxed{{}}")
+        parts.append(f"{counted(usage['unboxed'], 'reply')} without \\boxed{{}}")
         lines.append(f"{summary['name']}: " + "; ".join(parts))
     comparison = report.get("comparison")
     if comparison:
