@@ -98,9 +98,7 @@ def prompt(
         except BadRecord as exc:
             why = str(exc)
             if source.folder is None and image_root is None and "file not found" in why:
-                why += (
-                    "; items read from stdin look for images in the current folder: give --image-root DIR"
-                )
+                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
             problems.report(source, why)
     exit_for(problems, skip_bad)
 
