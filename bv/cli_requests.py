@@ -89,7 +89,8 @@ BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write each row's system prompt, user prompt and conversation.json under DIR/<run>/<id>/.",
+    help="Write each row's system prompt, user prompt and conversation.json (every message of every"
+    " turn) under DIR/<run>/<id>/.",
 )
 @click.option(
     "--exec-cmd",
@@ -182,7 +183,7 @@ def rollout(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
-    leave(finish(outcome, problems.count, skip_bad))
+    leave(finish(outcome, problems, skip_bad))
 
 
 @click.command()
@@ -251,4 +252,4 @@ def judge(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_judge(inputs, mode, judge_config, settings, templates)
-    leave(finish(outcome, problems.count, skip_bad))
+    leave(finish(outcome, problems, skip_bad))

@@ -95,6 +95,10 @@ def loop_signals(loop: Any, on_signal: Callable[[int], None]) -> Iterator[None]:
                 signal.signal(signum, handler)
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 @dataclass
 class Outcome:
     """How a stage's run went: what stopped it, and how many rows it wrote and how many failed."""
@@ -104,55 +108,64 @@ class Outcome:
     fatal: str | None = None  # the error that stopped the run
     rows: int = 0  # rows written
     failed: int = 0  # rows written with this stage's error set; a re-run retries exactly them
-    failed_what: str = "failed"  # how those rows failed, e.g. "judge errors"
+    failed_what: str = "failed"  # how those rows failed, e.g. "got a judge error"
     carried: int = 0  # rows that came in failed from an earlier stage (judge: a rollout error)
     broken_rows: int = 0  # rows left out on an unexpected error (a bug), each said on stderr
     cached: int | None = None  # rows a re-run takes from the cache; None when there is no cache
+    bad_lines: int = 0  # input lines that could not be used, each said on stderr
+    missing_files: int = 0  # inputs that could not be opened
 
     @property
     def interrupted(self) -> bool:
         return self.signal is not None
 
 
-def exit_status(outcome: Outcome, bad_lines: int = 0, skip_bad: bool = False) -> int:
+def exit_status(outcome: Outcome, skip_bad: bool = False) -> int:
     """The status a stage exits with (the table in the module docstring)."""
     if outcome.stdout_closed:
         return OK
     if outcome.signal is not None:
         return status_for(outcome.signal)
-    if outcome.fatal or outcome.failed or outcome.carried or outcome.broken_rows:
+    if outcome.fatal or outcome.failed or outcome.carried or outcome.broken_rows or outcome.missing_files:
         return ROWS_FAILED
-    return ROWS_FAILED if bad_lines and not skip_bad else OK
+    return ROWS_FAILED if outcome.bad_lines and not skip_bad else OK
 
 
-def summary(outcome: Outcome, bad_lines: int = 0, skip_bad: bool = False) -> str | None:
+def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
     """The closing line when not everything succeeded: what failed and how to resume; else None."""
     facts = []
     if outcome.failed:
-        facts.append(f"{outcome.failed} of {outcome.rows} rows {outcome.failed_what}")
+        facts.append(f"{outcome.failed} of {plural(outcome.rows, 'row')} {outcome.failed_what}")
     if outcome.carried:
-        facts.append(f"{outcome.carried} rows came in with a rollout error (re-run bv rollout for them)")
+        facts.append(
+            f"{plural(outcome.carried, 'row')} came in with a rollout error (re-run bv rollout for them)"
+        )
     if outcome.broken_rows:
-        facts.append(f"{outcome.broken_rows} rows left out on an internal error")
-    if bad_lines:
-        facts.append(f"{bad_lines} bad input lines" + (" skipped" if skip_bad else ""))
+        facts.append(f"{plural(outcome.broken_rows, 'row')} left out on an internal error")
+    if outcome.bad_lines:
+        facts.append(plural(outcome.bad_lines, "bad input line") + (" skipped" if skip_bad else ""))
+    if outcome.missing_files:
+        facts.append(f"{plural(outcome.missing_files, 'input file')} could not be read")
     if outcome.signal is not None:
         head = f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
-        facts.insert(0, f"{head} after {outcome.rows} rows")
+        facts.insert(0, f"{head} after {plural(outcome.rows, 'row')}")
     if not facts:
         return None
     text = "; ".join(facts)
-    retry = outcome.signal is not None or outcome.failed or outcome.broken_rows
-    if retry:
+    if outcome.signal is not None or outcome.failed or outcome.broken_rows:
         what = "finish" if outcome.signal is not None else "retry only the failed rows"
         text += f"; re-run the same command to {what}"
         if outcome.cached is not None:
-            text += f": {outcome.cached} rows are cached"
+            text += f": {outcome.cached} {'row is' if outcome.cached == 1 else 'rows are'} cached"
     return text
 
 
-def finish(outcome: Outcome, bad_lines: int = 0, skip_bad: bool = False) -> int:
-    """Say how the stage ended (on stderr, on a fresh line) and return its exit status."""
+def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
+    """Say how the stage ended (on stderr, on a fresh line) and return its exit status.
+    `problems` (a bv.jsonl.Problems) gives the bad input lines and unreadable files."""
+    if problems is not None:
+        problems.finish()  # the counts of messages held back
+        outcome.bad_lines, outcome.missing_files = problems.count, problems.files
     if outcome.stdout_closed:
         from bv.jsonl import silence_stdout
 
@@ -162,15 +175,15 @@ def finish(outcome: Outcome, bad_lines: int = 0, skip_bad: bool = False) -> int:
         from bv.secrets import redact
 
         say(f"error: {redact(outcome.fatal)}")
-    line = summary(outcome, bad_lines, skip_bad)
+    line = summary(outcome, skip_bad)
     if line:
         say(line)
-    return exit_status(outcome, bad_lines, skip_bad)
+    return exit_status(outcome, skip_bad)
 
 
 def finish_rows(problems: Any, skip_bad: bool) -> None:
-    """End a stage without requests (prompt, merge, import): exit 1 after bad input lines, else go on."""
-    status = finish(Outcome(), problems.count, skip_bad)
+    """End a stage without requests (prompt, merge, import): exit 1 after bad input, else go on."""
+    status = finish(Outcome(), problems, skip_bad)
     if status:
         sys.exit(status)
 
