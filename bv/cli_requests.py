@@ -100,7 +100,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write each row's system prompt, user prompt and conversation.json under DIR/<run>/<id>/.",
+    help="Write each row's system prompt, user prompt and conversation.json (every message of every"
+    " turn) under DIR/<run>/<id>/.",
 )
 @click.option(
     "--exec-cmd",
