@@ -149,12 +149,18 @@ def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
     if outcome.signal is not None:
         head = f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
         facts.insert(0, f"{head} after {plural(outcome.rows, 'row')}")
+    elif outcome.fatal and outcome.rows:
+        facts.insert(0, f"stopped after {plural(outcome.rows, 'row')}")
     if not facts:
         return None
     text = "; ".join(facts)
-    if outcome.signal is not None or outcome.failed or outcome.broken_rows:
-        what = "finish" if outcome.signal is not None else "retry only the failed rows"
-        text += f"; re-run the same command to {what}"
+    if outcome.signal is not None or outcome.fatal or outcome.failed or outcome.broken_rows:
+        what = "re-run the same command to retry only the failed rows"
+        if outcome.signal is not None:
+            what = "re-run the same command to finish"
+        elif outcome.fatal:
+            what = "once the error above is fixed, re-run the same command"
+        text += f"; {what}"
         if outcome.cached is not None:
             text += f": {outcome.cached} {'row is' if outcome.cached == 1 else 'rows are'} cached"
     return text

@@ -230,6 +230,7 @@ class StreamRun:
         the stop are still written, in order."""
         self.stop_reading.set()
         self.stopping.set()
+        self.finishing.set()  # a worker whose cancellation is swallowed (3.11's wait_for) still ends
         for task in self.workers:
             task.cancel()
         await asyncio.gather(*self.workers, return_exceptions=True)

@@ -17,6 +17,7 @@ import pytest
 from conftest import BIN, Reply, jsonl, sh
 
 import bv
+from bv.outcome import Outcome, exit_status, summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,6 +27,55 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "skip_bad", "status", "line"),
+    [
+        (Outcome(rows=12), False, 0, None),
+        (Outcome(rows=12, bad_lines=2), True, 0, "2 bad input lines skipped"),
+        (Outcome(rows=12, bad_lines=1), False, 1, "1 bad input line"),
+        (Outcome(rows=0, missing_files=1), True, 1, "1 input file could not be read"),
+        (
+            Outcome(rows=12, failed=3, cached=9),
+            False,
+            1,
+            "3 of 12 rows failed; re-run the same command to retry only the failed rows: 9 rows are cached",
+        ),
+        (
+            Outcome(rows=4, failed=1, failed_what="got a judge error", carried=2),
+            False,
+            1,
+            "1 of 4 rows got a judge error; 2 rows came in with a rollout error (re-run bv rollout for"
+            " them); re-run the same command to retry only the failed rows",
+        ),
+        (
+            Outcome(rows=16, signal=signal.SIGTERM, cached=16),
+            False,
+            143,
+            "interrupted by SIGTERM after 16 rows; re-run the same command to finish: 16 rows are cached",
+        ),
+        (
+            Outcome(rows=1, signal=signal.SIGINT, failed=1),
+            False,
+            130,  # the signal decides the status; the failed row is still said
+            "interrupted by Ctrl-C after 1 row; 1 of 1 row failed; re-run the same command to finish",
+        ),
+        (
+            Outcome(rows=5, fatal="the server refused the API key", cached=5),
+            False,
+            1,
+            "stopped after 5 rows; once the error above is fixed, re-run the same command: 5 rows are cached",
+        ),
+        (Outcome(fatal="no model given"), False, 1, None),
+    ],
+)
+def test_the_exit_status_table(outcome, skip_bad, status, line):
+    assert exit_status(outcome, skip_bad) == status and summary(outcome, skip_bad) == line
+
+
+def test_a_reader_that_leaves_ends_quietly_with_0():
+    assert exit_status(Outcome(rows=3, failed=3, stdout_closed=True)) == 0
 
 
 def test_some_rows_failing_exits_1_with_every_row_written(sample_dir, server, tmp_path):
