@@ -235,7 +235,7 @@ def report(
         for line in failing:
             click.echo(f"bv report: {line}", err=True)
         if failing:
-            sys.exit(outcome.ROWS_FAILED)
+            sys.exit(outcome.FAILED)
 
 
 @cli.command()
@@ -424,4 +424,4 @@ def main() -> None:
             "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "
         )
         error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
-        sys.exit(1)
+        sys.exit(outcome.FAILED)
