@@ -165,14 +165,21 @@ def _read(fd: int) -> bytes:
         return b""
 
 
-@pytest.mark.parametrize("value", ["nan", "1.5"])
-def test_bad_fail_under_is_refused_before_reading_stdin(value):
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "--fail-under", "nan"],
+        ["report", "--fail-under", "1.5"],
+        ["rollout", "--backend", "chance", "--timeout", "nan"],
+        ["rollout", "--backend", "chance", "--temperature", "inf"],
+        ["cache", "clear", "--older-than", "nan"],
+    ],
+)
+def test_a_bad_option_is_refused_before_reading_stdin(args):
     started = time.monotonic()
     # stdin stays open: a stage that started work would wait on it until the timeout.
-    result = subprocess.run(
-        [BIN / "bv", "report", "--fail-under", value], stdin=subprocess.PIPE, capture_output=True, timeout=30
-    )
-    assert result.returncode == 2 and b"--fail-under" in result.stderr
+    result = subprocess.run([BIN / "bv", *args], stdin=subprocess.PIPE, capture_output=True, timeout=30)
+    assert result.returncode == 2 and args[-2].encode() in result.stderr and result.stdout == b""
     assert time.monotonic() - started < 10
 
 
