@@ -59,6 +59,16 @@ cli.add_command(judge)
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
 )
+@click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
+@click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
+@click.option("--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable).")
+@click.option(
+    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
+@click.option(
+    "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
+)
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
@@ -68,17 +78,27 @@ def prompt(
     allow_any_path: bool,
     diagnostic_instruction: str | None,
     trace_context: Path | None,
+    ids: tuple[str, ...],
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    sample: int | None,
+    seed: int,
+    limit: int | None,
     skip_bad: bool,
 ) -> None:
     """Turn items (official meta_data.jsonl or bv's own) into chat requests.
 
+    Try a few items first with --limit, --ids, --type/--subtype or --sample (docs/data.md).
+
     \b
-    Example:
+    Examples:
       bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
+      bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
     """
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
     from bv.records import parse_item
+    from bv.select import Selection, Unmatched, parse_ids, select
 
     options = PromptOptions(
         skill=Skill.load(skill) if skill else None,
@@ -88,13 +108,19 @@ def prompt(
         image_root=image_root,
         allow_any_path=allow_any_path,
     )
-    problems, writer = Problems(), JsonlWriter()
-    for source, item in read_records(inputs, problems, parse_item):
+    selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
+    problems, writer, unmatched = Problems(), JsonlWriter(), Unmatched()
+    items = read_records(inputs, problems, parse_item)
+    for source, item in select(items, selection, unmatched, key=lambda pair: pair[1]):
         try:
             writer.write(build_prompt(item, source.folder, options))
         except BadRecord as exc:
             problems.report(source, str(exc))
+    for message in unmatched.messages():
+        error(message)
     exit_for(problems, skip_bad)
+    if unmatched.messages():
+        sys.exit(1)
 
 
 @cli.command()
