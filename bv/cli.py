@@ -281,6 +281,63 @@ def import_(
     exit_for(problems, skip_bad)
 
 
+@cli.command("export")
+@INPUTS
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["official", "csv"]),
+    required=True,
+    help="official: model_results_run_K.json per run, as compute_score.py reads them;"
+    " csv: one row per (id, run).",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path),
+    help="official: the folder to write (required); csv: the file (atomically). [csv default: stdout]",
+)
+@SKIP_BAD
+def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
+    """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
+
+    Official files leave out rows without a verdict (judge errors), as bv report leaves them out
+    of the accuracy, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
+
+    \b
+    Examples:
+      bv export results.jsonl --format official --out official/   # model_results_run_K.json
+      bv export results.jsonl --format csv > results.csv
+    """
+    from bv.export import atomic_write, group_runs, write_csv, write_official
+    from bv.jsonl import Problems, read_records
+    from bv.records import check_judged_row
+
+    problems = Problems()
+    export = group_runs(read_records(inputs, problems, check_judged_row), problems)
+    if fmt == "csv" and out is None:
+        with reader_may_leave():
+            write_csv(export.rows, sys.stdout)
+    elif fmt == "csv":
+        atomic_write(out, lambda stream: write_csv(export.rows, stream))
+        click.echo(f"bv export: wrote {out} ({len(export.rows)} rows)", err=True)
+    else:
+        if out is None:
+            raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+        for path, count in write_official(export, out):
+            click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
+        if export.unjudged:
+            shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
+            more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
+            error(
+                f"{len(export.unjudged)} row(s) without a verdict (judge errors) left out: {shown}{more};"
+                " re-run bv judge on them, then export again"
+            )
+    exit_for(problems, skip_bad)
+    if export.unjudged and fmt == "official":
+        sys.exit(1)
+
+
 @cli.group()
 def cache() -> None:
     """Inspect or clear the reply cache.
