@@ -245,6 +245,70 @@ def synth(count: int, seed: int, out: Path) -> None:
     click.echo(f"bv synth: wrote {written} items to {out / 'meta_data.jsonl'}", err=True)
 
 
+@cli.command("data")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Convert this parquet file or official babyvision_data.zip instead of fetching.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write. [default: $XDG_DATA_HOME/bv/babyvision]",
+)
+@click.option("--revision", help="Dataset revision to fetch: a branch, tag or commit (pins the data).")
+@click.option(
+    "--repo", default="UnipatAI/BabyVision", show_default=True, help="Hugging Face dataset to fetch."
+)
+@click.option("--where", is_flag=True, help="Print the folder bv data writes to, and do nothing else.")
+@SKIP_BAD
+def data(
+    source: Path | None, out: Path | None, revision: str | None, repo: str, where: bool, skip_bad: bool
+) -> None:
+    """Get the BabyVision items: meta_data.jsonl + images/, checked (docs/data.md).
+
+    Fetches the official set from the Hugging Face Hub (needs the [data] extra; the HF cache,
+    HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE work as usual), or converts a file you have. Every
+    image is decoded, the counts are printed and, for the official set, compared with the
+    published ones. The folder is replaced atomically, and only when its content changes;
+    its path is printed on stdout.
+
+    \b
+    Examples:
+      bv data && make eval MODEL=gpt-4o
+      bv data --revision 3f1c2a9 --out data/babyvision
+      bv data --from babyvision_data.zip --out data/babyvision
+      bv prompt "$(bv data --where)/meta_data.jsonl" --sample 22 | bv rollout -m MODEL --dry-run
+    """
+    from bv.data import fetch, is_official, read_source
+    from bv.dataset import default_dir, differences, write_set
+
+    out = out or default_dir()
+    if where:
+        click.echo(out)
+        return
+    if source is None:
+        click.echo(f"bv data: fetching {repo} (revision {revision or 'main'}) with huggingface_hub", err=True)
+        path, origin = fetch(repo, revision)
+    else:
+        path, origin = source, f"file:{source.name}"
+    summary, changed = write_set(read_source(path), out, {"source": origin}, skip_bad)
+    for line in summary.lines():
+        click.echo(f"bv data: {line}", err=True)
+    differs = differences(summary) if is_official(source, origin) else []
+    if differs:
+        error("this is not the published official set; results on it are not comparable with the paper's:")
+    for line in differs:
+        click.echo(f"bv data:   {line}", err=True)
+    if is_official(source, origin) and not differs:
+        click.echo("bv data: matches the published figures of the official set", err=True)
+    click.echo(f"bv data: {'wrote' if changed else 'already up to date:'} {out}", err=True)
+    click.echo(out)
+    if differs:
+        sys.exit(1)
+
+
 @cli.command("import")
 @click.argument(
     "inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
