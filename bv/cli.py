@@ -402,6 +402,49 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         sys.exit(1)
 
 
+@cli.command("models")
+@click.option(
+    "--backend",
+    type=click.Choice(["openai", "azure"]),
+    default="openai",
+    show_default=True,
+    help="An OpenAI-compatible API, or Azure OpenAI (AZURE_OPENAI_* in the environment).",
+)
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="OpenAI-compatible endpoint; repeat to list several. [env: OPENAI_BASE_URL]",
+)
+@click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per model: id, owned_by, created, endpoint."
+)
+def models(
+    backend: str, base_urls: tuple[str, ...], api_key: str | None, timeout: float, as_json: bool
+) -> None:
+    """List the models an endpoint serves (its /v1/models), one per line.
+
+    Takes the endpoint options of bv rollout, so a model name can be checked before a run.
+
+    \b
+    Examples:
+      bv models --base-url http://localhost:8000/v1
+      OPENAI_API_KEY=... bv models | grep gpt-4o
+    """
+    import json
+
+    from bv.models import list_models, printable
+
+    found = list_models(backend, base_urls, api_key, timeout)
+    with reader_may_leave():
+        for model in found:
+            click.echo(json.dumps(model) if as_json else printable(model["id"]))
+    if not found:
+        click.echo("bv models: the endpoint lists no models", err=True)
+
+
 @cli.group()
 def cache() -> None:
     """Inspect or clear the reply cache.
