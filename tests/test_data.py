@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import zipfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import jsonl, read_items, sh
 from PIL import Image
 
@@ -268,3 +270,39 @@ def test_fetch_without_network_fails_clearly(tmp_path):
     assert result.returncode == 1
     assert "cannot fetch UnipatAI/BabyVision" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "set").exists()
+
+
+def _rows_then(sample_dir: Path, stop) -> object:
+    """The sample's rows as bv.data reads them, with `stop()` called halfway through."""
+    from bv.data import read_source
+
+    rows = list(read_source(zip_of(sample_dir, sample_dir.parent / f"{sample_dir.name}-stop.zip")))
+    for number, row in enumerate(rows):
+        if number == len(rows) // 2:
+            stop()
+        yield row
+
+
+def test_an_interrupted_write_leaves_the_old_set_whole(sample_dir, tmp_path):
+    """Ctrl-C and SIGTERM halfway: the previous set is untouched and no half set is left."""
+    import signal
+
+    from bv.dataset import write_set
+
+    out = tmp_path / "set"
+    assert sh(f"bv data --from {zip_of(sample_dir, tmp_path / 'a.zip')} --out {out}").returncode == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_set(_rows_then(sample_dir, interrupt), out, {"source": "test"}, skip_bad=False)
+    with pytest.raises(SystemExit) as ended:
+        write_set(
+            _rows_then(sample_dir, lambda: os.kill(os.getpid(), signal.SIGTERM)), out, {"source": "t"}, False
+        )
+    assert ended.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zip", "set"]
