@@ -165,11 +165,16 @@ def models(
     """
     import json
 
-    from bv.models import list_models, printable
+    from bv.cli_requests import checked_endpoint
+    from bv.endpoints import escape_controls
+    from bv.models import ANY_MODEL, list_models
 
-    found = list_models(backend, base_urls, api_key, timeout)
+    endpoint = checked_endpoint(
+        backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
+    )
+    found = list_models(endpoint)
     with reader_may_leave():
         for model in found:
-            click.echo(json.dumps(model) if as_json else printable(model["id"]))
+            click.echo(json.dumps(model) if as_json else escape_controls(model["id"]))
     if not found:
         click.echo("bv models: the endpoint lists no models", err=True)

@@ -1,68 +1,43 @@
 """`bv models`: the models an endpoint serves (GET /v1/models), with the endpoint options of
 `bv rollout`, so a model name can be checked before a run is paid for.
 
-What the server says is not trusted: ids are checked to be short strings, the list is capped,
-and control characters are escaped before anything reaches a terminal.
+The endpoint is resolved by bv.endpoints, as for rollout. What the server says is not trusted:
+ids are checked to be short strings, the list is capped, and control characters are escaped
+before anything reaches a terminal.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from typing import Any
 
 from bv import secrets
+from bv.endpoints import Endpoint, escape_controls
 from bv.errors import Fatal
 
 MAX_MODELS = 10_000
 MAX_ID_CHARS = 300
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+ANY_MODEL = "*"  # what bv models gives bv.endpoints.resolve, which asks every endpoint for a model
 
 
-def printable(text: str) -> str:
-    """Text for a terminal line: control characters shown as escapes, never sent raw."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def _client(kind: str, url: str, api_key: str | None, timeout: float) -> Any:
+def _client(endpoint: Endpoint, url: str) -> Any:
     import openai
 
-    if kind == "azure":
+    if endpoint.kind == "azure":
         return openai.AzureOpenAI(
             azure_endpoint=url,
-            api_key=api_key,
-            api_version=os.environ.get("AZURE_OPENAI_API_VERSION"),
+            api_key=endpoint.api_key,
+            api_version=endpoint.api_version,
             max_retries=0,
-            timeout=timeout,
+            timeout=endpoint.timeout_s,
         )
-    return openai.OpenAI(base_url=url, api_key=api_key or "no-key", max_retries=0, timeout=timeout)
-
-
-def endpoint_urls(kind: str, base_urls: tuple[str, ...], api_key: str | None) -> tuple[list[str], str | None]:
-    """The URLs and key to ask, from the options and the environment, as `bv rollout` reads them."""
-    if kind == "azure":
-        urls = list(base_urls) or [os.environ.get("AZURE_OPENAI_ENDPOINT", "")]
-        api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
-        missing = [
-            name
-            for name, value in (
-                ("AZURE_OPENAI_ENDPOINT", urls[0]),
-                ("AZURE_OPENAI_API_KEY", api_key),
-                ("AZURE_OPENAI_API_VERSION", os.environ.get("AZURE_OPENAI_API_VERSION")),
-            )
-            if not value
-        ]
-        if missing:
-            raise Fatal(f"--backend azure needs {', '.join(missing)} in the environment")
-        return urls[:1], api_key
-    urls = list(base_urls) or ([os.environ["OPENAI_BASE_URL"]] if os.environ.get("OPENAI_BASE_URL") else [])
-    api_key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not urls and not api_key:
-        raise Fatal(
-            "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or --base-url for a"
-            " server other than OpenAI's)"
-        )
-    return urls or ["https://api.openai.com/v1"], api_key
+    return openai.OpenAI(
+        base_url=url,
+        api_key=endpoint.api_key or "no-key",
+        organization=endpoint.organization,
+        project=endpoint.project,
+        max_retries=0,
+        timeout=endpoint.timeout_s,
+    )
 
 
 def _not_found_hint(url: str) -> str:
@@ -74,21 +49,15 @@ def _not_found_hint(url: str) -> str:
     )
 
 
-def list_models(
-    kind: str, base_urls: tuple[str, ...], api_key: str | None, timeout: float
-) -> list[dict[str, Any]]:
-    """Every model of every endpoint: {id, owned_by, created, endpoint}; Fatal with the reason when
-    an endpoint cannot be asked."""
+def list_models(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """Every model of every base URL of the endpoint: {id, owned_by, created, endpoint}; Fatal
+    with the reason when one cannot be asked."""
     import openai
 
-    urls, api_key = endpoint_urls(kind, base_urls, api_key)
-    secrets.register(api_key)
-    for url in urls:
-        secrets.register_url(url)
     models: list[dict[str, Any]] = []
-    for url in urls:
+    for url in endpoint.base_urls:
         where = secrets.public_url(url)
-        client = _client(kind, url, api_key, timeout)
+        client = _client(endpoint, url)
         try:
             for model in client.models.list():
                 model_id = getattr(model, "id", None)
@@ -115,7 +84,7 @@ def list_models(
             raise Fatal(f"{where}/models answered HTTP {status}") from None
         except openai.APIConnectionError as exc:
             cause = secrets.redact(str(exc.__cause__ or exc))[:160]
-            raise Fatal(f"cannot reach {where} ({printable(cause)})") from None
+            raise Fatal(f"cannot reach {where} ({escape_controls(cause)})") from None
         except (ValueError, TypeError, AttributeError):
             raise Fatal(f"{where}/models did not answer with a list of models") from None
         finally:

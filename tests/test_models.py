@@ -42,3 +42,9 @@ def test_refused_key_unreachable_server_and_no_endpoint_are_clear(server):
     assert unreachable.returncode == 1 and "cannot reach http://127.0.0.1:9/v1" in unreachable.stderr
     nothing = sh("bv models")
     assert nothing.returncode == 1 and "no model endpoint configured" in nothing.stderr
+
+
+def test_a_base_url_without_a_scheme_is_a_usage_error(server):
+    result = sh("bv models --base-url localhost:8000")
+    assert result.returncode == 2 and "needs an http:// or https:// scheme" in result.stderr
+    assert server.seen == []
