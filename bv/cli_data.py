@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from bv.cli_common import INPUTS, SKIP_BAD, error, exit_for, reader_may_leave
+from bv.cli_common import INPUTS, SKIP_BAD, error, reader_may_leave
+from bv.outcome import ROWS_FAILED, finish_rows
 
 
 @click.command("data")
@@ -72,7 +73,7 @@ def data(
     click.echo(f"bv data: {'wrote' if changed else 'already up to date:'} {out}", err=True)
     click.echo(out)
     if differs:
-        sys.exit(1)
+        sys.exit(ROWS_FAILED)
 
 
 @click.command("export")
@@ -127,9 +128,9 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
                 f"{len(export.unjudged)} row(s) without a verdict (judge errors) left out: {shown}{more};"
                 " re-run bv judge on them, then export again"
             )
-    exit_for(problems, skip_bad)
+    finish_rows(problems, skip_bad)
     if export.unjudged and fmt == "official":
-        sys.exit(1)
+        sys.exit(ROWS_FAILED)
 
 
 @click.command("models")

@@ -9,17 +9,15 @@ half of one. When the result is byte for byte the set already there, nothing cha
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import os
 import re
 import shutil
-import signal
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,20 +234,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """SIGTERM ends `bv data` through the cleanup below (exit 143), not past it."""
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def install(staged: Path, out: Path) -> bool:
     """Put the staged set in `out`'s place by rename; False when `out` already is that set."""
     if out.exists() and not out.is_dir():
@@ -291,20 +275,19 @@ def write_set(
     except OSError as exc:
         raise Fatal(f"cannot write beside {out}: {exc.strerror or exc}") from None
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
-    try:
-        with _sigterm_unwinds():
-            problems: list[str] = []
-            summary, hashes = stage(rows, staged, problems)
-            for problem in problems:
-                click.echo(f"bv data: {problem}", err=True)
-            if problems and not skip_bad:
-                raise Fatal(f"{len(problems)} unusable item(s); nothing written (--skip-bad writes the rest)")
-            if len(hashes) == 1:  # meta_data.jsonl alone
-                raise Fatal("no usable item; nothing written")
-            check(staged, hashes, summary)
-            marker = {**provenance, **summary.to_json(), "skipped": len(problems), "digest": _digest(hashes)}
-            (staged / MARKER).write_text(json.dumps(marker, indent=2, ensure_ascii=False) + "\n")
-            changed = install(staged, out)
+    try:  # Ctrl-C and SIGTERM (bv.outcome.install_sigterm) unwind through the finally below
+        problems: list[str] = []
+        summary, hashes = stage(rows, staged, problems)
+        for problem in problems:
+            click.echo(f"bv data: {problem}", err=True)
+        if problems and not skip_bad:
+            raise Fatal(f"{len(problems)} unusable item(s); nothing written (--skip-bad writes the rest)")
+        if len(hashes) == 1:  # meta_data.jsonl alone
+            raise Fatal("no usable item; nothing written")
+        check(staged, hashes, summary)
+        marker = {**provenance, **summary.to_json(), "skipped": len(problems), "digest": _digest(hashes)}
+        (staged / MARKER).write_text(json.dumps(marker, indent=2, ensure_ascii=False) + "\n")
+        changed = install(staged, out)
     except OSError as exc:
         raise Fatal(f"cannot write the set in {out}: {exc.strerror or exc}") from None
     finally:

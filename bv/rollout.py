@@ -14,16 +14,19 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bv import __version__
 from bv.artifacts import write_artifacts
-from bv.backends import make_backend
-from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.backends import Backend, make_backend
+from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import BadRecord, ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.progress import Stats, stdin_lines, stdin_notice
+from bv.outcome import Outcome
+from bv.progress import Stats, input_lines, stdin_notice
 from bv.prompting import refine_text
 from bv.records import check_prompt_record, without_stage
 from bv.templates import BV_TEMPLATES, Templates
@@ -59,6 +62,17 @@ def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tup
             yield record, run
 
 
+def endpoint_of(backend: Backend) -> str:
+    """Where a row's replies came from, fit to record: the public URL (no credentials, no query),
+    the agent program and a hash of its command template for exec, the backend's name otherwise."""
+    return backend.endpoint or backend.name
+
+
+def now_utc() -> str:
+    """The time now in ISO 8601, UTC, to the second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def rollout_one(
     record: dict[str, Any], run: int, caller: Caller, options: RolloutOptions
 ) -> dict[str, Any]:
@@ -66,7 +80,7 @@ async def rollout_one(
     conversation = list(record["messages"])
     turns: list[dict[str, Any]] = []
     error = None
-    started = time.monotonic()
+    started_at, started = now_utc(), time.monotonic()
     try:
         for turn in range(options.max_turns):
             reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
@@ -98,6 +112,9 @@ async def rollout_one(
         },
         latency_s=round(time.monotonic() - started, 4),
         error=error,
+        bv_version=__version__,
+        endpoint=endpoint_of(caller.backend),
+        started_at=started_at,
     )
     if options.recorded_templates:  # only when a replaced refine.md may have been sent
         row["rollout_templates"] = options.recorded_templates
@@ -105,24 +122,6 @@ async def rollout_one(
         last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
         write_artifacts(options.artifacts, row, conversation + last)
     return row
-
-
-def count_rows(inputs: Iterable[str]) -> int | None:
-    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
-    total = 0
-    for path in inputs or ["-"]:
-        if path == "-":
-            lines = stdin_lines()
-            if lines is None:
-                return None
-            total += lines
-            continue
-        try:
-            with open(path, "rb") as f:
-                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
-        except OSError:
-            pass  # reported when the file is read
-    return total
 
 
 def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
@@ -156,7 +155,7 @@ def run_rollout(
     problems = Problems()
     backend = make_backend(backend_name, **backend_config)
     stdin_notice(inputs, "prompt records", settings.quiet)
-    total = count_rows(inputs) if options.shard is None else None
+    total = input_lines(inputs) if options.shard is None else None
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)
@@ -175,6 +174,8 @@ def run_rollout(
         stopping=stopping,
         backend=backend,
     )
+    outcome.rows, outcome.failed = stats.done, stats.errors
+    outcome.cached = stats.done - stats.errors if caller.cache is not None else None
     return problems, outcome
 
 
