@@ -275,7 +275,7 @@ def report(
         for line in failing:
             click.echo(f"bv report: {line}", err=True)
         if failing:
-            sys.exit(outcome.FAILED)
+            sys.exit(outcome.ROWS_FAILED)
 
 
 @cli.command()
@@ -464,4 +464,4 @@ def main() -> None:
             "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "
         )
         error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
-        sys.exit(outcome.FAILED)
+        sys.exit(outcome.ROWS_FAILED)

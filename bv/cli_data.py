@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bv.cli_common import INPUTS, SKIP_BAD, error, reader_may_leave
-from bv.outcome import FAILED, finish_rows
+from bv.outcome import ROWS_FAILED, finish_rows
 
 
 @click.command("data")
@@ -73,7 +73,7 @@ def data(
     click.echo(f"bv data: {'wrote' if changed else 'already up to date:'} {out}", err=True)
     click.echo(out)
     if differs:
-        sys.exit(FAILED)
+        sys.exit(ROWS_FAILED)
 
 
 @click.command("export")
@@ -130,7 +130,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
             )
     finish_rows(problems, skip_bad)
     if export.unjudged and fmt == "official":
-        sys.exit(FAILED)
+        sys.exit(ROWS_FAILED)
 
 
 @click.command("models")

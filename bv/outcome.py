@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 OK = 0
-FAILED = 1  # some rows failed, or the stage stopped on an error it names
+ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
@@ -126,8 +126,8 @@ def exit_status(outcome: Outcome, skip_bad: bool = False) -> int:
     if outcome.signal is not None:
         return status_for(outcome.signal)
     if outcome.fatal or outcome.failed or outcome.carried or outcome.broken_rows or outcome.missing_files:
-        return FAILED
-    return FAILED if outcome.bad_lines and not skip_bad else OK
+        return ROWS_FAILED
+    return ROWS_FAILED if outcome.bad_lines and not skip_bad else OK
 
 
 def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
