@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,7 @@ class ReplyCache:
         row = self.db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def put(self, key: str, backend: str, model: str, reply: dict[str, Any]) -> None:
+    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any]) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",
             (key, time.time(), backend, model, json.dumps(reply, ensure_ascii=False)),
@@ -116,7 +117,8 @@ class ReplyCache:
 
     def clear(self, model: str | None = None, older_than_s: float | None = None) -> int:
         """Delete replies (all, one model's, or those older than a number of seconds); return how many."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if model is not None:
             where.append("model = ?")
             args.append(model)

@@ -24,7 +24,7 @@ from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import Outcome, say
 from bv.progress import Stats, input_lines, stdin_notice
-from bv.records import check_rollout_record, choice_lines, without_stage
+from bv.records import RolloutRow, check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 from bv.templates import BV_TEMPLATES, Templates
 
@@ -104,7 +104,7 @@ class LLMJudge:
 
 
 async def judge_one(
-    record: dict[str, Any],
+    record: RolloutRow,
     mode: str,
     llm: LLMJudge | None,
     version: str,
@@ -175,7 +175,7 @@ def run_judge(
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
-    async def one(record: dict[str, Any]) -> dict[str, Any]:
+    async def one(record: RolloutRow) -> dict[str, Any]:
         nonlocal carried
         row = await judge_one(record, mode, llm, version, recorded)
         stats.done += 1
