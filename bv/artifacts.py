@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.records import message_text
+from bv.terminal import printable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -32,8 +33,11 @@ def write_artifacts(root: Path, row: dict[str, Any]) -> None:
         _write(root / str(row["run"]) / safe_name(str(row["id"])), row)
     except OSError as exc:
         sys.stderr.write(
-            f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
-            f" {exc.strerror or exc}\n"
+            printable(
+                f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
+                f" {exc.strerror or exc}"
+            )
+            + "\n"
         )
 
 

@@ -33,7 +33,10 @@ class ImageHashes:
         self._known: dict[tuple[str, int, int], str] = {}
 
     def __call__(self, path: Path) -> str:
-        stat = path.stat()
+        try:
+            stat = path.stat()
+        except (OSError, ValueError):
+            return content_hash(path)  # raises ImageError, saying why
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         if key not in self._known:
             if len(self._known) > 10_000:

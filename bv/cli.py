@@ -117,11 +117,12 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.jsonl import Problems, read_records
     from bv.merge import merge_rows, ordered_rows, write_rows
     from bv.records import check_row
+    from bv.terminal import printable
 
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
-        click.echo(f"bv merge: warning: {conflict}", err=True)
+        click.echo(printable(f"bv merge: warning: {conflict}"), err=True)
     rows = ordered_rows(result, sort)
     write_rows(rows, output)
     click.echo(

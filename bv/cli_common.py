@@ -100,8 +100,9 @@ def leave(status: int) -> NoReturn:
 
 def error(message: str) -> None:
     from bv.secrets import redact
+    from bv.terminal import printable
 
-    click.echo(f"bv: error: {redact(message)}", err=True)
+    click.echo(printable(f"bv: error: {redact(message)}"), err=True)
 
 
 def default_cache() -> Path:

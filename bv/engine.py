@@ -24,8 +24,10 @@ from bv import secrets
 from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
 from bv.errors import Fatal, ItemFailure, StdoutClosed, Transient
+from bv.images import ImageError
 from bv.progress import ProgressDisplay, Stats
 from bv.retry import RetryPolicy
+from bv.terminal import printable
 
 T = TypeVar("T")
 GRACE_S = 10.0  # after Ctrl-C, how long requests in flight may still finish
@@ -101,8 +103,8 @@ class Caller:
                 turn=turn,
                 image_hash=self.image_hash,
             )
-        except OSError as exc:
-            raise ItemFailure(f"image: {exc.strerror or exc}") from None
+        except ImageError as exc:  # not a regular file, over the size limit, unreadable
+            raise ItemFailure(f"image: {exc}") from None
 
     @classmethod
     def for_run(
@@ -295,7 +297,7 @@ async def run_stream(
                 row = None
                 sys.stderr.write(
                     f"bv: error: input row {seq + 1} could not be processed and is left out"
-                    f" ({type(exc).__name__}: {secrets.redact(str(exc))[:200]}; BV_DEBUG=1 shows"
+                    f" ({type(exc).__name__}: {printable(secrets.redact(str(exc)), 200)}; BV_DEBUG=1 shows"
                     " a traceback)\n"
                 )
             await emit(seq, row)

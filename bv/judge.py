@@ -19,7 +19,7 @@ from typing import Any
 from bv.backends import make_backend
 from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
 from bv.errors import Fatal, ItemFailure
-from bv.extract import extract_answer, strip_thinking
+from bv.extract import extract_answer, extract_answer_async, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import render, template
@@ -84,7 +84,7 @@ class LLMJudge:
 async def judge_one(record: dict[str, Any], mode: str, llm: LLMJudge | None, version: str) -> dict[str, Any]:
     """One judged row: the record with the judge fields replaced."""
     row = without_stage(record, "judge")
-    extracted = extract_answer(record.get("response"))
+    extracted = await extract_answer_async(record.get("response"))
     verdict = decide(row, extracted)
     row.update(
         extracted=extracted, judge_version=version, judge_model=None, judge_reply=None, judge_error=None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from bv.stats import human_count
+from bv.terminal import printable
 
 
 @dataclass
@@ -102,7 +103,7 @@ class ProgressDisplay:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
+            TextColumn("{task.fields[info]}", markup=False),  # server text is data, not markup
             console=Console(file=self.stream),
             transient=True,
         )
@@ -115,13 +116,13 @@ class ProgressDisplay:
         while True:
             await asyncio.sleep(0.2 if self._bar else 1.0)
             if self._bar is not None:
-                info = self.stats.line().split(", ", 1)[1]
+                info = printable(self.stats.line().split(", ", 1)[1])
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
                 continue
             waiting = self.stats.waiting_text()
             if time.monotonic() - last_line >= self.every_s or (waiting and waiting != last_waiting):
                 last_line, last_waiting = time.monotonic(), waiting
-                self.stream.write(f"bv {self.label}: {self.stats.line()}\n")
+                self.stream.write(printable(f"bv {self.label}: {self.stats.line()}") + "\n")
                 self.stream.flush()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from bv.errors import StdoutClosed
 from bv.stats import human_count
+from bv.terminal import markup_safe, printable
 
 FIGURES = (
     "n",
@@ -165,18 +166,19 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
 
     summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
-    title = "bv report: " + ", ".join(s["name"] for s in summaries)
+    title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
     table = Table(title=title, title_justify="left")
     for i, header in enumerate(headers):
         table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row, level in zip(rows, levels, strict=True):
+        name = markup_safe(row[0])  # a type or subtype comes from data: never markup, never escapes
         label = {
-            "overall": f"[bold]{row[0]}[/]",
-            "type": f"[bold]{row[0]}[/]",
-            "subtype": f"  {row[0]}",
-            "ans_type": f"[dim]{row[0]}[/]",
+            "overall": f"[bold]{name}[/]",
+            "type": f"[bold]{name}[/]",
+            "subtype": f"  {name}",
+            "ans_type": f"[dim]{name}[/]",
         }[level]
-        table.add_row(label, *row[1:], end_section=level in ("overall",))
+        table.add_row(label, *(markup_safe(cell) for cell in row[1:]), end_section=level in ("overall",))
 
     class QuietConsole(Console):
         def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
@@ -186,7 +188,7 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
     console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
     console.print(table)
     for line in notes(report):
-        console.print(line, markup=False, highlight=False)
+        console.print(printable(line), markup=False, highlight=False)
 
 
 def render_markdown(report: dict[str, Any], stream: Any) -> None:
@@ -194,7 +196,8 @@ def render_markdown(report: dict[str, Any], stream: Any) -> None:
     stream.write("| " + " | ".join(headers) + " |\n")
     stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
     for row, level in zip(rows, levels, strict=True):
-        label = f"**{row[0]}**" if level in ("overall", "type") else row[0]
+        label = printable(row[0]).replace("|", "\\|")  # data: no escape codes, no column breaks
+        label = f"**{label}**" if level in ("overall", "type") else label
         stream.write("| " + " | ".join([label, *row[1:]]) + " |\n")
     stream.write("\n" + "".join(f"- {line}\n" for line in notes(report)))
 
