@@ -39,7 +39,7 @@ eval: $(VENV)/.installed
 	$(BIN)/bv prompt $(ITEMS) \
 	  | $(BIN)/bv rollout -m $(MODEL) $(if $(BASE_URL),--base-url $(BASE_URL)) -j $(JOBS) \
 	  | $(BIN)/bv judge > build/eval/results.jsonl
-	$(BIN)/bv report build/eval/results.jsonl --html build/eval/report.html
+	$(BIN)/bv report build/eval/results.jsonl --html build/eval/report.html --image-root $(dir $(ITEMS))
 
 # Figures, not tests: throughput, memory and start-up of bv (bench/README.md; several minutes).
 bench: $(VENV)/.installed

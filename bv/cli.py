@@ -153,9 +153,21 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     metavar="X",
     help="Exit 1 if an input's overall accuracy is below X (0.45, or 45 for percent).",
 )
+@click.option(
+    "--image-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
+)
+@click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
 @SKIP_BAD
 def report(
-    inputs: tuple[str, ...], fmt: str, html_path: Path | None, fail_under: float | None, skip_bad: bool
+    inputs: tuple[str, ...],
+    fmt: str,
+    html_path: Path | None,
+    fail_under: float | None,
+    image_root: Path | None,
+    allow_any_path: bool,
+    skip_bad: bool,
 ) -> None:
     """Accuracy overall, by type and by subtype; several inputs side by side.
 
@@ -173,6 +185,7 @@ def report(
     from bv.records import check_judged_row
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import below, build_report, input_names
+    from bv.terminal import printable
 
     problems = Problems()
     named = [
@@ -187,8 +200,21 @@ def report(
     if html_path is not None:
         from bv.html_report import write_html
 
-        write_html(html_path, summaries_of(built), kept, built.get("comparison"))
+        paths = [path for _, path in input_names(inputs or ("-",))]
+        roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
+        refused = write_html(
+            html_path, summaries_of(built), kept, built.get("comparison"), None if allow_any_path else roots
+        )
         click.echo(f"bv report: wrote {html_path}", err=True)
+        if refused:
+            where = ", ".join(sorted({str(r) for r in roots}))
+            click.echo(
+                printable(
+                    f"bv report: {refused} image(s) outside {where} not embedded"
+                    " (--image-root DIR or --allow-any-path embeds them)"
+                ),
+                err=True,
+            )
     exit_for(problems, skip_bad)
     if fail_under is not None:
         failing = below(summaries_of(built), fail_under)

@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import quote
 
 from bv import __version__
-from bv.images import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, image_paths, pillow, sniff_format
+from bv.atomic import atomic_output
+from bv.images import MAX_IMAGE_PIXELS, ImageError, image_paths, pillow, read_image, sniff_format
 from bv.records import gold_text
 from bv.render import grid
 
@@ -161,15 +162,18 @@ def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
 class Thumbnails:
     """Each distinct image (by content) encoded once, in parallel, as a downscaled data URI."""
 
-    def __init__(self, paths: Iterable[str]) -> None:
+    def __init__(self, paths: Iterable[str], refused: Iterable[str] = ()) -> None:
+        self.refused = set(refused)  # outside the image roots: never opened
+
         def read(path: str) -> tuple[str, bytes] | None:
             file = Path(path)
-            try:  # relative paths (no file:// URL in the row) cannot be resolved here
-                usable = file.is_absolute() and file.is_file() and file.stat().st_size <= MAX_IMAGE_BYTES
-                data = file.read_bytes() if usable else None
-            except OSError:
+            if not file.is_absolute():  # relative paths (no file:// URL in the row) cannot be resolved here
                 return None
-            return (hashlib.sha256(data).hexdigest()[:16], data) if data is not None else None
+            try:  # regular files only, never past the size limit (a FIFO or /dev/zero: no image)
+                data = read_image(file)
+            except ImageError:
+                return None
+            return hashlib.sha256(data).hexdigest()[:16], data
 
         unique = sorted(set(paths))
         with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # Pillow releases the GIL
@@ -233,7 +237,10 @@ def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
     out = []
     for path in row_images(row):
         thumb = thumbs.get(path)
-        if thumb is None:
+        if path in thumbs.refused:
+            why = "image outside the results file's folder (--image-root, --allow-any-path)"
+            out.append(f'<div class="noimg">{why}:<br>{_esc(path)}</div>')
+        elif thumb is None:
             out.append(f'<div class="noimg">image missing or unreadable:<br>{_esc(path)}</div>')
         else:
             key, width, height = thumb
@@ -342,11 +349,14 @@ def write_html(
     summaries: list[dict[str, Any]],
     rows_by_input: list[list[dict[str, Any]]],
     comparison: dict[str, Any] | None = None,
-) -> None:
+    image_roots: list[Path] | None = None,
+) -> int:
     """Write the viewer for these inputs: `summaries[i]` is `summarize(rows_by_input[i], name=...)`.
 
     Judged rows are grouped into one card per item id; with two inputs, rows pair by (id, run)
     and the items whose verdicts differ come first. `comparison`, when given, is shown as is.
+    With `image_roots` (one folder per input), only images inside their input's folder are
+    embedded, as `bv prompt` confines them; returns how many were not. Written atomically.
     """
     names = [str(s.get("name", f"input {i + 1}")) for i, s in enumerate(summaries)]
     items: dict[str, dict[str, Any]] = {}
@@ -358,7 +368,11 @@ def write_html(
     pair = len(rows_by_input) == 2
     differs = {key: pair and _differs(item["runs"]) for key, item in items.items()}
     order = sorted(items, key=lambda key: (not differs[key], _natural(key), key))
-    thumbs = Thumbnails(p for i in items.values() for rows in i["runs"].values() for p in row_images(rows[0]))
+    named = {
+        (p, i) for item in items.values() for i, rows in item["runs"].items() for p in row_images(rows[0])
+    }
+    allowed = {p for p, i in named if image_roots is None or inside(p, image_roots[i])}
+    thumbs = Thumbnails(allowed, refused={p for p, _ in named} - allowed)
     cards = "".join(_card(items[key], names, thumbs, differs[key]) for key in order)
     data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")
     csp = f"default-src 'none'; img-src data:; style-src {_csp_hash(CSS)}; script-src {_csp_hash(JS)}"
@@ -373,4 +387,15 @@ def write_html(
         + f'<h2 id="items">Items</h2>{_filters(items, sum(differs.values()) if pair else None)}{cards}</main>'
         f'<script type="application/json" id="bv-thumbs">{data}</script><script>{JS}</script></body></html>\n'
     )
-    Path(path).write_text(page, encoding="utf-8")
+    with atomic_output(Path(path)) as stream:
+        stream.write(page)
+    return len(thumbs.refused)
+    return len(thumbs.refused)
+
+
+def inside(path: str, root: Path) -> bool:
+    """Whether an image path, symlinks resolved, is inside `root` (as `bv prompt` confines images)."""
+    try:
+        return Path(path).is_absolute() and Path(path).resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False

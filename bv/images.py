@@ -230,9 +230,11 @@ def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list
         content = message.get("content")
         if isinstance(content, list):
             parts = []
-            for part in content:
-                url = part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
-                if url.startswith("file:"):
+            for part in content:  # any shape: a plain string part, a part without a dict image_url
+                is_image = isinstance(part, dict) and part.get("type") == "image_url"
+                image = part.get("image_url") if is_image else None
+                url = image.get("url") if isinstance(image, dict) else None
+                if isinstance(url, str) and url.startswith("file:"):
                     part = {**part, "image_url": {**part["image_url"], "url": replace(path_of(url))}}
                 parts.append(part)
             message = {**message, "content": parts}
