@@ -219,7 +219,7 @@ def report(
     if fail_under is not None:
         failing = below(summaries_of(built), fail_under)
         for line in failing:
-            click.echo(f"bv report: {line}", err=True)
+            click.echo(printable(f"bv report: {line}"), err=True)
         if failing:
             sys.exit(1)
 
