@@ -14,6 +14,7 @@ import os
 import sqlite3
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,11 @@ def fix_hint(path: Path, opening: bool = False) -> str:
 class CacheUnusable(Fatal):
     """The cache file cannot be opened (corrupt, not a database, unwritable folder): said with
     its path and the fix, before any request is sent."""
+
+
+def _date(epoch: float) -> str:
+    """A time stamp people read: ISO 8601, UTC, to the second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ReplyCache:
@@ -162,7 +168,7 @@ class ReplyCache:
             "bytes": sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*")),
             "replies": sum(r[2] for r in rows),
             "models": [
-                {"backend": b, "model": m, "replies": n, "first": first, "last": last}
+                {"backend": b, "model": m, "replies": n, "first": _date(first), "last": _date(last)}
                 for b, m, n, first, last in rows
             ],
         }

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bv import __version__
-from bv.cli_common import CACHE, INPUTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
+from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
 
@@ -35,6 +36,15 @@ cli.add_command(judge)
 
 @cli.command()
 @INPUTS
+@click.option(
+    "--style",
+    type=click.Choice(["bv", "official"]),
+    default="bv",
+    show_default=True,
+    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
+    " no system prompt, image then text (docs/protocol.md).",
+)
+@PROMPTS
 @click.option(
     "--skill",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -62,6 +72,8 @@ cli.add_command(judge)
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
+    style: str,
+    templates: Any,
     skill: Path | None,
     image_detail: str,
     image_root: Path | None,
@@ -73,27 +85,42 @@ def prompt(
     """Turn items (official meta_data.jsonl or bv's own) into chat requests.
 
     \b
-    Example:
+    Examples:
       bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
+      bv prompt data/meta_data.jsonl --style official > paper-prompts.jsonl
+      bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
     """
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
     from bv.records import parse_item
 
-    options = PromptOptions(
-        skill=Skill.load(skill) if skill else None,
-        detail=image_detail,
-        diagnostic=diagnostic_instruction,
-        traces=load_traces(trace_context) if trace_context else None,
-        image_root=image_root,
-        allow_any_path=allow_any_path,
-    )
+    loaded_skill = Skill.load(skill) if skill else None
+    traces = load_traces(trace_context) if trace_context else None
+    try:
+        options = PromptOptions(
+            style=style,
+            templates=templates,
+            skill=loaded_skill,
+            detail=image_detail,
+            diagnostic=diagnostic_instruction,
+            traces=traces,
+            image_root=image_root,
+            allow_any_path=allow_any_path,
+        )
+    except ValueError as exc:  # options that do not go together
+        raise click.UsageError(str(exc)) from None
+    from bv.progress import stdin_notice
+
+    stdin_notice(inputs, "items")
     problems, writer = Problems(), JsonlWriter()
     for source, item in read_records(inputs, problems, parse_item):
         try:
             writer.write(build_prompt(item, source.folder, options))
         except BadRecord as exc:
-            problems.report(source, str(exc))
+            why = str(exc)
+            if source.folder is None and image_root is None and "file not found" in why:
+                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
+            problems.report(source, why)
     exit_for(problems, skip_bad)
 
 
@@ -116,9 +143,11 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     """
     from bv.jsonl import Problems, read_records
     from bv.merge import merge_rows, ordered_rows, write_rows
+    from bv.progress import stdin_notice
     from bv.records import check_row
     from bv.terminal import printable
 
+    stdin_notice(inputs, "rows")
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
@@ -182,11 +211,13 @@ def report(
       bv report results.jsonl --html report.html --fail-under 0.30
     """
     from bv.jsonl import Problems, read_records
+    from bv.progress import stdin_notice
     from bv.records import check_judged_row
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import below, build_report, input_names
     from bv.terminal import printable
 
+    stdin_notice(inputs, "judged rows")
     problems = Problems()
     named = [
         (name, [record for _, record in read_records([path], problems, check_judged_row)])
@@ -282,6 +313,42 @@ def import_(
     exit_for(problems, skip_bad)
 
 
+@cli.command()
+@click.argument("names", nargs=-1)
+@PROMPTS
+@click.option(
+    "--copy-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write the templates (with --prompts' replacements) into DIR, to edit and pass as --prompts.",
+)
+def templates(names: tuple[str, ...], templates: Any, copy_to: Path | None) -> None:
+    """List the prompt templates: name, SHA-256, where each comes from, placeholders.
+
+    A file NAME.md in the folder given to --prompts replaces bv's NAME.md in every stage
+    that renders it (prompt, rollout's refinement turns, the LLM judge).
+
+    \b
+    Examples:
+      bv templates --copy-to my-prompts/ judge.md && $EDITOR my-prompts/judge.md
+      bv templates --prompts my-prompts/
+    """
+    from bv.templates import TemplateError, copy_templates, describe
+
+    if copy_to is None:
+        if names:
+            raise click.UsageError("template names go with --copy-to")
+        with reader_may_leave():
+            for line in describe(templates):
+                click.echo(line)
+        return
+    try:
+        written = copy_templates(templates, copy_to, names)
+    except TemplateError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"bv templates: wrote {written} template(s) to {copy_to}", err=True)
+
+
 @cli.group()
 def cache() -> None:
     """Inspect or clear the reply cache.
@@ -316,23 +383,34 @@ def cache_stats(cache_path: Path | None) -> None:
 @CACHE
 @click.option("--model", help="Only this model's replies.")
 @click.option("--older-than", type=click.FloatRange(min=0), help="Only replies older than this many days.")
-def cache_clear(cache_path: Path | None, model: str | None, older_than: float | None) -> None:
-    """Delete cached replies (all, one model's, or old ones).
+@click.option("--all", "everything", is_flag=True, help="Every reply; needed when no filter is given.")
+def cache_clear(
+    cache_path: Path | None, model: str | None, older_than: float | None, everything: bool
+) -> None:
+    """Delete cached replies (one model's, old ones, or --all).
 
     \b
     Examples:
       bv cache clear --model gpt-4o
       bv cache clear --older-than 30
+      bv cache clear --all
     """
     from bv.cache import ReplyCache
 
     path = cache_path or default_cache()
-    deleted = (
-        ReplyCache(path).clear(model, None if older_than is None else older_than * 86400)
-        if path.exists()
-        else 0
-    )
-    click.echo(f"bv cache: deleted {deleted} replies from {path}", err=True)
+    cache = ReplyCache(path) if path.exists() else None
+    if cache is not None and model is None and older_than is None and not everything:
+        replies = cache.stats()["replies"]
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise click.UsageError(
+                f"this would delete all {replies} cached replies in {path}; add --all to do so,"
+                " or choose some with --model or --older-than"
+            )
+        if not click.confirm(f"Delete all {replies} cached replies in {path}?", err=True):
+            click.echo("bv cache: nothing deleted", err=True)
+            return
+    deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
+    click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
 
 
 def main() -> None:

@@ -68,7 +68,9 @@ def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "prompt_tokens": sum((r.get("usage") or {}).get("prompt_tokens", 0) for r in rows),
         "completion_tokens": sum((r.get("usage") or {}).get("completion_tokens", 0) for r in rows),
         "latency_s_mean": round(mean(latencies), 3) if latencies else None,
-        "unboxed": sum(1 for r in rows if "response" in r and not has_answer(r.get("response"))),
+        "unboxed": sum(  # replies only: a failed rollout has none
+            1 for r in rows if "response" in r and not r.get("error") and not has_answer(r.get("response"))
+        ),
     }
 
 
