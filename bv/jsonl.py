@@ -8,6 +8,7 @@ stage exits 1 at the end when any line was bad (0 with --skip-bad).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -156,15 +157,34 @@ def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: P
             digits = sys.get_int_max_str_digits()
             problems.report(where, f"invalid JSON: a number with more than {digits} digits")
             continue
-        if _ESCAPED_SURROGATE.search(raw):
-            try:
-                if _has_lone_surrogate(value):
-                    problems.warn(where, "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD")
-                    value = without_lone_surrogates(value)
-            except RecursionError:
-                problems.report(where, "invalid JSON: nested too deep")
+        try:
+            if _HUGE_NUMBER.search(raw) and _has_huge_number(value):
+                problems.report(where, "a number too large for bv (beyond ±2^63, or NaN or Infinity)")
                 continue
+            if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
+                problems.warn(where, "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD")
+                value = without_lone_surrogates(value)
+        except RecursionError:
+            problems.report(where, "invalid JSON: nested too deep")
+            continue
         yield where, value
+
+
+# Numbers bv records hold (ids, runs, token counts, seconds) are far below 2^63; a line with a
+# longer one (or NaN, Infinity, 1e999) is refused here rather than crash a sum or a float() later.
+# Only lines whose bytes could hold one are searched, so the common line costs one byte scan.
+_HUGE_NUMBER = re.compile(rb"\d{19}|NaN|Infinity|[eE]\+?\d{3}")
+
+
+def _has_huge_number(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return False
+    if isinstance(value, int):
+        return not -(2**63) <= value < 2**63
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    items = value.values() if isinstance(value, dict) else value
+    return any(_has_huge_number(item) for item in items)
 
 
 # A JSON string escape of a UTF-16 surrogate: paired ones decode to one character, lone ones to

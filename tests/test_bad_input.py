@@ -38,6 +38,7 @@ ITEM_CASES = {
     "path-symlink.jsonl": (2, "image 'images/link.png': resolves outside"),
     "deep-nesting.jsonl": (2, "invalid JSON: nested too deep"),
     "huge-integer.jsonl": (2, "invalid JSON: a number with more than 4300 digits"),
+    "number-too-large.jsonl": (2, "a number too large for bv (beyond ±2^63, or NaN or Infinity)"),
     "image-nul-byte.jsonl": (2, "image 'images/ok\\x00.png': a NUL byte in a file name"),
 }
 # Cases about the line itself, which every stage meets the same way.
@@ -48,6 +49,7 @@ LINE_CASES = [
     "over-long-line.jsonl",
     "deep-nesting.jsonl",
     "huge-integer.jsonl",
+    "number-too-large.jsonl",
 ]
 ENV = {"BV_MAX_LINE_BYTES": "16384"}
 
