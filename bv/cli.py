@@ -173,8 +173,9 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a self-contained HTML viewer of every item, with its image, here.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Also write a self-contained HTML viewer of every item, with its image, here"
+    " (its folder made if need be; '-': the page alone to stdout).",
 )
 @click.option(
     "--fail-under",
@@ -224,10 +225,11 @@ def report(
         for name, path in input_names(inputs or ("-",))
     ]
     built, kept = build_report(named)
+    page_to_stdout = html_path is not None and str(html_path) == "-"
     with reader_may_leave():
-        {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
-            built, sys.stdout
-        )
+        if not page_to_stdout:  # stdout carries one thing: the page, or the report
+            renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
+            {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
     if html_path is not None:
         from bv.html_report import write_html
 
@@ -236,7 +238,8 @@ def report(
         refused = write_html(
             html_path, summaries_of(built), kept, built.get("comparison"), None if allow_any_path else roots
         )
-        click.echo(f"bv report: wrote {html_path}", err=True)
+        if not page_to_stdout:
+            click.echo(f"bv report: wrote {html_path}", err=True)
         if refused:
             where = ", ".join(sorted({str(r) for r in roots}))
             click.echo(

@@ -151,13 +151,18 @@ def notes(report: dict[str, Any]) -> list[str]:
             )
         pair = comparison.get("paired")
         if pair:
-            lines.append(
-                f"{pair['b']} vs {pair['a']}, paired by (id, run) over {pair['pairs']} rows:"
-                f" {pair['improved']} improved, {pair['regressed']} regressed,"
-                f" {pair['both_right']} right in both, {pair['both_wrong']} wrong in both;"
-                f" exact McNemar p = {pair['p_value']:.3g}."
-            )
+            lines.append(paired_sentence(pair))
     return lines
+
+
+def paired_sentence(pair: dict[str, Any]) -> str:
+    """The paired comparison in one sentence, the same in the terminal and the HTML viewer."""
+    return (
+        f"{pair['b']} vs {pair['a']}, paired by (id, run) over {counted(pair['pairs'], 'row')}:"
+        f" {pair['improved']} improved, {pair['regressed']} regressed,"
+        f" {pair['both_right']} right in both, {pair['both_wrong']} wrong in both;"
+        f" exact McNemar p = {pair['p_value']:.3g}."
+    )
 
 
 def render_table(report: dict[str, Any], stream: Any) -> None:
@@ -198,7 +203,7 @@ def render_markdown(report: dict[str, Any], stream: Any) -> None:
         label = printable(row[0]).replace("|", "\\|")  # data: no escape codes, no column breaks
         label = f"**{label}**" if level in ("overall", "type") else label
         stream.write("| " + " | ".join([label, *row[1:]]) + " |\n")
-    stream.write("\n" + "".join(f"- {line}\n" for line in notes(report)))
+    stream.write("\n" + "".join(f"- {printable(line)}\n" for line in notes(report)))
 
 
 def render_csv(report: dict[str, Any], stream: Any) -> None:
