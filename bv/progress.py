@@ -10,6 +10,7 @@ import stat
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -162,13 +163,19 @@ class ProgressDisplay:
     def _start_bar(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
+        fixed = Column(no_wrap=True)  # counts and time keep their width; the bar and details give way
         self._bar = Progress(
-            TextColumn(f"bv {self.label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}", markup=False),  # server text is data, not markup
+            TextColumn(f"bv {self.label}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=fixed),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn(  # server text is data, not markup
+                "{task.fields[info]}",
+                markup=False,
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
             console=Console(file=self.stream),
             transient=True,
         )
@@ -198,3 +205,21 @@ class ProgressDisplay:
         if not self.quiet:
             self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
             self.stream.flush()
+
+
+def input_lines(inputs: Iterable[str]) -> int | None:
+    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
+    total = 0
+    for path in inputs or ["-"]:
+        if path == "-":
+            lines = stdin_lines()
+            if lines is None:
+                return None
+            total += lines
+            continue
+        try:
+            with open(path, "rb") as f:
+                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        except OSError:
+            pass  # reported when the file is read
+    return total
