@@ -53,7 +53,7 @@ def test_repeated_messages_are_capped_and_items_get_one_hint(sample_dir):
     assert result.returncode == 1 and len(per_line) == 3, result.stderr
     assert "bv: … and 9 more lines like this (not a prompt record" in result.stderr
     assert result.stderr.count("run them through bv prompt first") == 1
-    assert "bv: 12 bad input lines" in result.stderr
+    assert "bv rollout: 12 bad input lines" in result.stderr
 
 
 def test_a_missing_file_is_not_a_bad_line(tmp_path):
