@@ -44,7 +44,8 @@ def prefix() -> str:
 
 
 def say(message: str) -> None:
-    """One line on stderr, starting on a fresh line and naming the stage."""
+    """One line on stderr naming the stage. While a progress bar shows, rich's redirect of stderr
+    prints it above the bar; the closing summary comes after the bar is gone."""
     try:
         sys.stderr.write(f"{prefix()} {message}\n")
         sys.stderr.flush()
