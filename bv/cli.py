@@ -193,12 +193,13 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.merge import merge_rows, ordered_rows, write_rows
     from bv.progress import stdin_notice
     from bv.records import check_row
+    from bv.terminal import printable
 
     stdin_notice(inputs, "rows")
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
-        click.echo(f"bv merge: warning: {conflict}", err=True)
+        click.echo(printable(f"bv merge: warning: {conflict}"), err=True)
     rows = ordered_rows(result, sort)
     write_rows(rows, output)
     click.echo(
@@ -231,9 +232,21 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     metavar="X",
     help="Exit 1 if an input's overall accuracy is below X, a share in [0, 1] (0.45 for 45%).",
 )
+@click.option(
+    "--image-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
+)
+@click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
 @SKIP_BAD
 def report(
-    inputs: tuple[str, ...], fmt: str, html_path: Path | None, fail_under: float | None, skip_bad: bool
+    inputs: tuple[str, ...],
+    fmt: str,
+    html_path: Path | None,
+    fail_under: float | None,
+    image_root: Path | None,
+    allow_any_path: bool,
+    skip_bad: bool,
 ) -> None:
     """Accuracy overall, by type and by subtype; several inputs side by side.
 
@@ -252,6 +265,7 @@ def report(
     from bv.records import check_judged_row
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import below, build_report, input_names
+    from bv.terminal import printable
 
     stdin_notice(inputs, "judged rows")
     problems = Problems()
@@ -268,14 +282,27 @@ def report(
     if html_path is not None:
         from bv.html_report import write_html
 
-        write_html(html_path, summaries_of(built), kept, built.get("comparison"))
+        paths = [path for _, path in input_names(inputs or ("-",))]
+        roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
+        refused = write_html(
+            html_path, summaries_of(built), kept, built.get("comparison"), None if allow_any_path else roots
+        )
         if not page_to_stdout:
             click.echo(f"bv report: wrote {html_path}", err=True)
+        if refused:
+            where = ", ".join(sorted({str(r) for r in roots}))
+            click.echo(
+                printable(
+                    f"bv report: {refused} image(s) outside {where} not embedded"
+                    " (--image-root DIR or --allow-any-path embeds them)"
+                ),
+                err=True,
+            )
     finish_rows(problems, skip_bad)
     if fail_under is not None:
         failing = below(summaries_of(built), fail_under)
         for line in failing:
-            click.echo(f"bv report: {line}", err=True)
+            click.echo(printable(f"bv report: {line}"), err=True)
         if failing:
             sys.exit(outcome.ROWS_FAILED)
 

@@ -20,7 +20,7 @@ from bv.backends import make_backend
 from bv.endpoints import resolve
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import Fatal, Interrupted, ItemFailure
-from bv.extract import extract_answer, strip_thinking
+from bv.extract import extract_answer, extract_answer_async, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import Outcome, say
 from bv.progress import Stats, input_lines, stdin_notice
@@ -113,7 +113,7 @@ async def judge_one(
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
     judge template recorded, by name and SHA-256)."""
     row = without_stage(record, "judge")
-    extracted = extract_answer(record.get("response"))
+    extracted = await extract_answer_async(record.get("response"))
     verdict = decide(row, extracted)
     row.update(
         extracted=extracted,
