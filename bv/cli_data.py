@@ -10,6 +10,7 @@ import click
 
 from bv.cli_common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
 from bv.outcome import ROWS_FAILED, finish_rows
+from bv.stats import counted
 
 
 @click.command("data")
@@ -128,7 +129,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
             more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
             error(
-                f"{len(export.unjudged)} row(s) without a verdict (judge errors) left out: {shown}{more};"
+                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) left out:"
+                f" {shown}{more};"
                 " re-run bv judge on them, then export again"
             )
     finish_rows(problems, skip_bad)

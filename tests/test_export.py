@@ -126,8 +126,7 @@ def test_rows_without_a_verdict_are_left_out_and_named(judged, tmp_path):
     result = sh(f"bv export {source} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 1
     assert (
-        f"1 row(s) without a verdict (judge errors) left out: {rows[0]['id']}#{rows[0]['run']}"
-        in result.stderr
+        f"1 row without a verdict (judge errors) left out: {rows[0]['id']}#{rows[0]['run']}" in result.stderr
     )
     assert f"{source}:{len(rows)}: a second row for id {rows[1]['id']} run {rows[1]['run']}" in result.stderr
     run = json.loads((tmp_path / "off" / f"model_results_run_{rows[0]['run'] + 1}.json").read_text())
