@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -151,8 +152,11 @@ def run_judge(
     judge_config: dict[str, Any],
     settings: RunSettings,
     templates: Templates = BV_TEMPLATES,
+    records: list[RolloutRow] | None = None,
+    write: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> tuple[Problems, Outcome]:
-    """The whole stage: read rollout rows, judge them, write them in input order to stdout."""
+    """The whole stage: read rollout rows, judge them, write them in input order to stdout. From
+    Python (bv.api): the checked `records` instead of the inputs, each row to `write`."""
     problems = Problems()
     backend = None
     if mode != "rules":
@@ -167,8 +171,9 @@ def run_judge(
                 "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
                 " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
             )
-    stdin_notice(inputs, "rollout rows", settings.quiet)
-    stats = Stats(total=input_lines(inputs))
+    if records is None:
+        stdin_notice(inputs, "rollout rows", settings.quiet)
+    stats = Stats(total=input_lines(inputs) if records is None else len(records))
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
     llm = LLMJudge(caller, templates) if caller is not None else None
@@ -185,11 +190,15 @@ def run_judge(
         carried += bool(row.get("error"))
         return row
 
-    records = (record for _, record in read_records(inputs, problems, check_rollout_record))
+    rows_in = (
+        records
+        if records is not None
+        else (r for _, r in read_records(inputs, problems, check_rollout_record))
+    )
     outcome = run_stage(
-        records,
+        rows_in,
         one,
-        JsonlWriter().write,
+        write or JsonlWriter().write,
         settings=replace(settings, ordered=True),
         stats=stats,
         label="judge",
