@@ -34,10 +34,10 @@ def test_no_key_in_any_output_artifact_or_cache(sample_dir, server, tmp_path):
         f" --artifacts {artifacts}"
         f" | bv judge --judge-model j --judge-base-url {server.base_url} --judge-api-key {JUDGE_KEY}"
         f" --cache {cache} > {tmp_path}/results.jsonl"
-        f" && bv report {tmp_path}/results.jsonl --html {tmp_path}/report.html",
+        f"; bv report {tmp_path}/results.jsonl --html {tmp_path}/report.html",
         env={"OPENAI_API_KEY": KEY},
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1 and "wrote" in result.stderr, result.stderr  # rows failed: exit 1
     rows = jsonl((tmp_path / "results.jsonl").read_text())
     assert any(r["error"] and "Incorrect API key provided: ***" in r["error"] for r in rows)
     assert any(r["decided_by"] == "llm" for r in rows)
