@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from bv import __version__
-from bv.cli_common import CACHE, INPUTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
+from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
 
@@ -35,6 +36,15 @@ cli.add_command(judge)
 
 @cli.command()
 @INPUTS
+@click.option(
+    "--style",
+    type=click.Choice(["bv", "official"]),
+    default="bv",
+    show_default=True,
+    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
+    " no system prompt, image then text (docs/protocol.md).",
+)
+@PROMPTS
 @click.option(
     "--skill",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -62,6 +72,8 @@ cli.add_command(judge)
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
+    style: str,
+    templates: Any,
     skill: Path | None,
     image_detail: str,
     image_root: Path | None,
@@ -73,21 +85,30 @@ def prompt(
     """Turn items (official meta_data.jsonl or bv's own) into chat requests.
 
     \b
-    Example:
+    Examples:
       bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
+      bv prompt data/meta_data.jsonl --style official > paper-prompts.jsonl
+      bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
     """
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
     from bv.records import parse_item
 
-    options = PromptOptions(
-        skill=Skill.load(skill) if skill else None,
-        detail=image_detail,
-        diagnostic=diagnostic_instruction,
-        traces=load_traces(trace_context) if trace_context else None,
-        image_root=image_root,
-        allow_any_path=allow_any_path,
-    )
+    loaded_skill = Skill.load(skill) if skill else None
+    traces = load_traces(trace_context) if trace_context else None
+    try:
+        options = PromptOptions(
+            style=style,
+            templates=templates,
+            skill=loaded_skill,
+            detail=image_detail,
+            diagnostic=diagnostic_instruction,
+            traces=traces,
+            image_root=image_root,
+            allow_any_path=allow_any_path,
+        )
+    except ValueError as exc:  # options that do not go together
+        raise click.UsageError(str(exc)) from None
     problems, writer = Problems(), JsonlWriter()
     for source, item in read_records(inputs, problems, parse_item):
         try:
@@ -290,6 +311,42 @@ def import_(
     problems = Problems()
     import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
     exit_for(problems, skip_bad)
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@PROMPTS
+@click.option(
+    "--copy-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Write the templates (with --prompts' replacements) into DIR, to edit and pass as --prompts.",
+)
+def templates(names: tuple[str, ...], templates: Any, copy_to: Path | None) -> None:
+    """List the prompt templates: name, SHA-256, where each comes from, placeholders.
+
+    A file NAME.md in the folder given to --prompts replaces bv's NAME.md in every stage
+    that renders it (prompt, rollout's refinement turns, the LLM judge).
+
+    \b
+    Examples:
+      bv templates --copy-to my-prompts/ judge.md && $EDITOR my-prompts/judge.md
+      bv templates --prompts my-prompts/
+    """
+    from bv.templates import TemplateError, copy_templates, describe
+
+    if copy_to is None:
+        if names:
+            raise click.UsageError("template names go with --copy-to")
+        with reader_may_leave():
+            for line in describe(templates):
+                click.echo(line)
+        return
+    try:
+        written = copy_templates(templates, copy_to, names)
+    except TemplateError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"bv templates: wrote {written} template(s) to {copy_to}", err=True)
 
 
 @cli.group()

@@ -47,6 +47,29 @@ CACHE = click.option(
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
 
 
+def _load_templates(ctx: click.Context, param: click.Parameter, folder: Path | None) -> Any:
+    """bv's templates with DIR's replacements; a folder bv cannot use is a usage error (exit 2)."""
+    from bv.templates import TemplateError, Templates
+
+    try:
+        templates = Templates.load(folder)
+    except TemplateError as exc:
+        raise click.BadParameter(str(exc)) from None
+    for warning in templates.warnings:
+        click.echo(f"bv: warning: {warning}", err=True)
+    return templates
+
+
+PROMPTS = click.option(
+    "--prompts",
+    "templates",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    callback=_load_templates,
+    metavar="DIR",
+    help="Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them).",
+)
+
+
 @contextlib.contextmanager
 def reader_may_leave() -> Iterator[None]:
     """Writing a report to stdout: a reader that leaves (`| head`) ends bv quietly with 0, where

@@ -13,6 +13,7 @@ from bv.cli_common import (
     INPUTS,
     JOBS,
     NO_CACHE,
+    PROMPTS,
     QUIET,
     RETRIES,
     SKIP_BAD,
@@ -67,6 +68,7 @@ BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
     show_default=True,
     help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
 )
+@PROMPTS
 @click.option(
     "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
 )
@@ -108,6 +110,7 @@ def rollout(
     shard: str | None,
     repeats: int,
     max_turns: int,
+    templates: Any,
     max_tokens: int | None,
     temperature: float | None,
     seed: int | None,
@@ -133,6 +136,7 @@ def rollout(
       bv prompt items.jsonl | bv rollout -m gpt-4o -j 32 > rollouts.jsonl
       bv rollout --base-url http://gpu1:8000/v1 --base-url http://gpu2:8000/v1 -m Qwen2.5-VL-7B p.jsonl
       bv rollout --backend chance --repeats 3 prompts.jsonl
+      bv rollout -m MODEL --repeats 3 -p 'reasoning={"enabled": true}' paper-prompts.jsonl
       bv rollout --backend exec -m gpt-5-codex --artifacts runs/ \\
         --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
         --output-last-message {last_message} {prompt}'
@@ -163,7 +167,12 @@ def rollout(
         exec_cmd=exec_cmd,
     )
     options = RolloutOptions(
-        max_turns=max_turns, repeats=repeats, params=params, shard=parse_shard(shard), artifacts=artifacts
+        max_turns=max_turns,
+        repeats=repeats,
+        params=params,
+        shard=parse_shard(shard),
+        artifacts=artifacts,
+        templates=templates,
     )
     settings = RunSettings(
         jobs=jobs,
@@ -192,6 +201,7 @@ def rollout(
     "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
 )
 @click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@PROMPTS
 @JOBS
 @RETRIES
 @TIMEOUT
@@ -205,6 +215,7 @@ def judge(
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
+    templates: Any,
     jobs: int,
     retries: int,
     timeout: float,
@@ -240,5 +251,5 @@ def judge(
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
-    problems, outcome = run_judge(inputs, mode, judge_config, settings)
+    problems, outcome = run_judge(inputs, mode, judge_config, settings, templates)
     leave(exit_status(problems, skip_bad, outcome))

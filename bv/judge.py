@@ -22,25 +22,30 @@ from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
-from bv.prompting import render, template
 from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
+from bv.templates import BV_TEMPLATES, Templates
 
 JUDGE_PARAMS = {"temperature": 0}
 
 
-def judge_version() -> str:
-    """A short hash of the judge prompt and the rules: rows with another version were judged differently."""
-    blob = template("judge") + "\0" + RULES_VERSION
+def judge_version(templates: Templates = BV_TEMPLATES) -> str:
+    """A short hash of the judge prompt (bv's or the user's replacement) and the rules: rows with
+    another version were judged differently."""
+    blob = templates.text("judge") + "\0" + RULES_VERSION
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def judge_messages(record: dict[str, Any], extracted: str | None) -> list[dict[str, str]]:
+def judge_messages(
+    record: dict[str, Any], extracted: str | None, templates: Templates = BV_TEMPLATES
+) -> list[dict[str, str]]:
     question = record["question"].strip()
     if record["ans_type"] == "choice":
         question += "\n\n" + choice_lines(record["choices"])
     gold = " or ".join(record["answer"])
-    text = render("judge", question=question, gold=gold, answer="None" if extracted is None else extracted)
+    text = templates.render(
+        "judge", question=question, gold=gold, answer="None" if extracted is None else extracted
+    )
     return [{"role": "user", "content": text}]
 
 
@@ -62,6 +67,7 @@ def parse_verdict(reply: str) -> int | None:
 @dataclass
 class LLMJudge:
     caller: Caller
+    templates: Templates = BV_TEMPLATES
 
     @property
     def model(self) -> str:
@@ -72,7 +78,7 @@ class LLMJudge:
     ) -> tuple[int | None, str | None, str | None]:
         """(hard, raw reply, error) from the LLM judge."""
         try:
-            reply, _ = await self.caller.call(judge_messages(record, extracted), JUDGE_PARAMS)
+            reply, _ = await self.caller.call(judge_messages(record, extracted, self.templates), JUDGE_PARAMS)
         except ItemFailure as exc:
             return None, None, f"judge request failed: {exc}"
         except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
@@ -81,14 +87,27 @@ class LLMJudge:
         return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
 
 
-async def judge_one(record: dict[str, Any], mode: str, llm: LLMJudge | None, version: str) -> dict[str, Any]:
-    """One judged row: the record with the judge fields replaced."""
+async def judge_one(
+    record: dict[str, Any],
+    mode: str,
+    llm: LLMJudge | None,
+    version: str,
+    templates: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One judged row: the record with the judge fields replaced (`templates`: the replaced
+    judge template recorded, by name and SHA-256)."""
     row = without_stage(record, "judge")
     extracted = extract_answer(record.get("response"))
     verdict = decide(row, extracted)
     row.update(
-        extracted=extracted, judge_version=version, judge_model=None, judge_reply=None, judge_error=None
+        extracted=extracted,
+        judge_version=version,
+        judge_model=None,
+        judge_reply=None,
+        judge_error=None,
     )
+    if templates:
+        row["judge_templates"] = templates
     if llm is not None and (mode == "llm" or (mode == "auto" and verdict.hard is None)):
         hard, reply, error = await llm.verdict(row, extracted)
         row.update(
@@ -111,7 +130,11 @@ async def judge_one(record: dict[str, Any], mode: str, llm: LLMJudge | None, ver
 
 
 def run_judge(
-    inputs: tuple[str, ...], mode: str, judge_config: dict[str, Any], settings: RunSettings
+    inputs: tuple[str, ...],
+    mode: str,
+    judge_config: dict[str, Any],
+    settings: RunSettings,
+    templates: Templates = BV_TEMPLATES,
 ) -> tuple[Problems, Outcome]:
     """The whole stage: read rollout rows, judge them, write them in input order to stdout."""
     problems = Problems()
@@ -138,11 +161,12 @@ def run_judge(
             )
     stats = Stats()
     stopping = asyncio.Event()
-    llm = LLMJudge(Caller.for_run(backend, settings, stats, stopping)) if backend is not None else None
-    version = judge_version()
+    caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
+    llm = LLMJudge(caller, templates) if caller is not None else None
+    version, recorded = judge_version(templates), templates.recorded("judge")
 
     async def one(record: dict[str, Any]) -> dict[str, Any]:
-        row = await judge_one(record, mode, llm, version)
+        row = await judge_one(record, mode, llm, version, recorded)
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None

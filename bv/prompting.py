@@ -1,42 +1,33 @@
-"""The prompt stage: items to chat requests, with every text taken from prompts/.
+"""The prompt stage: items to chat requests, with every text taken from bv's templates
+(prompts/, or the user's replacements, see bv.templates).
 
-The message layout follows the reference implementation: a system prompt with an optional
-`## Skill` section, then one user message holding the text (an optional trace snapshot,
-the question, the choices or the blank instruction, an optional training readout) and the
-image as an `image_url` part that points at the file; the bytes are attached at send time.
+Two layouts (`style`). `bv`, the default, follows the reference implementation: a system
+prompt with an optional `## Skill` section, then one user message holding the text (an
+optional trace snapshot, the question, the choices or the blank instruction, an optional
+training readout) and then the image. `official` follows the BabyVision paper's evaluation:
+no system prompt, one user message holding the image and then the text (the question, a
+`Choices:` block of `(A) text` lines, one boxed-answer instruction). Either way the image
+part points at the file; the bytes are attached at send time. docs/protocol.md compares them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
-from bv.records import SCHEMA_VERSION, choice_lines, without_stage
+from bv.records import SCHEMA_VERSION, choice_lines, official_choice_lines, without_stage
+from bv.templates import BV_TEMPLATES, Templates
 
-
-@cache
-def template(name: str) -> str:
-    """The text of prompts/<name>.md, as packaged with bv."""
-    return resources.files("bv.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
-
-
-_SLOT = re.compile(r"\{\{(\w+)\}\}")
-
-
-def render(name: str, **values: str) -> str:
-    """Fill the `{{key}}` slots of a template in one pass, so a value is never searched for slots
-    (a question may contain `{{gold}}`). Blank lines left by empty slots fold into one; the
-    values themselves are left as they are."""
-    text = _SLOT.sub(lambda m: m.group(0) if values[m.group(1)] else "", template(name))
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    return _SLOT.sub(lambda m: values[m.group(1)], text)
+STYLES = ("bv", "official")
+# The templates each style renders (refine.md is rendered by bv rollout, judge.md by bv judge).
+STYLE_TEMPLATES = {
+    "bv": ("system", "skill", "trace", "question", "choices", "blank", "readout"),
+    "official": ("official_choices", "official_answer"),
+}
 
 
 @dataclass(frozen=True)
@@ -58,32 +49,47 @@ class Skill:
             raise BadRecord(f"--skill {path}: not UTF-8 text") from None
 
 
-def system_prompt(skill: Skill | None) -> str:
-    section = render("skill", skill=skill.text) if skill and skill.text else ""
-    return render("system", skill=section)
+def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:
+    section = templates.render("skill", skill=skill.text) if skill and skill.text else ""
+    return templates.render("system", skill=section)
 
 
-def user_text(item: dict[str, Any], trace: str | None = None, diagnostic: str | None = None) -> str:
+def user_text(
+    item: dict[str, Any],
+    trace: str | None = None,
+    diagnostic: str | None = None,
+    templates: Templates = BV_TEMPLATES,
+) -> str:
+    """The text of bv's user message: sections joined by blank lines."""
     parts = []
     if trace:
-        parts.append(render("trace", trace=trace.strip()))
-    parts.append(render("question", question=item["question"].strip()))
+        parts.append(templates.render("trace", trace=trace.strip()))
+    parts.append(templates.render("question", question=item["question"].strip()))
     if item["ans_type"] == "choice":
-        parts.append(render("choices", choices=choice_lines(item["choices"])))
+        parts.append(templates.render("choices", choices=choice_lines(item["choices"])))
     else:
-        parts.append(render("blank"))
+        parts.append(templates.render("blank"))
     if diagnostic:
-        parts.append(render("readout", instruction=diagnostic.strip()))
+        parts.append(templates.render("readout", instruction=diagnostic.strip()))
     return "\n\n".join(parts)
 
 
-def refine_text(previous_reply: str) -> str:
+def official_text(item: dict[str, Any], templates: Templates = BV_TEMPLATES) -> str:
+    """The text of the paper's user message: lines, no headings, no blank lines."""
+    lines = [item["question"].strip()]
+    if item["ans_type"] == "choice":
+        lines.append(templates.render("official_choices", choices=official_choice_lines(item["choices"])))
+    lines.append(templates.render("official_answer"))
+    return "\n".join(line for line in lines if line)
+
+
+def refine_text(previous_reply: str, templates: Templates = BV_TEMPLATES) -> str:
     """The follow-up turn sent when a reply has no \\boxed{} answer."""
     lines = [line.strip() for line in previous_reply.strip().splitlines() if line.strip()]
     previous = lines[-1] if lines else "(empty reply)"
     if len(previous) > 300:
         previous = "…" + previous[-300:]
-    return render("refine", previous=previous)
+    return templates.render("refine", previous=previous)
 
 
 def image_part(url: str, detail: str) -> dict[str, Any]:
@@ -95,6 +101,8 @@ def image_part(url: str, detail: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PromptOptions:
+    style: str = "bv"  # one of STYLES
+    templates: Templates = BV_TEMPLATES
     skill: Skill | None = None
     detail: str = "auto"
     diagnostic: str | None = None
@@ -102,25 +110,45 @@ class PromptOptions:
     image_root: Path | None = None  # for items read from stdin
     allow_any_path: bool = False
 
+    def __post_init__(self) -> None:
+        if self.style not in STYLES:
+            raise ValueError(f"unknown prompt style {self.style!r}")
+        if self.style == "official" and (self.skill or self.diagnostic or self.traces is not None):
+            raise ValueError(
+                "--style official has no system prompt and no sections, so it takes no --skill,"
+                " --diagnostic-instruction or --trace-context; use --style bv for skill work"
+                " (docs/protocol.md)"
+            )
+
 
 def build_prompt(item: dict[str, Any], folder: Path | None, options: PromptOptions) -> dict[str, Any]:
     """One prompt record: the item as given plus the chat messages, whose image parts name the
     resolved files by `file://` URL (the item's `images` stay as written in the items file)."""
     root = folder or options.image_root or Path.cwd()
     paths = [resolve_image(p, root, options.allow_any_path) for p in item["images"]]
-    trace = (options.traces or {}).get(item["id"])
-    content: list[dict[str, Any]] = [
-        {"type": "text", "text": user_text(item, trace=trace, diagnostic=options.diagnostic)}
-    ]
-    content += [image_part(file_url(p), options.detail) for p in paths]
+    images = [image_part(file_url(p), options.detail) for p in paths]
+    templates = options.templates
     record = without_stage(item, "prompt")
     record["schema"] = SCHEMA_VERSION
-    record["messages"] = [
-        {"role": "system", "content": system_prompt(options.skill)},
-        {"role": "user", "content": content},
-    ]
+    if options.style == "official":
+        record["messages"] = [
+            {"role": "user", "content": [*images, {"type": "text", "text": official_text(item, templates)}]}
+        ]
+    else:
+        trace = (options.traces or {}).get(item["id"])
+        text = user_text(item, trace=trace, diagnostic=options.diagnostic, templates=templates)
+        record["messages"] = [
+            {"role": "system", "content": system_prompt(options.skill, templates)},
+            {"role": "user", "content": [{"type": "text", "text": text}, *images]},
+        ]
     skill = options.skill
     record["skill"] = {"name": skill.name, "sha256": skill.sha256} if skill and skill.text else None
+    # Written only when they differ from the default, so a default run's records stay as they were.
+    if options.style != "bv":
+        record["style"] = options.style
+    recorded = templates.recorded(*STYLE_TEMPLATES[options.style])
+    if recorded:
+        record["templates"] = recorded
     return record
 
 

@@ -5,12 +5,13 @@ stage can be re-run later on a file. A record is a flat JSON object (easy to `jq
 
     item    (bv prompt reads; `bv import` writes)  id, question, ans_type, choices, answer,
                                                     type, subtype, images, cot
-    prompt  (bv prompt adds)                        schema, messages, skill
+    prompt  (bv prompt adds)                        schema, messages, skill, style, templates
     rollout (bv rollout adds)                       run, backend, model, params, response,
-                                                    turns, usage, latency_s, error
+                                                    turns, usage, latency_s, error,
+                                                    rollout_templates
     judge   (bv judge adds)                         extracted, hard, decided_by, undecided,
                                                     judge_reason, judge_model, judge_reply,
-                                                    judge_error, judge_version
+                                                    judge_error, judge_version, judge_templates
 
 docs/formats.md shows an example of each. Re-running a stage first drops the fields of
 that stage and of every later one, so a re-judged row keeps its rollout untouched.
@@ -26,8 +27,21 @@ from bv.errors import BadRecord
 
 SCHEMA_VERSION = 1
 
-PROMPT_FIELDS = ("schema", "messages", "skill")
-ROLLOUT_FIELDS = ("run", "backend", "model", "params", "response", "turns", "usage", "latency_s", "error")
+# `templates`, `rollout_templates`, `judge_templates`: the templates each stage rendered from
+# a user's replacement (`--prompts DIR`), by name with their SHA-256; absent when none.
+PROMPT_FIELDS = ("schema", "messages", "skill", "style", "templates")
+ROLLOUT_FIELDS = (
+    "run",
+    "backend",
+    "model",
+    "params",
+    "response",
+    "turns",
+    "usage",
+    "latency_s",
+    "error",
+    "rollout_templates",
+)
 JUDGE_FIELDS = (
     "extracted",
     "hard",
@@ -38,6 +52,7 @@ JUDGE_FIELDS = (
     "judge_reply",
     "judge_error",
     "judge_version",
+    "judge_templates",
 )
 STAGE_FIELDS = {"prompt": PROMPT_FIELDS, "rollout": ROLLOUT_FIELDS, "judge": JUDGE_FIELDS}
 STAGES = tuple(STAGE_FIELDS)
@@ -186,6 +201,15 @@ def choice_lines(choices: list[dict[str, str]]) -> str:
 
 
 CHOICE_LINE = re.compile(r"^(\S+)\. ", re.MULTILINE)
+
+
+def official_choice_lines(choices: list[dict[str, str]]) -> str:
+    """Choices as `(A) text` lines, as the paper's evaluation writes them (`--style official`;
+    read back with OFFICIAL_CHOICE_LINE)."""
+    return "\n".join(f"({c['label']}) {c['text']}" for c in choices)
+
+
+OFFICIAL_CHOICE_LINE = re.compile(r"^\(([^\s)]+)\) ", re.MULTILINE)
 
 
 def message_text(content: Any, image_marks: bool = False) -> str:

@@ -26,6 +26,7 @@ from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.progress import Stats
 from bv.prompting import refine_text
 from bv.records import check_prompt_record, without_stage
+from bv.templates import BV_TEMPLATES, Templates
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class RolloutOptions:
     params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
     shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
     artifacts: Path | None = None  # write each row's prompts and conversation under this folder
+    templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
+
+    @property
+    def recorded_templates(self) -> dict[str, str]:
+        """The replaced templates this rollout may render: refine.md, when there can be a second turn."""
+        return self.templates.recorded("refine") if self.max_turns > 1 else {}
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
@@ -68,7 +75,7 @@ async def rollout_one(
                 break
             conversation += [
                 {"role": "assistant", "content": reply.content},
-                {"role": "user", "content": refine_text(reply.content)},
+                {"role": "user", "content": refine_text(reply.content, options.templates)},
             ]
     except ItemFailure as exc:
         error = str(exc)
@@ -92,6 +99,8 @@ async def rollout_one(
         latency_s=round(time.monotonic() - started, 4),
         error=error,
     )
+    if options.recorded_templates:  # only when a replaced refine.md may have been sent
+        row["rollout_templates"] = options.recorded_templates
     if options.artifacts is not None:
         write_artifacts(options.artifacts, row)
     return row

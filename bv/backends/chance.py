@@ -15,7 +15,7 @@ from typing import Any
 
 from bv.backends import Reply
 from bv.images import map_image_urls
-from bv.records import CHOICE_LINE, message_text
+from bv.records import CHOICE_LINE, OFFICIAL_CHOICE_LINE, message_text
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
@@ -23,13 +23,19 @@ def _user_text(messages: list[dict[str, Any]]) -> str:
     return next((message_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
 
 
+# The choices block of each prompt style: its heading and its option lines
+# (prompts/choices.md and prompts/official_choices.md).
+_CHOICE_BLOCKS = (("## Choices", CHOICE_LINE), ("Choices:\n", OFFICIAL_CHOICE_LINE))
+
+
 def _labels(messages: list[dict[str, Any]]) -> list[str]:
-    """The option labels, read back from the `## Choices` block of the question (prompts/choices.md)."""
+    """The option labels, read back from the choices block of the question."""
     text = _user_text(messages)
-    if "## Choices" not in text:
-        return []
-    block = text.split("## Choices", 1)[1].strip().split("\n\n", 1)[0]
-    return CHOICE_LINE.findall(block)
+    for heading, line in _CHOICE_BLOCKS:
+        if heading in text:
+            block = text.split(heading, 1)[1].strip().split("\n\n", 1)[0]
+            return line.findall(block)
+    return []
 
 
 class ChanceBackend:

@@ -278,9 +278,9 @@ def split_skill(system: str) -> tuple[str, str | None]:
 def _template_heading_after_skill() -> str | None:
     """The first `## ` heading of bv's system template after its `{{skill}}` slot, if any."""
     try:
-        from bv.prompting import template
+        from bv.templates import packaged
 
-        after = template("system").split("{{skill}}", 1)[1]
+        after = packaged("system").split("{{skill}}", 1)[1]
     except (ImportError, OSError, IndexError):
         return None
     heading = re.search(r"^## .*$", after, re.MULTILINE)
