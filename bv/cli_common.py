@@ -55,7 +55,7 @@ def _load_templates(ctx: click.Context, param: click.Parameter, folder: Path | N
         templates = Templates.load(folder)
     except TemplateError as exc:
         raise click.BadParameter(str(exc)) from None
-    for warning in templates.warnings:
+    for warning in templates.warnings_for(ctx.info_name or ""):
         click.echo(f"bv: warning: {warning}", err=True)
     return templates
 

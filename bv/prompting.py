@@ -20,14 +20,9 @@ from typing import Any
 from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
 from bv.records import SCHEMA_VERSION, choice_lines, official_choice_lines, without_stage
-from bv.templates import BV_TEMPLATES, Templates
+from bv.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
 
-STYLES = ("bv", "official")
-# The templates each style renders (refine.md is rendered by bv rollout, judge.md by bv judge).
-STYLE_TEMPLATES = {
-    "bv": ("system", "skill", "trace", "question", "choices", "blank", "readout"),
-    "official": ("official_choices", "official_answer"),
-}
+STYLES = tuple(STYLE_TEMPLATES)
 
 
 @dataclass(frozen=True)

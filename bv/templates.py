@@ -22,6 +22,18 @@ _SLOT = re.compile(r"\{\{(\w+)\}\}")
 _LOOKS_LIKE_SLOT = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 
+# The templates each prompt style renders, and the templates each stage renders.
+STYLE_TEMPLATES = {
+    "bv": ("system", "skill", "trace", "question", "choices", "blank", "readout"),
+    "official": ("official_choices", "official_answer"),
+}
+STAGE_TEMPLATES = {
+    "prompt": STYLE_TEMPLATES["bv"] + STYLE_TEMPLATES["official"],
+    "rollout": ("refine",),  # the refinement turn
+    "judge": ("judge",),  # the LLM judge
+}
+
+
 class TemplateError(ValueError):
     """A `--prompts` folder bv cannot use: said to the user, who fixes the folder."""
 
@@ -54,7 +66,7 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _check(path: Path, name: str, text: str) -> list[str]:
+def _check(path: Path, name: str, text: str) -> list[tuple[str, str]]:
     """Raise TemplateError for a placeholder the template `name` does not have; return warnings
     for the placeholders it has that the replacement leaves out."""
     allowed = placeholders(packaged(name))
@@ -66,9 +78,8 @@ def _check(path: Path, name: str, text: str) -> list[str]:
                 f"{_shown(path)}: unknown placeholder {found} in {name}.md (it may use {may})"
             )
     used = placeholders(text)
-    return [
-        f"{_shown(path)} leaves out {{{{{p}}}}}: that value is not sent" for p in allowed if p not in used
-    ]
+    left_out = [p for p in allowed if p not in used]
+    return [(name, f"{_shown(path)} leaves out {{{{{p}}}}}: that value is not sent") for p in left_out]
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,7 @@ class Templates:
 
     overrides: dict[str, str] = field(default_factory=dict)  # template name -> replacement text
     folder: Path | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[tuple[str, str], ...] = ()  # (template name, what is odd about its replacement)
 
     @classmethod
     def load(cls, folder: Path | None) -> Templates:
@@ -90,7 +101,7 @@ class Templates:
         except OSError as exc:
             raise TemplateError(f"{_shown(folder)}: {exc.strerror or exc}") from None
         overrides: dict[str, str] = {}
-        warnings: list[str] = []
+        warnings: list[tuple[str, str]] = []
         known = names()
         for path in entries:
             if path.name.startswith("."):
@@ -104,6 +115,11 @@ class Templates:
             overrides[name] = _read(path)
             warnings += _check(path, name, overrides[name])
         return cls(overrides=overrides, folder=folder, warnings=tuple(warnings))
+
+    def warnings_for(self, stage: str) -> list[str]:
+        """The warnings about replacements of the templates `stage` renders (all, for another name)."""
+        rendered = STAGE_TEMPLATES.get(stage, names())
+        return [message for name, message in self.warnings if name in rendered]
 
     def text(self, name: str) -> str:
         return self.overrides[name] if name in self.overrides else packaged(name)

@@ -14,7 +14,7 @@ from PIL import Image
 from bv.judge import judge_version
 from bv.prompting import PromptOptions, Skill
 from bv.records import parse_item
-from bv.templates import Templates, packaged
+from bv.templates import STAGE_TEMPLATES, Templates, names, packaged
 
 INSTRUCTION = packaged("official_answer").strip()
 PAPER_WORDING = "Think about the question and give your final answer in \\boxed{Answer} format."
@@ -179,6 +179,12 @@ def test_template_files_that_are_hidden_or_not_text(items, tmp_path):
     (prompts / "question.md").write_text("No question here.")
     result = sh(f"bv prompt --prompts {prompts} {items}")
     assert result.returncode == 0 and "question.md leaves out {{question}}" in result.stderr
+    judge = sh(f"bv judge --mode rules --prompts {prompts} /dev/null")
+    assert judge.returncode == 0 and "leaves out" not in judge.stderr  # the judge does not render it
+
+
+def test_every_template_is_rendered_by_a_stage():
+    assert set(sum(STAGE_TEMPLATES.values(), ())) == set(names())
 
 
 def test_the_judge_version_follows_the_judge_template(tmp_path):
