@@ -25,11 +25,12 @@ def safe_name(item_id: str) -> str:
     return name
 
 
-def write_artifacts(root: Path, row: dict[str, Any]) -> None:
-    """Write one rolled-out row's artifacts. They are a by-product: failing to write them (a full
-    disk) is said on stderr and never costs the row itself."""
+def write_artifacts(root: Path, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+    """Write one rolled-out row's artifacts; `conversation` is every message sent and received,
+    follow-up prompts of later turns included. They are a by-product: failing to write them (a
+    full disk) is said on stderr and never costs the row itself."""
     try:
-        _write(root / str(row["run"]) / safe_name(str(row["id"])), row)
+        _write(root / str(row["run"]) / safe_name(str(row["id"])), row, conversation)
     except OSError as exc:
         sys.stderr.write(
             f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
@@ -37,7 +38,7 @@ def write_artifacts(root: Path, row: dict[str, Any]) -> None:
         )
 
 
-def _write(folder: Path, row: dict[str, Any]) -> None:
+def _write(folder: Path, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     messages = row["messages"]
     system = next((m for m in messages if m.get("role") == "system"), {"content": ""})
@@ -46,13 +47,13 @@ def _write(folder: Path, row: dict[str, Any]) -> None:
         message_text(system["content"], image_marks=True) + "\n", encoding="utf-8"
     )
     (folder / "user.md").write_text(message_text(user["content"], image_marks=True) + "\n", encoding="utf-8")
-    conversation = {
+    record = {
         "id": row["id"],
         "run": row["run"],
         "backend": row["backend"],
         "model": row["model"],
         "params": row["params"],
-        "messages": messages,
+        "messages": conversation,
         "turns": row["turns"],
         "response": row["response"],
         "error": row["error"],
@@ -60,5 +61,5 @@ def _write(folder: Path, row: dict[str, Any]) -> None:
         "latency_s": row["latency_s"],
     }
     (folder / "conversation.json").write_text(
-        json.dumps(conversation, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )

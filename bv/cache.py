@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ def request_key(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _date(epoch: float) -> str:
+    """A time stamp people read: ISO 8601, UTC, to the second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class ReplyCache:
     """get/put of finished replies; each put is its own transaction, durable once it returns."""
 
@@ -103,7 +109,7 @@ class ReplyCache:
             "bytes": sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*")),
             "replies": sum(r[2] for r in rows),
             "models": [
-                {"backend": b, "model": m, "replies": n, "first": first, "last": last}
+                {"backend": b, "model": m, "replies": n, "first": _date(first), "last": _date(last)}
                 for b, m, n, first, last in rows
             ],
         }

@@ -109,12 +109,18 @@ def prompt(
         )
     except ValueError as exc:  # options that do not go together
         raise click.UsageError(str(exc)) from None
+    from bv.progress import stdin_notice
+
+    stdin_notice(inputs, "items")
     problems, writer = Problems(), JsonlWriter()
     for source, item in read_records(inputs, problems, parse_item):
         try:
             writer.write(build_prompt(item, source.folder, options))
         except BadRecord as exc:
-            problems.report(source, str(exc))
+            why = str(exc)
+            if source.folder is None and image_root is None and "file not found" in why:
+                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
+            problems.report(source, why)
     exit_for(problems, skip_bad)
 
 
@@ -140,9 +146,11 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     """
     from bv.jsonl import Problems, read_records
     from bv.merge import check_inputs, merge_rows, ordered_keys, write_rows
+    from bv.progress import stdin_notice
     from bv.records import check_row
 
     check_inputs(inputs)
+    stdin_notice(inputs, "rows")
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
@@ -222,9 +230,11 @@ def report(
       bv report results.jsonl --html report.html --fail-under 0.30
     """
     from bv.jsonl import Problems
+    from bv.progress import stdin_notice
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import Input, below, build_report, input_names, warnings
 
+    stdin_notice(inputs, "judged rows")
     problems = Problems()
     sources = [Input(name, path) for name, path in input_names(inputs or ("-",))]
     built, kept = build_report(
@@ -383,23 +393,34 @@ def cache_stats(cache_path: Path | None) -> None:
 @CACHE
 @click.option("--model", help="Only this model's replies.")
 @click.option("--older-than", type=click.FloatRange(min=0), help="Only replies older than this many days.")
-def cache_clear(cache_path: Path | None, model: str | None, older_than: float | None) -> None:
-    """Delete cached replies (all, one model's, or old ones).
+@click.option("--all", "everything", is_flag=True, help="Every reply; needed when no filter is given.")
+def cache_clear(
+    cache_path: Path | None, model: str | None, older_than: float | None, everything: bool
+) -> None:
+    """Delete cached replies (one model's, old ones, or --all).
 
     \b
     Examples:
       bv cache clear --model gpt-4o
       bv cache clear --older-than 30
+      bv cache clear --all
     """
     from bv.cache import ReplyCache
 
     path = cache_path or default_cache()
-    deleted = (
-        ReplyCache(path).clear(model, None if older_than is None else older_than * 86400)
-        if path.exists()
-        else 0
-    )
-    click.echo(f"bv cache: deleted {deleted} replies from {path}", err=True)
+    cache = ReplyCache(path) if path.exists() else None
+    if cache is not None and model is None and older_than is None and not everything:
+        replies = cache.stats()["replies"]
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise click.UsageError(
+                f"this would delete all {replies} cached replies in {path}; add --all to do so,"
+                " or choose some with --model or --older-than"
+            )
+        if not click.confirm(f"Delete all {replies} cached replies in {path}?", err=True):
+            click.echo("bv cache: nothing deleted", err=True)
+            return
+    deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
+    click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
 
 
 def main() -> None:

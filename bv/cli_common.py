@@ -96,11 +96,13 @@ def exit_status(problems: Any, skip_bad: bool, outcome: Any = None) -> int:
             return 130
         if outcome.broken_rows:
             return 1
+    problems.finish()
     if problems.count:
-        click.echo(f"bv: {problems.count} bad input line(s)" + (" skipped" if skip_bad else ""), err=True)
+        lines = "line" if problems.count == 1 else "lines"
+        click.echo(f"bv: {problems.count} bad input {lines}" + (" skipped" if skip_bad else ""), err=True)
         if not skip_bad:
             return 1
-    return 0
+    return 1 if problems.files else 0
 
 
 def exit_for(problems: Any, skip_bad: bool) -> None:

@@ -90,7 +90,8 @@ BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write each row's system prompt, user prompt and conversation.json under DIR/<run>/<id>/.",
+    help="Write each row's system prompt, user prompt and conversation.json (every message of every"
+    " turn) under DIR/<run>/<id>/.",
 )
 @click.option(
     "--exec-cmd",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -34,20 +35,52 @@ class Source:
         return f"{self.name}:{self.line}"
 
 
+SHOWN_ALIKE = 3  # messages of one kind shown before the rest are only counted
+_NUMBERS = re.compile(r"\d+")
+
+
 @dataclass
 class Problems:
-    """Bad input lines seen so far; reported as they happen, counted for the exit code."""
+    """Bad input lines seen so far; reported as they happen (the first few of each kind, then one
+    count at `finish`), counted for the exit code. Files that cannot be opened are counted apart."""
 
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
     count: int = 0
+    files: int = 0  # inputs that could not be opened
+    _alike: dict[str, list] = field(default_factory=dict)  # kind: [times seen, first text]
 
     def report(self, where: Source | str, why: str) -> None:
         self.count += 1
-        self.stream.write(f"bv: {where}: {why}\n")
-        self.stream.flush()
+        self._say(where, why)
 
     def warn(self, where: Source | str, why: str) -> None:
-        self.stream.write(f"bv: {where}: warning: {why}\n")
+        self._say(where, f"warning: {why}")
+
+    def cannot_open(self, path: str, exc: OSError) -> None:
+        self.files += 1
+        why = (
+            "file not found" if isinstance(exc, FileNotFoundError) else f"cannot open: {exc.strerror or exc}"
+        )
+        self.stream.write(f"bv: error: {path}: {why}\n")
+        self.stream.flush()
+
+    def _say(self, where: Source | str, text: str) -> None:
+        kind = _NUMBERS.sub("#", text) if len(self._alike) < 1000 else "other"
+        seen = self._alike.setdefault(kind, [0, text])
+        seen[0] += 1
+        if seen[0] <= SHOWN_ALIKE:
+            self.stream.write(f"bv: {where}: {text}\n")
+            self.stream.flush()
+
+    def finish(self) -> None:
+        """Say how many messages of each kind were held back."""
+        for seen, text in self._alike.values():
+            if seen > SHOWN_ALIKE:
+                more = seen - SHOWN_ALIKE
+                self.stream.write(
+                    f"bv: … and {more} more {'line' if more == 1 else 'lines'} like this ({text})\n"
+                )
+        self._alike.clear()
         self.stream.flush()
 
 
@@ -79,7 +112,7 @@ def read_json_lines(paths: Iterable[str], problems: Problems) -> Iterator[tuple[
         try:
             stream, name, folder = _open(path)
         except OSError as exc:
-            problems.report(path, f"cannot open: {exc.strerror or exc}")
+            problems.cannot_open(path, exc)
             continue
         try:
             yield from _parse_stream(stream, name, folder, problems)

@@ -21,7 +21,7 @@ from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
 from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.progress import Stats
+from bv.progress import Stats, stdin_notice
 from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 from bv.templates import BV_TEMPLATES, Templates
@@ -154,11 +154,12 @@ def run_judge(
             backend = make_backend("openai", **judge_config)
         elif mode == "llm":
             raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
-        else:
+        elif not settings.quiet:
             problems.stream.write(
-                "bv judge: warning: no LLM judge configured (--judge-model);"
-                " judging by rules only, undecided rows count wrong\n"
+                "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
+                " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
             )
+    stdin_notice(inputs, "rollout rows", settings.quiet)
     stats = Stats()
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
@@ -170,6 +171,7 @@ def run_judge(
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
+        stats.decided["undecided" if row["undecided"] else row["decided_by"]] += 1
         return row
 
     records = (record for _, record in read_records(inputs, problems, check_rollout_record))
@@ -177,7 +179,7 @@ def run_judge(
         records,
         one,
         JsonlWriter().write,
-        settings=replace(settings, ordered=True, quiet=settings.quiet or backend is None),
+        settings=replace(settings, ordered=True),
         stats=stats,
         label="judge",
         stopping=stopping,

@@ -5,13 +5,15 @@ every few seconds otherwise (logs, CI), one summary line at the end, nothing wit
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO
 
-from bv.stats import human_count
+from bv.stats import counted, human_count
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     waiting: Counter = field(default_factory=Counter)
+    decided: Counter = field(default_factory=Counter)  # judge: rows by who decided (rules, llm, ...)
     started: float = field(default_factory=time.monotonic)
 
     def add_usage(self, usage: dict[str, int]) -> None:
@@ -40,17 +43,33 @@ class Stats:
         detail = ", ".join(f"{reason} ×{n}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
         return f"{sum(reasons.values())} waiting to retry ({detail})"
 
+    def decided_text(self) -> str:
+        """What the judge did: `110 by rules, 37 by LLM, 3 undecided, 0 judge errors`."""
+        names = {"rules": "by rules", "llm": "by LLM", "imported": "imported", "undecided": "undecided"}
+        parts = [f"{self.decided[key]} {name}" for key, name in names.items() if self.decided[key]]
+        return ", ".join([*parts, counted(self.decided["error"], "judge error")])
+
+    def eta(self, elapsed: float) -> str:
+        """Time left at the rate so far, when the total is known."""
+        if self.total is None or not self.done or self.done >= self.total:
+            return ""
+        return "ETA " + duration(elapsed / self.done * (self.total - self.done))
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.started
         done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
-        parts = [
-            f"{done} done",
-            f"{self.errors} errors",
+        parts = [f"{done} done"]
+        eta = self.eta(elapsed)
+        if eta:
+            parts.append(eta)
+        parts += [
+            self.decided_text() if self.decided else counted(self.errors, "error"),
             f"{self.cache_hits} cached",
             f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s",
         ]
-        if self.done:
-            parts.append(f"{100 * self.answered / self.done:.0f}% boxed")
+        replied = self.done - self.errors
+        if replied and not self.decided:
+            parts.append(f"{100 * self.answered / replied:.0f}% boxed")
         waiting = self.waiting_text()
         if waiting:
             parts.append(waiting)
@@ -58,12 +77,58 @@ class Stats:
 
     def summary(self) -> str:
         elapsed = time.monotonic() - self.started
-        return (
-            f"{self.done} rows, {self.errors} errors, {self.cache_hits} cache hits, {self.requests} requests,"
-            f" {human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
-            " completion tokens,"
-            f" {elapsed:.1f} s, {self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
-        )
+        parts = [
+            counted(self.done, "row"),
+            self.decided_text() if self.decided else counted(self.errors, "error"),
+        ]
+        if self.requests or self.cache_hits:  # a judge by rules alone sends nothing
+            parts += [
+                counted(self.cache_hits, "cache hit"),
+                counted(self.requests, "request"),
+                f"{human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
+                " completion tokens",
+            ]
+        parts.append(f"{elapsed:.1f} s")
+        if self.requests or self.cache_hits:
+            parts.append(f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s")
+        return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `3 min 12 s`, `2 h 05 min`."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def stdin_notice(inputs: tuple[str, ...] | list[str], what: str, quiet: bool = False) -> None:
+    """Say once, on a terminal, that the stage waits for records typed on stdin, not silently."""
+    if quiet or (inputs and "-" not in inputs):
+        return
+    try:
+        if sys.stdin.isatty():
+            sys.stderr.write(f"bv: reading {what} from stdin; pipe a file or Ctrl-D\n")
+            sys.stderr.flush()
+    except (ValueError, OSError):  # stdin closed
+        pass
+
+
+def stdin_lines() -> int | None:
+    """Lines left in stdin when it is a regular file (`< prompts.jsonl`), without reading it."""
+    try:
+        fd = sys.stdin.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        offset, lines = os.lseek(fd, 0, os.SEEK_CUR), 0
+        while block := os.pread(fd, 1 << 20, offset):
+            lines += block.count(b"\n")
+            offset += len(block)
+        return lines
+    except (OSError, ValueError):
+        return None
 
 
 class ProgressDisplay:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from bv.errors import StdoutClosed
-from bv.stats import human_count
+from bv.stats import counted, human_count
 
 FIGURES = (
     "n",
@@ -161,7 +161,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             )
         if usage["latency_s_mean"] is not None:
             parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
-        parts.append(f"{usage['unboxed']} replies without \\boxed{{}}")
+        parts.append(f"{counted(usage['unboxed'], 'reply')} without \\boxed{{}}")
         lines.append(f"{summary['name']}: " + "; ".join(parts))
     if finished_only(summaries_of(report)):
         lines.append(
@@ -203,14 +203,19 @@ def provenance_parts(provenance: dict[str, Any]) -> list[str]:
 
 def render_table(report: dict[str, Any], stream: Any) -> None:
     from rich.console import Console
-    from rich.table import Table
 
+    from bv.table_fit import fitted_table
+
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
+            raise StdoutClosed()
+
+    # On a terminal the table fits the window (bv.table_fit); in a pipe or file nothing needs wrapping.
+    console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
     summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
     title = "bv report: " + ", ".join(s["name"] for s in summaries)
-    table = Table(title=title, title_justify="left")
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    table = fitted_table(title, headers, rows, levels, console.width)
     for row, level in zip(rows, levels, strict=True):
         label = {
             "overall": f"[bold]{row[0]}[/]",
@@ -220,12 +225,6 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
         }[level]
         table.add_row(label, *row[1:], end_section=level in ("overall",))
 
-    class QuietConsole(Console):
-        def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
-            raise StdoutClosed()
-
-    # On a terminal rich fits the table to the window; in a pipe or file nothing needs wrapping.
-    console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
     console.print(table)
     for line in notes(report):
         console.print(line, markup=False, highlight=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,10 @@ from typing import Any
 from bv.artifacts import write_artifacts
 from bv.backends import make_backend
 from bv.engine import Caller, Outcome, RunSettings, run_stage
-from bv.errors import ItemFailure
+from bv.errors import BadRecord, ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.progress import Stats
+from bv.progress import Stats, stdin_lines, stdin_notice
 from bv.prompting import refine_text
 from bv.records import check_prompt_record, without_stage
 from bv.templates import BV_TEMPLATES, Templates
@@ -102,22 +102,47 @@ async def rollout_one(
     if options.recorded_templates:  # only when a replaced refine.md may have been sent
         row["rollout_templates"] = options.recorded_templates
     if options.artifacts is not None:
-        write_artifacts(options.artifacts, row)
+        last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
+        write_artifacts(options.artifacts, row, conversation + last)
     return row
 
 
 def count_rows(inputs: Iterable[str]) -> int | None:
-    """Lines in the input files (for a progress total), or None when reading stdin."""
-    if not inputs or "-" in inputs:
-        return None
+    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
     total = 0
-    for path in inputs:
+    for path in inputs or ["-"]:
+        if path == "-":
+            lines = stdin_lines()
+            if lines is None:
+                return None
+            total += lines
+            continue
         try:
             with open(path, "rb") as f:
                 total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
         except OSError:
             pass  # reported when the file is read
     return total
+
+
+def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
+    """check_prompt_record, saying once when the input is items that have not been through bv prompt."""
+    hinted = False
+
+    def parse(value: Any) -> dict[str, Any]:
+        nonlocal hinted
+        try:
+            return check_prompt_record(value)
+        except BadRecord:
+            if not hinted and "messages" not in value and ("question" in value or "taskId" in value):
+                hinted = True
+                problems.stream.write(
+                    "bv rollout: the input holds items, not prompt records: run them through bv prompt"
+                    " first (bv prompt items.jsonl | bv rollout -m MODEL)\n"
+                )
+            raise
+
+    return parse
 
 
 def run_rollout(
@@ -130,13 +155,14 @@ def run_rollout(
     """The whole stage: read prompt records, roll them out, write rows to stdout."""
     problems = Problems()
     backend = make_backend(backend_name, **backend_config)
+    stdin_notice(inputs, "prompt records", settings.quiet)
     total = count_rows(inputs) if options.shard is None else None
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)
     records = (
         record
-        for _, record in read_records(inputs, problems, check_prompt_record)
+        for _, record in read_records(inputs, problems, _prompt_records(problems))
         if in_shard(str(record["id"]), options.shard)
     )
     outcome = run_stage(

@@ -43,3 +43,10 @@ def mcnemar_exact(improved: int, regressed: int) -> float:
 def human_count(n: int) -> str:
     """A count as people read it in a summary line: 812, 12.3k, 1.20M."""
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
+
+
+def counted(n: int, noun: str) -> str:
+    """A count with its noun in the right number: `1 reply`, `2 replies`, `0 errors`."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun[:-1] + 'ies' if noun.endswith('y') and noun[-2] not in 'aeiou' else noun + 's'}"

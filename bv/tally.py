@@ -177,7 +177,7 @@ class Tally:
         if isinstance(latency, (int, float)) and not isinstance(latency, bool):
             self.usage[2] += latency
             self.usage[3] += 1
-        if "response" in row:
+        if "response" in row and not row.get("error"):  # replies only: a failed rollout has none
             if "extracted" in row:  # what bv judge found; the same test as has_answer, done once
                 self.usage[4] += row["extracted"] is None
             else:

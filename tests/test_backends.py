@@ -94,7 +94,7 @@ def test_cache_holds_replies_not_keys_and_can_be_inspected(sample_dir, server, t
     stats = json.loads(sh(f"bv cache stats --cache {cache}").stdout)
     assert stats["replies"] == n and stats["models"][0]["model"] == "model-x"
     assert "deleted 0 replies" in sh(f"bv cache clear --cache {cache} --model other").stderr
-    assert f"deleted {n} replies" in sh(f"bv cache clear --cache {cache}").stderr
+    assert f"deleted {n} replies" in sh(f"bv cache clear --cache {cache} --all").stderr
     assert json.loads(sh(f"bv cache stats --cache {cache}").stdout)["replies"] == 0
 
 

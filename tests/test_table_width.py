@@ -1,0 +1,59 @@
+"""The report table fits the terminal: figures are never cut, group names give way."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import BIN
+from terminal import on_terminal
+
+LONG_TYPE = "Fine-grained Discrimination"
+
+
+def _rows(path):
+    """388 items in two types; one subtype all right (100.0), the overall count 310/388."""
+    rows = []
+    for i in range(388):
+        kind, sub = (LONG_TYPE, "Find the same one among many") if i < 200 else ("Visual Tracking", "Maze")
+        right = i < 200 or i < 310
+        rows.append({"id": str(i), "hard": int(right), "type": kind, "subtype": sub, "ans_type": "choice"})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120])
+def test_figures_are_never_cut(tmp_path, columns):
+    results = tmp_path / "results.jsonl"
+    _rows(results)
+    status, shown, _ = on_terminal([BIN / "bv", "report", results], columns)
+    assert status == 0, shown
+    table = [line for line in shown.splitlines() if "Overall" in line or "Maze" in line or "Find" in line]
+    assert len(table) == 3, shown
+    overall, same, maze = table
+    for figure in ("388", "310/388", "79.9", "75.6–83.6"):
+        assert figure in overall, (figure, shown)
+    assert "200/200" in same and "100.0" in same and "98.1–100.0" in same, shown
+    assert "110/188" in maze and "58.5" in maze, shown
+    assert all(len(line.rstrip()) <= columns for line in shown.splitlines()), shown
+    # The long group name gives way at 80 and 100 columns; it is whole where there is room.
+    assert (LONG_TYPE in shown) == (columns >= 120), shown
+    if columns < 120:
+        assert "Fine-grained Di" in shown and "…" in shown
+
+
+def test_comparison_at_80_columns(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _rows(a)
+    _rows(b)
+    status, shown, _ = on_terminal([BIN / "bv", "report", f"{'x' * 30}={a}", f"y={b}"], 80)
+    assert status == 0, shown
+    overall = next(line for line in shown.splitlines() if "Overall" in line)
+    assert "388/388" in overall and overall.count("79.9") == 2 and "+0.0" in overall, shown
+    assert all(len(line.rstrip()) <= 80 for line in shown.splitlines()), shown
+
+
+def test_a_pipe_gets_the_whole_table(tmp_path):
+    results = tmp_path / "results.jsonl"
+    _rows(results)
+    status, _, out = on_terminal([BIN / "bv", "report", results], 80, stdout_terminal=False)
+    assert status == 0 and LONG_TYPE in out.decode() and "…" not in out.decode()
