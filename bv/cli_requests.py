@@ -28,6 +28,16 @@ from bv.cli_common import (
 BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 
 
+def checked_endpoint(kind: str, **options: Any) -> Any:
+    """The endpoint these options and the environment name, checked before any work (bad: exit 2)."""
+    from bv.endpoints import BadEndpoint, resolve
+
+    try:
+        return resolve(kind, **options)
+    except BadEndpoint as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 @click.command()
 @INPUTS
 @click.option(
@@ -167,6 +177,10 @@ def rollout(
         seed=seed,
         exec_cmd=exec_cmd,
     )
+    if backend in ("openai", "azure"):
+        backend_config["endpoint"] = checked_endpoint(
+            backend, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+        )
     options = RolloutOptions(
         max_turns=max_turns,
         repeats=repeats,
@@ -245,6 +259,8 @@ def judge(
         timeout=timeout,
         jobs=jobs,
     )
+    if mode != "rules" and judge_model:
+        judge_config["endpoint"] = checked_endpoint("openai", role="judge", **judge_config)
     settings = RunSettings(
         jobs=jobs,
         retries=retries,

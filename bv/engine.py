@@ -342,6 +342,7 @@ async def run_stream(
     finally:
         stop_reading.set()
         stopping.set()
+        finishing.set()  # a worker whose cancellation is swallowed (3.11's wait_for) still ends
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bv.backends import make_backend
+from bv.endpoints import resolve
 from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
 from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
@@ -141,17 +141,9 @@ def run_judge(
     backend = None
     if mode != "rules":
         if judge_config.get("model"):
-            if not (
-                judge_config.get("base_urls")
-                or judge_config.get("api_key")
-                or os.environ.get("OPENAI_BASE_URL")
-                or os.environ.get("OPENAI_API_KEY")
-            ):
-                raise Fatal(
-                    "the LLM judge has no endpoint: give --judge-base-url and/or --judge-api-key"
-                    " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with --mode rules"
-                )
-            backend = make_backend("openai", **judge_config)
+            options = {k: v for k, v in judge_config.items() if k != "endpoint"}
+            endpoint = judge_config.get("endpoint") or resolve("openai", role="judge", **options)
+            backend = make_backend("openai", endpoint=endpoint)
         elif mode == "llm":
             raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
         elif not settings.quiet:

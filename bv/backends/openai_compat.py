@@ -1,89 +1,73 @@
 """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, …) and Azure OpenAI.
 
-Requests go through the official `openai` async client over its documented aiohttp
-transport. The body is posted with `client.post("/chat/completions")` rather than
-`client.chat.completions.create`, whose per-request parameter validation costs more CPU
-than the whole rest of a request and caps throughput at high concurrency. Several base
-URLs (replicas of one model) share the load: each request goes to the replica with the
-fewest in flight, and one that keeps failing rests for a while.
+Requests are posted with aiohttp directly, with the headers and URLs the `openai` SDK would
+send (see bv.endpoints for the environment variables read). The SDK's per-request machinery
+(option models, request building, URL parsing) cost about half of bv's CPU at -j 512, and
+reading the body ourselves is what lets bv cap its size while it arrives (bv.backends.replies).
+Several base URLs (replicas of one model) share the load: each request goes to the replica
+with the fewest in flight, and one that keeps failing rests for a while. An endpoint that has
+never answered and keeps refusing connections stops the run at once (Fatal), named.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from bv import secrets
 from bv.backends import BV_PARAMS, Reply
+from bv.backends.replies import clean_text, error_message, parse_completion, read_body
+from bv.endpoints import CONNECT_TIMEOUT_S, Endpoint, describe_transport_error, escape_controls, resolve
 from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
 
-PLACEHOLDER_KEY = "no-key"  # local servers (vLLM, SGLang) accept any key
+FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
 
 
 @dataclass
 class Replica:
     url: str
-    client: Any
+    chat_url: str
     in_flight: int = 0
     failures: int = 0  # consecutive
     rest_until: float = 0.0
+    answered: bool = False  # any HTTP answer at all, even an error status
+    unreachable: int = 0  # connection failures while never answered
+    last_error: str = ""
 
 
 class OpenAIBackend:
     name = "openai"
     cacheable = True
 
-    def __init__(self, model: str, clients: list[tuple[str, Any]]) -> None:
-        self.model = model
-        self.replicas = [Replica(url, client) for url, client in clients]
-        self.endpoint = " ".join(sorted(secrets.public_url(url) for url, _ in clients))
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.config = endpoint
+        self.model = endpoint.model
+        self.endpoint = endpoint.public
+        self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
+        self._headers = endpoint.headers()
+        self._session: Any = None
+        self._diagnosis: asyncio.Future | None = None
 
     @classmethod
     def from_config(
         cls,
+        endpoint: Endpoint | None = None,
         model: str | None = None,
         base_urls: list[str] | tuple[str, ...] = (),
         api_key: str | None = None,
         timeout: float = 600.0,
         jobs: int = 8,
-        **_: Any,
+        **_: Any,  # the options of other backends (seed, exec_cmd)
     ) -> OpenAIBackend:
-        base_urls = list(base_urls) or (
-            [os.environ["OPENAI_BASE_URL"]] if os.environ.get("OPENAI_BASE_URL") else []
-        )
-        api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not base_urls and not api_key:
-            raise Fatal(
-                "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or --base-url for a"
-                " server other than OpenAI's), or run the offline baseline with --backend chance"
+        if endpoint is None:
+            endpoint = resolve(
+                cls.name, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
             )
-        if not model:
-            raise Fatal("no model given: use -m/--model or set BV_MODEL")
-        secrets.register(api_key)
-        for url in base_urls:
-            secrets.register_url(url)
-        import openai
-
-        urls = base_urls or ["https://api.openai.com/v1"]
-        clients = [
-            (
-                url,
-                openai.AsyncOpenAI(
-                    base_url=url,
-                    api_key=api_key or PLACEHOLDER_KEY,
-                    max_retries=0,
-                    timeout=timeout + 5,
-                    http_client=_http_client(jobs, timeout),
-                ),
-            )
-            for url in urls
-        ]
-        return cls(model, clients)
+        return cls(endpoint)
 
     def _pick(self) -> Replica:
         now = time.monotonic()
@@ -91,6 +75,21 @@ class OpenAIBackend:
         if not awake:
             return min(self.replicas, key=lambda r: r.rest_until)
         return min(awake, key=lambda r: r.in_flight)
+
+    def _open(self) -> Any:
+        if self._session is None:
+            import aiohttp
+
+            jobs = self.config.jobs
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=jobs + 4, limit_per_host=jobs + 4),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.config.timeout_s + 5
+                ),
+                auto_decompress=False,  # inflated by bv.backends.replies, under a cap
+                trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, as the SDK honours them
+            )
+        return self._session
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
         try:
@@ -104,7 +103,7 @@ class OpenAIBackend:
         replica.in_flight += 1
         started = time.monotonic()
         try:
-            reply = await self._post(replica, body)
+            reply = await self._post(replica, json.dumps(body).encode())
         except Transient:
             replica.failures += 1
             if replica.failures >= 3 and len(self.replicas) > 1:
@@ -116,112 +115,106 @@ class OpenAIBackend:
         reply.latency_s = time.monotonic() - started
         return reply
 
-    async def _post(self, replica: Replica, body: dict[str, Any]) -> Reply:
-        import httpx2
-        import openai
+    async def _post(self, replica: Replica, data: bytes) -> Reply:
+        import aiohttp
 
-        where = secrets.public_url(replica.url)
         try:
-            response = await replica.client.post("/chat/completions", cast_to=httpx2.Response, body=body)
-        except openai.APITimeoutError:
-            raise Transient("timeout") from None
-        except openai.APIConnectionError as exc:
-            raise Transient(f"connection error ({secrets.redact(str(exc.__cause__ or exc))[:120]})") from None
-        except openai.APIStatusError as exc:
-            raise _status_error(exc, where) from None
+            async with self._open().post(replica.chat_url, data=data, headers=self._headers) as response:
+                replica.answered = True
+                raw = await read_body(response)
+                status, headers = response.status, response.headers
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            what, unreachable = describe_transport_error(exc, replica.url)
+            if unreachable and not replica.answered:
+                replica.unreachable += 1
+                replica.last_error = what
+                self._fail_fast()
+            raise Transient(what) from None
+        if status >= 400:
+            raise await self._status_error(replica, status, headers, raw)
+        return parse_completion(raw)
+
+    def _fail_fast(self) -> None:
+        """Stop the run when no replica has ever answered and each keeps failing to connect."""
+        if all(not r.answered and r.unreachable >= FAIL_FAST_AFTER for r in self.replicas):
+            who = "the judge endpoint" if self.config.role == "judge" else "the model endpoint"
+            reasons = "; ".join(dict.fromkeys(r.last_error for r in self.replicas))
+            option = "--judge-base-url" if self.config.role == "judge" else "--base-url"
+            raise Fatal(
+                f"cannot reach {who} {self.endpoint}: {reasons}."
+                f" Nothing answered after {FAIL_FAST_AFTER} tries; check {option} and that the server is up"
+            )
+
+    async def _status_error(self, replica: Replica, status: int, headers: Any, raw: bytes) -> Exception:
+        """Map an HTTP error status to the retry policy's three kinds."""
+        message = escape_controls(error_message(raw))
+        where = replica.url if self.config.kind == "azure" else self.endpoint
+        if status == 429:
+            return Transient("429 rate limited", retry_after_seconds(headers))
+        if status in (408, 409) or status >= 500:
+            return Transient(f"HTTP {status}", retry_after_seconds(headers))
+        if status in (401, 403):
+            return Fatal(
+                f"{where} refused the API key (HTTP {status}): check --api-key or the key's"
+                f" environment variable. Server said: {message}"
+            )
+        if status == 404:
+            return Fatal(await self._not_found(replica, message))
+        return ItemFailure(f"HTTP {status}: {message}")
+
+    async def _not_found(self, replica: Replica, message: str) -> str:
+        """A 404 made actionable: a missing /v1, and the models the endpoint does serve."""
+        if self._diagnosis is None:
+            self._diagnosis = asyncio.ensure_future(self._diagnose_404(replica))
+        hints = await asyncio.shield(self._diagnosis)
+        said = f"{self.endpoint} answered 404 (not found) for model {self.model!r}"
+        return f"{said}. Server said: {message}.{hints}"
+
+    async def _diagnose_404(self, replica: Replica) -> str:
+        from urllib.parse import urlsplit
+
+        if self.config.kind == "azure":
+            return " Check AZURE_OPENAI_ENDPOINT and that the deployment exists."
+        base = replica.url.rstrip("/")
+        lacks_v1 = not urlsplit(base).path.rstrip("/").endswith("/v1")
+        hints = ""
+        if lacks_v1:
+            hints = f" The base URL's path lacks /v1: try --base-url {escape_controls(base)}/v1."
+
+        for url in [f"{base}/v1/models"] * lacks_v1 + [f"{base}/models"]:
+            models = await self._list_models(url)
+            if models:
+                shown = ", ".join(models[:12]) + (f" and {len(models) - 12} more" if len(models) > 12 else "")
+                return hints + f" {url} serves: {shown}."
+        return hints or " Check the base URL and the model name."
+
+    async def _list_models(self, url: str) -> list[str]:
+        """The model ids a /models URL lists, or [] if it does not answer with a list."""
+        import aiohttp
+
         try:
-            data = json.loads(response.content)
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise Transient("unparseable reply") from None
-        usage = data.get("usage") or {}
-        return Reply(
-            content=content,
-            finish_reason=choice.get("finish_reason"),
-            usage={
-                k: usage[k] for k in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(k), int)
-            },
-            model=data.get("model"),
-        )
+            async with asyncio.timeout(5):
+                async with self._open().get(url, headers=self._headers) as response:
+                    if response.status != 200:
+                        return []
+                    data = json.loads(await read_body(response, 1024 * 1024))
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, ItemFailure, Transient):
+            return []
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            return []
+        ids = [m.get("id") for m in items if isinstance(m, dict)]
+        return [escape_controls(clean_text(i))[:80] for i in ids if isinstance(i, str)]
 
     async def aclose(self) -> None:
-        for replica in self.replicas:
+        if self._session is not None:
             try:
-                await replica.client.close()
+                await self._session.close()
             except Exception:  # closing is best effort; the process is ending anyway
                 pass
-
-
-def _http_client(jobs: int, timeout: float) -> Any:
-    import httpx2
-    import openai
-
-    limits = httpx2.Limits(max_connections=jobs + 4, max_keepalive_connections=jobs + 4)
-    return openai.DefaultAioHttpClient(limits=limits, timeout=httpx2.Timeout(timeout + 5, connect=30.0))
-
-
-def _status_error(exc: Any, where: str) -> Exception:
-    """Map an HTTP error status to the retry policy's three kinds."""
-    status = exc.status_code
-    message = secrets.redact(str(getattr(exc, "message", "") or exc))[:300]
-    if status == 429:
-        return Transient("429 rate limited", retry_after_seconds(exc.response.headers))
-    if status in (408, 409) or status >= 500:
-        return Transient(f"HTTP {status}", retry_after_seconds(exc.response.headers))
-    if status in (401, 403):
-        return Fatal(
-            f"{where} refused the API key (HTTP {status}): check --api-key or the key's"
-            f" environment variable. Server said: {message}"
-        )
-    if status == 404:
-        return Fatal(
-            f"{where} answered 404 (not found): check the base URL and the model name. Server said: {message}"
-        )
-    return ItemFailure(f"HTTP {status}: {message}")
 
 
 class AzureBackend(OpenAIBackend):
     """Azure OpenAI: endpoint, key and API version from the environment; the deployment is --model."""
 
     name = "azure"
-
-    @classmethod
-    def from_config(
-        cls,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 600.0,
-        jobs: int = 8,
-        base_urls: list[str] | tuple[str, ...] = (),
-        **_: Any,
-    ) -> AzureBackend:
-        endpoint = (list(base_urls) or [os.environ.get("AZURE_OPENAI_ENDPOINT", "")])[0]
-        api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
-        version = os.environ.get("AZURE_OPENAI_API_VERSION")
-        missing = [
-            name
-            for name, value in (
-                ("AZURE_OPENAI_ENDPOINT", endpoint),
-                ("AZURE_OPENAI_API_KEY", api_key),
-                ("AZURE_OPENAI_API_VERSION", version),
-            )
-            if not value
-        ]
-        if missing:
-            raise Fatal(f"--backend azure needs {', '.join(missing)} in the environment")
-        if not model:
-            raise Fatal("no deployment given: use -m/--model with the Azure deployment name")
-        secrets.register(api_key)
-        secrets.register_url(endpoint)
-        import openai
-
-        client = openai.AsyncAzureOpenAI(
-            azure_endpoint=endpoint,
-            api_key=api_key,
-            api_version=version,
-            max_retries=0,
-            timeout=timeout + 5,
-            http_client=_http_client(jobs, timeout),
-        )
-        return cls(model, [(endpoint, client)])
