@@ -182,8 +182,9 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 @click.option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a self-contained HTML viewer of every item, with its image, here.",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Also write a self-contained HTML viewer of every item, with its image, here"
+    " (its folder made if need be; '-': the page alone to stdout).",
 )
 @click.option(
     "--fail-under",
@@ -244,16 +245,18 @@ def report(
         exclude_failed=exclude_failed,
         keep_rows=bool(html_path),
     )
-    with reader_may_leave():
-        {"json": render_json, "table": render_table, "markdown": render_markdown, "csv": render_csv}[fmt](
-            built, sys.stdout
-        )
     summaries = summaries_of(built)
+    page_to_stdout = html_path is not None and str(html_path) == "-"
+    with reader_may_leave():
+        if not page_to_stdout:  # stdout carries one thing: the page, or the report
+            renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
+            {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
     if html_path is not None:
         from bv.html_report import write_html
 
         write_html(html_path, summaries, kept, built.get("comparison"))
-        click.echo(f"bv report: wrote {html_path}", err=True)
+        if not page_to_stdout:
+            click.echo(f"bv report: wrote {html_path}", err=True)
     failed_rows = warnings(summaries)
     for line in failed_rows:
         click.echo(f"bv report: warning: {line}", err=True)

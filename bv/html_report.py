@@ -15,9 +15,10 @@ import base64
 import hashlib
 import html
 import io
+import itertools
 import json
 import os
-import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,11 @@ from typing import Any
 from urllib.parse import quote
 
 from bv import __version__
-from bv.images import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, image_paths, pillow, sniff_format
+from bv.errors import StdoutClosed
+from bv.html_items import natural as _natural
+from bv.html_items import row_images, select_items, verdict
+from bv.html_parts import cap_note, comparison_section, input_facts
+from bv.images import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, pillow, sniff_format
 from bv.records import gold_text
 from bv.render import grid
 
@@ -51,8 +56,8 @@ table.sum{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;ma
 .sum tr[data-f]{cursor:pointer}.sum tr[data-f]:hover{background:#eef4ff}
 .sum .overall td,.sum .type td{font-weight:600}.sum .subtype td:first-child{padding-left:26px}
 .sum .ans_type td{color:#6b7385}details.in>summary{cursor:pointer;color:#30508f;margin:4px 0}
-dl.cmp{display:grid;grid-template-columns:auto 1fr;gap:2px 12px;background:#fff;padding:8px 12px}
-dl.cmp dt{font-weight:600}dl.cmp dd{margin:0}
+p.cmp{font-weight:600;margin:4px 0}.moved{margin:4px 0;color:#3b4352}
+.note{background:#fff8e1;border-left:3px solid #e0a800;padding:6px 10px}
 #filters{position:sticky;top:0;z-index:2;display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;
 background:#fffe;padding:8px 12px;margin:16px -12px 12px;border-bottom:1px solid #d8dbe3}
 #filters select,#filters input[type=search]{font:inherit;padding:2px 6px;max-width:240px}
@@ -104,29 +109,6 @@ def _esc(value: Any) -> str:
 
 def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-def verdict(row: dict[str, Any]) -> str:
-    """right, wrong, judge_error, undecided or error (the rollout failed), as `bv report` counts them."""
-    if row.get("decided_by") == "error" or row.get("hard") is None:
-        return "judge_error"
-    if row.get("error"):
-        return "error"
-    if row.get("undecided"):
-        return "undecided"
-    return "right" if row.get("hard") == 1 else "wrong"
-
-
-def _natural(value: str) -> list[tuple[int, int, str]]:
-    """Sort key that puts item 2 before item 10."""
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
-
-
-def row_images(row: dict[str, Any]) -> list[str]:
-    """The row's image files: the `file://` URLs of its messages, else its `images` as written."""
-    messages = row.get("messages") if isinstance(row.get("messages"), list) else []
-    paths = [str(p) for p in image_paths([m for m in messages if isinstance(m, dict)])]
-    return paths or [str(p) for p in row.get("images") or [] if isinstance(p, str)]
 
 
 def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
@@ -200,14 +182,6 @@ def _summary_table(headers: list[str], rows: list[list[str]], levels: list[str])
     return "".join(out) + "</tbody></table>"
 
 
-def _comparison(comparison: dict[str, Any]) -> str:
-    items = "".join(
-        f"<dt>{_esc(k)}</dt><dd>{_esc(v if isinstance(v, str) else json.dumps(v, default=str))}</dd>"
-        for k, v in comparison.items()
-    )
-    return f'<h2>Paired comparison</h2><dl class="cmp">{items}</dl>'
-
-
 def _run_line(row: dict[str, Any] | None, who: str) -> str:
     if row is None:
         label, cls = VERDICTS["missing"]
@@ -267,10 +241,14 @@ def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: b
             lines += [_run_line(r, who) for r in matching or [None]]
     scores, any_wrong = [], False
     for index, name in enumerate(names):
-        verdicts = [verdict(r) for r in runs.get(index, [])]
-        any_wrong |= any(v != "right" for v in verdicts)
+        right, total = item["tally"][index]  # every run, also those not shown
+        any_wrong |= right < total
         prefix = f"{name} " if len(names) > 1 else ""
-        scores.append(_esc(f"{prefix}{verdicts.count('right')}/{len(verdicts)} right"))
+        scores.append(_esc(f"{prefix}{right}/{total} right"))
+        if total > len(runs.get(index, [])):
+            lines.append(
+                f'<p class="why">{_esc(prefix)}{total - len(runs.get(index, []))} more runs not shown</p>'
+            )
     kind, sub = _esc(row.get("type", "unknown")), _esc(row.get("subtype", "unknown"))
     attrs = f' data-type="{kind}" data-sub="{sub}"' + (' data-wrong="1"' if any_wrong else "")
     attrs += ' data-diff="1"' if differs else ""
@@ -292,12 +270,6 @@ def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: b
         )
         + f"{''.join(lines)}</div></article>"
     )
-
-
-def _differs(runs: dict[int, list[dict[str, Any]]]) -> bool:
-    """Two inputs: some (id, run) present in both is right in one and not in the other."""
-    right = [{r.get("run", 0): verdict(r) == "right" for r in runs.get(i, [])} for i in (0, 1)]
-    return any(right[0][run] != right[1][run] for run in right[0].keys() & right[1].keys())
 
 
 def _filters(items: dict[str, dict[str, Any]], n_differing: int | None) -> str:
@@ -323,11 +295,7 @@ def _filters(items: dict[str, dict[str, Any]], n_differing: int | None) -> str:
 
 
 def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
-    meta = " · ".join(
-        _esc(f"{n}: {s['overall']['n']} items, {s['overall']['runs']} run(s), model ")
-        + _esc(", ".join(s.get("models") or ["?"]))
-        for n, s in zip(names, summaries, strict=True)
-    )
+    meta = " · ".join(_esc(f"{n}: {input_facts(s)}") for n, s in zip(names, summaries, strict=True))
     if len(summaries) == 1:
         return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}'
     each = "".join(
@@ -338,39 +306,56 @@ def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
 
 
 def write_html(
-    path: Path,
+    path: Path | str,
     summaries: list[dict[str, Any]],
-    rows_by_input: list[list[dict[str, Any]]],
+    rows_by_input: list[Iterable[dict[str, Any]]],
     comparison: dict[str, Any] | None = None,
 ) -> None:
-    """Write the viewer for these inputs: `summaries[i]` is `summarize(rows_by_input[i], name=...)`.
+    """Write the viewer for these inputs (`-`: to stdout): `summaries[i]` summarizes `rows_by_input[i]`.
 
     Judged rows are grouped into one card per item id; with two inputs, rows pair by (id, run)
-    and the items whose verdicts differ come first. `comparison`, when given, is shown as is.
+    and the items whose verdicts differ come first, then those with a failure. Each input is
+    iterated twice (bv.html_items), and at most BV_HTML_MAX_ITEMS cards are kept and written.
     """
     names = [str(s.get("name", f"input {i + 1}")) for i, s in enumerate(summaries)]
-    items: dict[str, dict[str, Any]] = {}
-    for index, rows in enumerate(rows_by_input):
-        for row in rows:
-            if "hard" in row:
-                item = items.setdefault(str(row.get("id")), {"row": row, "runs": defaultdict(list)})
-                item["runs"][index].append(row)
+    selection = select_items(rows_by_input)
+    items, differs = selection.items, selection.differs
     pair = len(rows_by_input) == 2
-    differs = {key: pair and _differs(item["runs"]) for key, item in items.items()}
-    order = sorted(items, key=lambda key: (not differs[key], _natural(key), key))
     thumbs = Thumbnails(p for i in items.values() for rows in i["runs"].values() for p in row_images(rows[0]))
-    cards = "".join(_card(items[key], names, thumbs, differs[key]) for key in order)
     data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")
     csp = f"default-src 'none'; img-src data:; style-src {_csp_hash(CSS)}; script-src {_csp_hash(JS)}"
     title = _esc("bv report: " + ", ".join(names))
-    page = (
+    head = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f'<meta name="generator" content="bv {__version__}"><title>{title}</title><style>{CSS}</style>'
         f"</head><body><main><h1>{title}</h1>{_summary(summaries, names)}"
-        + (_comparison(comparison) if comparison else "")
-        + f'<h2 id="items">Items</h2>{_filters(items, sum(differs.values()) if pair else None)}{cards}</main>'
-        f'<script type="application/json" id="bv-thumbs">{data}</script><script>{JS}</script></body></html>\n'
+        + (comparison_section(comparison, set(selection.order)) if comparison else "")
+        + f'<h2 id="items">Items</h2>{cap_note(selection)}'
+        + _filters(items, len(differs) if pair else None)
     )
-    Path(path).write_text(page, encoding="utf-8")
+    tail = (
+        f'</main><script type="application/json" id="bv-thumbs">{data}</script>'
+        f"<script>{JS}</script></body></html>\n"
+    )
+    cards = (_card(items[key], names, thumbs, key in differs) for key in selection.order)
+    _write(path, [head], cards, [tail])
+
+
+def _write(path: Path | str, *parts: Iterable[str]) -> None:
+    """Write the page piece by piece (a card at a time): to stdout for `-`, else to the file,
+    its folder made first."""
+    if str(path) == "-":
+        try:
+            for chunk in itertools.chain(*parts):
+                sys.stdout.write(chunk)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise StdoutClosed() from None
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "w", encoding="utf-8") as stream:
+        for chunk in itertools.chain(*parts):
+            stream.write(chunk)

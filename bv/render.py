@@ -178,12 +178,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             )
         pair = comparison.get("paired")
         if pair:
-            lines.append(
-                f"{pair['b']} vs {pair['a']}, paired by (id, run) over {pair['pairs']} rows:"
-                f" {pair['improved']} improved, {pair['regressed']} regressed,"
-                f" {pair['both_right']} right in both, {pair['both_wrong']} wrong in both;"
-                f" exact McNemar p = {pair['p_value']:.3g}."
-            )
+            lines.append(paired_sentence(pair))
     return lines
 
 
@@ -199,6 +194,16 @@ def provenance_parts(provenance: dict[str, Any]) -> list[str]:
         first, last = started["first"], started["last"]
         parts.append(f"rows made {first}" + ("" if first == last else f" to {last}"))
     return parts
+
+
+def paired_sentence(pair: dict[str, Any]) -> str:
+    """The paired comparison in one sentence, the same in the terminal and the HTML viewer."""
+    return (
+        f"{pair['b']} vs {pair['a']}, paired by (id, run) over {counted(pair['pairs'], 'row')}:"
+        f" {pair['improved']} improved, {pair['regressed']} regressed,"
+        f" {pair['both_right']} right in both, {pair['both_wrong']} wrong in both;"
+        f" exact McNemar p = {pair['p_value']:.3g}."
+    )
 
 
 def render_table(report: dict[str, Any], stream: Any) -> None:

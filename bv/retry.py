@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-MAX_WAIT_S = 300.0  # the longest bv waits before one retry, whatever the server asks
+# The longest bv waits before one retry, whatever the server asks (BV_MAX_WAIT_S to change it).
+MAX_WAIT_S = float(os.environ.get("BV_MAX_WAIT_S", "300"))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,9 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None  # raw body instead of a completion
+    stream: Callable[[], Iterable[bytes]] | None = (
+        None  # a body made as it is sent, then the connection closes
+    )
     delay: float = 0.0
     drop: bool = False  # close the connection without answering
     hang: bool = False  # never answer
@@ -180,6 +183,8 @@ class FakeOpenAI:
                 await asyncio.sleep(3600)
             if reply.drop:
                 return False
+            if reply.stream is not None:
+                return await self._stream(writer, reply, seen)
             payload = (
                 reply.body
                 if reply.body is not None
@@ -202,6 +207,17 @@ class FakeOpenAI:
             return True
         finally:
             self.in_flight -= 1
+
+    async def _stream(self, writer: asyncio.StreamWriter, reply: Reply, seen: Seen) -> bool:
+        """Send a body chunk by chunk (its length only if the reply's headers declare one), then close."""
+        head_lines = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Status')}", "connection: close"]
+        head_lines += ["content-type: application/json", *(f"{k}: {v}" for k, v in reply.headers.items())]
+        writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode())
+        for chunk in reply.stream():  # type: ignore[misc]
+            writer.write(chunk)
+            await writer.drain()
+        seen.status, seen.finished = reply.status, time.monotonic()
+        return False
 
 
 def main() -> None:

@@ -221,7 +221,7 @@ def test_verdicts_and_comparison(sample, tmp_path):
         row("4", image, hard=0, undecided=True, decided_by="rules"),
         row("5", image, hard=0, error="429 rate limited", response=None, extracted=None),
     ]
-    page = render(tmp_path, rows, comparison={"mcnemar_p": 0.5})
+    page = render(tmp_path, rows)
     for label in (
         "✓ right",
         "✗ wrong",
@@ -232,7 +232,7 @@ def test_verdicts_and_comparison(sample, tmp_path):
         "429 rate limited",
     ):
         assert label in page
-    assert "<dt>mcnemar_p</dt><dd>0.5</dd>" in page
+    assert "in0: 5 items, 1 run, model fake-vl; 1 rollout error, 1 judge error, 1 undecided" in page
 
 
 def test_size_of_400_items_3_runs_2_inputs(tmp_path):

@@ -1,0 +1,127 @@
+"""The HTML viewer as a user meets it: the paired comparison in words and a table (also in
+headless Chromium), failure counts, `--html -`, a new folder, and a bounded page."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from browser import Browser, find_chromium
+from conftest import sh
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(right: set[int], n: int = 30, **extra) -> list[dict]:
+    return [
+        {
+            "id": str(i),
+            "run": 0,
+            "question": f"Which one? ({i})",
+            "ans_type": "blank",
+            "answer": ["1"],
+            "type": "Visual Tracking",
+            "subtype": "Maze",
+            "model": "m",
+            "response": "\\boxed{1}" if i in right else "\\boxed{2}",
+            "extracted": "1" if i in right else "2",
+            "hard": int(i in right),
+            "decided_by": "rules",
+            "undecided": False,
+            "error": None,
+            **extra,
+        }
+        for i in range(n)
+    ]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """a right on 0..24; b right on 0..2 and 25: 1 improved, 22 regressed, 3 right and 4 wrong in both."""
+    a = _write(tmp_path / "a.jsonl", _rows(set(range(25))))
+    b_rows = _rows({0, 1, 2, 25})
+    b_rows[29].update(hard=None, decided_by="error", judge_error="judge request failed: timeout")
+    b = _write(tmp_path / "b.jsonl", b_rows)
+    return a, b
+
+
+def test_comparison_reads_like_the_terminal(pair, tmp_path):
+    a, b = pair
+    page = tmp_path / "new" / "folder" / "page.html"  # made as merge -o makes its folder
+    result = sh(f"bv report v1={a} v2={b} --html {page}")
+    assert page.is_file(), result.stderr
+    sentence = next(line for line in result.stdout.splitlines() if "improved" in line)
+    assert "1 improved, 22 regressed" in sentence and "exact McNemar p = 5.72e-06" in sentence
+    text = page.read_text()
+    section = text[text.index('id="paired"') : text.index('id="items"')]
+    assert html.unescape(re.search(r'<p class="cmp">(.*?)</p>', section)[1]) == sentence  # word for word
+    assert "<th>v2 right</th><th>v2 wrong</th>" in section and "<td>22 regressed</td>" in section
+    assert '<a href="#item-25">25 (run 0)</a>' in section  # the improved item, linked to its card
+    assert "{" not in section and '"' + "improved_ids" not in section  # never raw JSON
+    assert "v2: 30 items, 1 run, model m; 0 rollout errors, 1 judge error, 0 undecided" in text
+
+
+def test_page_to_stdout(pair):
+    a, b = pair
+    result = sh(f"bv report {a} {b} --html - | head -c 15")
+    assert result.returncode == 0 and result.stdout == "<!DOCTYPE html>", result.stdout
+    whole = sh(f"bv report {a} --html -")
+    assert whole.stdout.startswith("<!DOCTYPE html>") and whole.stdout.rstrip().endswith("</html>")
+    assert "bv report: a" not in whole.stdout.split("<title>")[0]  # no table before the page
+    assert "wrote" not in whole.stderr
+
+
+def test_a_big_input_shows_failures_first_with_a_note(tmp_path):
+    long = "step " * 3000  # 15 000 characters: shortened on the card
+    rows = _rows(set(range(0, 40)) - {7, 31, 33}, n=40, cot=long)
+    rows += [{**r, "run": 1} for r in rows]  # two runs per item
+    results = _write(tmp_path / "r.jsonl", rows)
+    page = tmp_path / "r.html"
+    result = sh(f"bv report {results} --html {page}", env={"BV_HTML_MAX_ITEMS": "5"})
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    cards = re.findall(r'<article class="card" id="item-(\d+)"', text)
+    assert cards == ["0", "1", "7", "31", "33"], cards  # the failures kept, shown by id
+    assert "Showing 5 of 40 items" in text and "BV_HTML_MAX_ITEMS" in text
+    assert "0/2 right" in text and "2/2 right" in text
+    assert "more characters not shown" in text and long not in text
+    assert len(text) < 200_000
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="Chromium not installed (apt-get install chromium)")
+def test_comparison_in_headless_chromium(pair):
+    a, b = pair
+    build = ROOT / "build"  # not /tmp, which a snap-packaged Chromium cannot read
+    build.mkdir(exist_ok=True)
+    page = build / "report-compare.html"
+    assert sh(f"bv report v1={a} v2={b} --html {page}").returncode == 0
+    with Browser() as browser:
+        browser.open(page, width=1280, height=1200)
+        sentence = browser.evaluate("document.querySelector('p.cmp').innerText")
+        assert "v2 vs v1, paired by (id, run) over 29 rows: 1 improved, 22 regressed" in sentence
+        assert "exact McNemar p = 5.72e-06" in sentence
+        table = browser.evaluate(
+            "[...document.querySelectorAll('table.cmp tr')].map(r => [...r.cells].map(c => c.innerText))"
+        )
+        assert table == [
+            ["", "v2 right", "v2 wrong"],
+            ["v1 right", "3", "22 regressed"],
+            ["v1 wrong", "1 improved", "3"],
+        ], table
+        # The improved item's link leads to its card, which says it differs.
+        target = browser.evaluate("document.querySelector('p.moved a').getAttribute('href')")
+        assert browser.evaluate(f"document.querySelector('{target}').innerText.includes('differs')")
+        meta = browser.evaluate("document.querySelector('p.meta').innerText")
+        assert "1 judge error" in meta and "0 rollout errors" in meta and "0 undecided" in meta
+        section = browser.evaluate("document.querySelector('#paired').parentElement.innerText")
+        assert "improved_ids" not in section and "p_value" not in section
+        browser.screenshot(build / "report-compare.png")
+        assert not browser.errors, browser.errors
