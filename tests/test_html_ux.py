@@ -102,7 +102,7 @@ def test_comparison_in_headless_chromium(pair):
     build = ROOT / "build"  # not /tmp, which a snap-packaged Chromium cannot read
     build.mkdir(exist_ok=True)
     page = build / "report-compare.html"
-    assert sh(f"bv report v1={a} v2={b} --html {page}").returncode == 0
+    assert sh(f"bv report v1={a} v2={b} --html {page}").returncode == 1  # b has a judge error
     with Browser() as browser:
         browser.open(page, width=1280, height=1200)
         sentence = browser.evaluate("document.querySelector('p.cmp').innerText")
