@@ -21,7 +21,7 @@ from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
 from bv.errors import Fatal, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.progress import Stats, stdin_notice
+from bv.progress import Stats, input_lines, stdin_notice
 from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 from bv.templates import BV_TEMPLATES, Templates
@@ -152,7 +152,7 @@ def run_judge(
                 " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
             )
     stdin_notice(inputs, "rollout rows", settings.quiet)
-    stats = Stats()
+    stats = Stats(total=input_lines(inputs))
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
     llm = LLMJudge(caller, templates) if caller is not None else None

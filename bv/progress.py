@@ -10,6 +10,7 @@ import stat
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -197,3 +198,21 @@ class ProgressDisplay:
         if not self.quiet:
             self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
             self.stream.flush()
+
+
+def input_lines(inputs: Iterable[str]) -> int | None:
+    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
+    total = 0
+    for path in inputs or ["-"]:
+        if path == "-":
+            lines = stdin_lines()
+            if lines is None:
+                return None
+            total += lines
+            continue
+        try:
+            with open(path, "rb") as f:
+                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        except OSError:
+            pass  # reported when the file is read
+    return total

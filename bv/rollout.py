@@ -23,7 +23,7 @@ from bv.engine import Caller, Outcome, RunSettings, run_stage
 from bv.errors import BadRecord, ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.progress import Stats, stdin_lines, stdin_notice
+from bv.progress import Stats, input_lines, stdin_notice
 from bv.prompting import refine_text
 from bv.records import check_prompt_record, without_stage
 from bv.templates import BV_TEMPLATES, Templates
@@ -107,24 +107,6 @@ async def rollout_one(
     return row
 
 
-def count_rows(inputs: Iterable[str]) -> int | None:
-    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
-    total = 0
-    for path in inputs or ["-"]:
-        if path == "-":
-            lines = stdin_lines()
-            if lines is None:
-                return None
-            total += lines
-            continue
-        try:
-            with open(path, "rb") as f:
-                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
-        except OSError:
-            pass  # reported when the file is read
-    return total
-
-
 def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
     """check_prompt_record, saying once when the input is items that have not been through bv prompt."""
     hinted = False
@@ -156,7 +138,7 @@ def run_rollout(
     problems = Problems()
     backend = make_backend(backend_name, **backend_config)
     stdin_notice(inputs, "prompt records", settings.quiet)
-    total = count_rows(inputs) if options.shard is None else None
+    total = input_lines(inputs) if options.shard is None else None
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)

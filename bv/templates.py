@@ -19,7 +19,7 @@ from pathlib import Path
 MAX_TEMPLATE_BYTES = 256 * 1024  # a prompt template is text a person wrote, not data
 
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
-_LOOKS_LIKE_SLOT = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+_LOOKS_LIKE_SLOT = re.compile(r"\{\{([^{}]{0,200})\}\}")  # bounded: linear in the file's size
 
 
 # The templates each prompt style renders, and the templates each stage renders.
@@ -77,6 +77,10 @@ def _check(path: Path, name: str, text: str) -> list[tuple[str, str]]:
             raise TemplateError(
                 f"{_shown(path)}: unknown placeholder {found} in {name}.md (it may use {may})"
             )
+    outside = _SLOT.sub("", text)
+    if "{{" in outside:
+        found = _shown(outside[outside.index("{{") :][:40])
+        raise TemplateError(f"{_shown(path)}: a `{{{{` that opens no placeholder in {name}.md: {found}")
     used = placeholders(text)
     left_out = [p for p in allowed if p not in used]
     return [(name, f"{_shown(path)} leaves out {{{{{p}}}}}: that value is not sent") for p in left_out]

@@ -94,3 +94,13 @@ def test_a_missing_image_from_stdin_mentions_image_root(sample_dir, tmp_path):
     result = sh(f"bv prompt < {sample_dir}/meta_data.jsonl", cwd=tmp_path)
     assert result.returncode == 1 and "give --image-root DIR" in result.stderr, result.stderr
     assert sh(f"bv prompt {sample_dir}/meta_data.jsonl > /dev/null", cwd=tmp_path).returncode == 0
+
+
+def test_judge_shows_its_total_and_an_eta(server, tmp_path):
+    path = rollout_rows(tmp_path, [f"row {i} column 3" for i in range(9)])
+    server.responder = lambda seen: Reply(content="True", delay=0.7)
+    result = sh(judge_cmd(server, path).replace("bv judge", "bv judge -j 1"), timeout=60)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("bv judge:")]
+    assert result.returncode == 0 and any("/10 done, ETA " in line and "by LLM" in line for line in lines), (
+        lines
+    )

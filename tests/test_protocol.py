@@ -155,6 +155,10 @@ def test_a_replaced_template_changes_the_text_and_is_recorded_by_hash(items, tmp
         ({"question.md": "{{ question }}"}, "unknown placeholder {{ question }} in question.md"),
         ({"blank.md": "Answer {{answer}}"}, "(it may use no placeholders)"),
         ({"judge.md": "\\boxed{{Answer}} {{question}}"}, "unknown placeholder {{Answer}}"),
+        (
+            {"question.md": "Q: {{question}\n"},
+            "a `{{` that opens no placeholder in question.md: '{{question}\\n'",
+        ),
     ],
 )
 def test_a_template_folder_bv_cannot_use_is_a_usage_error(items, tmp_path, files, message):
