@@ -72,7 +72,8 @@ def test_comparison_reads_like_the_terminal(pair, tmp_path):
 def test_page_to_stdout(pair):
     a, b = pair
     result = sh(f"bv report {a} {b} --html - | head -c 15")
-    assert result.returncode == 0 and result.stdout == "<!DOCTYPE html>", result.stdout
+    assert result.stdout == "<!DOCTYPE html>", result.stdout
+    assert result.returncode == 1 and "1 judge error" in result.stderr  # b's judge error, not the pipe
     whole = sh(f"bv report {a} --html -")
     assert whole.stdout.startswith("<!DOCTYPE html>") and whole.stdout.rstrip().endswith("</html>")
     assert "bv report: a" not in whole.stdout.split("<title>")[0]  # no table before the page
