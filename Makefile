@@ -31,15 +31,19 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
 # make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
+# Results go to build/eval/<model>/ (a / in the model name becomes _); make fails when a stage fails.
 ITEMS ?= $(DEMO)/data/meta_data.jsonl
+EVAL_DIR = build/eval/$(subst /,_,$(MODEL))
+eval: SHELL := /bin/bash
+eval: .SHELLFLAGS := -o pipefail -ec
 eval: $(VENV)/.installed
 	@test -n "$(MODEL)" || { echo "usage: make eval MODEL=name [BASE_URL=url] [ITEMS=meta_data.jsonl]" >&2; exit 2; }
-	@test -f "$(ITEMS)" || $(BIN)/bv synth --n $(N) --seed 0 --out $(DEMO)/data
-	@mkdir -p build/eval
-	$(BIN)/bv prompt $(ITEMS) \
-	  | $(BIN)/bv rollout -m $(MODEL) $(if $(BASE_URL),--base-url $(BASE_URL)) -j $(JOBS) \
-	  | $(BIN)/bv judge > build/eval/results.jsonl
-	$(BIN)/bv report build/eval/results.jsonl --html build/eval/report.html
+	@test -f "$(ITEMS)" || { echo "make eval: no items at ITEMS=$(ITEMS) (give ITEMS=path/to/meta_data.jsonl)" >&2; exit 2; }
+	@mkdir -p "$(EVAL_DIR)"
+	$(BIN)/bv prompt "$(ITEMS)" \
+	  | $(BIN)/bv rollout -m "$(MODEL)" $(if $(BASE_URL),--base-url "$(BASE_URL)") -j $(JOBS) \
+	  | $(BIN)/bv judge > "$(EVAL_DIR)/results.jsonl"
+	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html"
 
 # Figures, not tests: throughput, memory and start-up of bv (bench/README.md; several minutes).
 bench: $(VENV)/.installed

@@ -9,15 +9,17 @@ from typing import Any
 
 import click
 
-from bv import __version__
-from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, exit_for, reader_may_leave
+from bv import __version__, outcome
+from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, reader_may_leave, share
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
+from bv.outcome import finish_rows
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="bv")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Evaluate multimodal LLMs on BabyVision-style visual questions.
 
     Each stage reads JSONL (files, or stdin when none) and writes JSONL to stdout;
@@ -27,7 +29,11 @@ def cli() -> None:
       bv synth --n 40 --out data/
       bv prompt data/meta_data.jsonl | bv rollout -m MODEL -j 32 | bv judge > results.jsonl
       bv report results.jsonl
+
+    Exit status: 0 all rows succeeded, 1 some rows failed (every row still written), 2 usage
+    error, 130 Ctrl-C, 143 SIGTERM (docs/exit-status.md).
     """
+    outcome.set_stage(ctx.invoked_subcommand)
 
 
 cli.add_command(rollout)
@@ -121,7 +127,7 @@ def prompt(
             if source.folder is None and image_root is None and "file not found" in why:
                 why += "; items read from stdin look for images in the current folder: give --image-root DIR"
             problems.report(source, why)
-    exit_for(problems, skip_bad)
+    finish_rows(problems, skip_bad)
 
 
 @cli.command()
@@ -160,14 +166,14 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
             f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
             " rows with --skip-bad)"
         )
-        sys.exit(1)
+        sys.exit(outcome.ROWS_FAILED)
     keys = ordered_keys(result, sort)
     write_rows(result, keys, output)
     click.echo(
         f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced",
         err=True,
     )
-    exit_for(problems, skip_bad)
+    finish_rows(problems, skip_bad)
 
 
 @cli.command()
@@ -189,8 +195,9 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 @click.option(
     "--fail-under",
     type=float,
+    callback=share,
     metavar="X",
-    help="Exit 1 if an input's overall accuracy is below X (0.45, or 45 for percent).",
+    help="Exit 1 if an input's overall accuracy is below X, a share in [0, 1] (0.45 for 45%).",
 )
 @click.option(
     "--by",
@@ -257,15 +264,14 @@ def report(
         write_html(html_path, summaries, kept, built.get("comparison"))
         if not page_to_stdout:
             click.echo(f"bv report: wrote {html_path}", err=True)
-    failed_rows = warnings(summaries)
-    for line in failed_rows:
+    for line in warnings(summaries):
         click.echo(f"bv report: warning: {line}", err=True)
-    exit_for(problems, skip_bad)
+    finish_rows(problems, skip_bad)
     failing = below(summaries, fail_under) if fail_under is not None else []
     for line in failing:
         click.echo(f"bv report: {line}", err=True)
     if failing or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries):
-        sys.exit(1)
+        sys.exit(outcome.ROWS_FAILED)  # a failed run never looks like a result
 
 
 @cli.command()
@@ -323,7 +329,7 @@ def import_(
 
     problems = Problems()
     import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
-    exit_for(problems, skip_bad)
+    finish_rows(problems, skip_bad)
 
 
 @cli.command()
@@ -428,6 +434,9 @@ def cache_clear(
 
 def main() -> None:
     """Entry point: no traceback for expected failures (BV_DEBUG=1 shows one), quiet on a closed stdout."""
+    import signal
+
+    outcome.install_sigterm()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -435,15 +444,15 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        sys.exit(outcome.interrupted(signal.SIGINT))
+    except outcome.Terminated:
+        sys.exit(outcome.interrupted(signal.SIGTERM))
     except (StdoutClosed, BrokenPipeError):
         from bv.jsonl import silence_stdout
 
         silence_stdout()
         sys.exit(0)
-    except KeyboardInterrupt:
-        sys.exit(130)
     except Exception as exc:
         if os.environ.get("BV_DEBUG"):
             raise

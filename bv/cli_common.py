@@ -1,13 +1,15 @@
-"""What the bv commands share: option decorators, exit codes, error messages."""
+"""What the bv commands share: option decorators, option checks, error messages.
+
+How a stage ends (exit statuses, signals, the closing summary) lives in bv.outcome.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -81,52 +83,19 @@ def reader_may_leave() -> Iterator[None]:
         raise StdoutClosed() from None
 
 
-def exit_status(problems: Any, skip_bad: bool, outcome: Any = None) -> int:
-    """The stage's exit status, said on stderr: 130 interrupted, 1 fatal or bad input, else 0."""
-    if outcome is not None:
-        if outcome.stdout_closed:
-            from bv.jsonl import silence_stdout
-
-            silence_stdout()
-            return 0
-        if outcome.fatal:
-            error(outcome.fatal)
-            return 1
-        if outcome.interrupted:
-            return 130
-        if outcome.broken_rows:
-            return 1
-    problems.finish()
-    if problems.count:
-        lines = "line" if problems.count == 1 else "lines"
-        click.echo(f"bv: {problems.count} bad input {lines}" + (" skipped" if skip_bad else ""), err=True)
-        if not skip_bad:
-            return 1
-    return 1 if problems.files else 0
-
-
-def exit_for(problems: Any, skip_bad: bool) -> None:
-    """Exit now if the stage should not exit 0."""
-    status = exit_status(problems, skip_bad)
-    if status:
-        sys.exit(status)
-
-
-def leave(status: int) -> NoReturn:
-    """Exit at once, skipping interpreter teardown (0.4 s once the openai SDK is loaded): every
-    row is already written and flushed and every cached reply committed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)
-
-
 def error(message: str) -> None:
+    from bv.outcome import say
     from bv.secrets import redact
 
-    click.echo(f"bv: error: {redact(message)}", err=True)
+    say(f"error: {redact(message)}")
+
+
+def share(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A click callback: a share in [0, 1]; NaN and percentages refused (exit 2 before any work)."""
+    if value is None or 0 <= value <= 1:  # NaN compares false with everything: refused
+        return value
+    hint = f" (for {value:g}% write {value / 100:g})" if 1 < value <= 100 else ""
+    raise click.BadParameter(f"{value:g} is not a share between 0 and 1{hint}")
 
 
 def default_cache() -> Path:

@@ -19,11 +19,10 @@ from bv.cli_common import (
     SKIP_BAD,
     TIMEOUT,
     default_cache,
-    exit_status,
-    leave,
     parse_params,
     parse_shard,
 )
+from bv.outcome import finish, leave
 
 BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 
@@ -198,7 +197,7 @@ def rollout(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
-    leave(exit_status(problems, skip_bad, outcome))
+    leave(finish(outcome, problems, skip_bad))
 
 
 @click.command()
@@ -269,4 +268,4 @@ def judge(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_judge(inputs, mode, judge_config, settings, templates)
-    leave(exit_status(problems, skip_bad, outcome))
+    leave(finish(outcome, problems, skip_bad))

@@ -1,20 +1,13 @@
-"""The request engine shared by rollout and judge: concurrency, retries, cache, Ctrl-C.
+"""The request engine shared by rollout and judge: retries, cache, timeouts, the grace period.
 
 `Caller.call` sends one chat request the way every bv stage does: look in the cache, else
-try the backend under the retry policy with a per-try timeout, store the reply. `run_stream`
-keeps `jobs` tasks in flight over a lazily read input (a reader thread feeds the event loop,
-so a slow upstream stage never stalls requests in flight), writes each finished row at once
-(or in input order with `ordered`), and turns Ctrl-C, a closed stdout or a fatal backend
-error into a clean stop that never loses or duplicates a finished row.
+try the backend under the retry policy with a per-try timeout, store the reply. `run_stage`
+runs a whole request stage: bv.stream's run over the input, with progress on stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
-import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,16 +16,13 @@ from typing import Any, TypeVar
 from bv import secrets
 from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
-from bv.errors import Fatal, ItemFailure, StdoutClosed, Transient
+from bv.errors import Fatal, Interrupted, ItemFailure, Transient
+from bv.outcome import Outcome
 from bv.progress import ProgressDisplay, Stats
 from bv.retry import RetryPolicy
+from bv.stream import GRACE_S, run_stream
 
 T = TypeVar("T")
-GRACE_S = 10.0  # after Ctrl-C, how long requests in flight may still finish
-
-
-class Interrupted(Exception):
-    """The run is stopping (Ctrl-C); the item did not finish and will be redone next time."""
 
 
 @dataclass(frozen=True)
@@ -161,19 +151,6 @@ class Caller:
         raise Interrupted()
 
 
-@dataclass
-class Outcome:
-    """How a run ended: normally, interrupted (exit 130), stdout closed, or a fatal error."""
-
-    interrupted: bool = False
-    stdout_closed: bool = False
-    fatal: str | None = None
-    broken_rows: int = 0  # rows skipped on an unexpected error (a bug), each said on stderr
-
-
-_DONE = object()
-
-
 def run_stage(
     tasks: Iterable[T],
     work: Callable[[T], Awaitable[dict[str, Any] | None]],
@@ -205,186 +182,3 @@ def run_stage(
                 await backend.aclose()
 
     return asyncio.run(go())
-
-
-async def run_stream(
-    tasks: Iterable[T],
-    work: Callable[[T], Awaitable[dict[str, Any] | None]],
-    write: Callable[[dict[str, Any]], None],
-    *,
-    jobs: int,
-    ordered: bool = False,
-    stopping: asyncio.Event | None = None,
-    drain_on_interrupt: bool = False,
-    grace_s: float = GRACE_S,
-) -> Outcome:
-    """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes.
-
-    The first Ctrl-C sets `stopping`: no new request starts. By default reading stops too,
-    requests in flight get `grace_s` to finish, and what finished is written. With
-    `drain_on_interrupt` (a downstream stage such as judge) the input is still read to its
-    end, so rows that need no request keep flowing. A second Ctrl-C exits at once.
-    """
-    loop = asyncio.get_running_loop()
-    stopping = stopping or asyncio.Event()
-    finishing = asyncio.Event()  # stop taking tasks; in-flight ones get the grace period
-    outcome = Outcome()
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    slots = threading.Semaphore(2 * jobs)  # tasks read ahead of the workers, at most
-    stop_reading = threading.Event()
-
-    def feed() -> None:
-        """Reader thread: pull tasks from the (possibly blocking) input and hand them over."""
-        try:
-            for seq, task in enumerate(tasks):
-                while not slots.acquire(timeout=0.25):
-                    if stop_reading.is_set():
-                        return
-                if stop_reading.is_set():
-                    return
-                loop.call_soon_threadsafe(queue.put_nowait, (seq, task))
-        except BaseException as exc:  # handed to the event loop, which re-raises it
-            _post(loop, queue, (_DONE, exc))
-            return
-        _post(loop, queue, (_DONE, None))
-
-    window = max(4 * jobs, 64)
-    next_seq = 0
-    pending: dict[int, dict[str, Any] | None] = {}
-    turn = asyncio.Condition()
-    failure: list[BaseException] = []
-
-    async def emit(seq: int, row: dict[str, Any] | None) -> None:
-        """Write a finished row (None: nothing to write), in input order when `ordered`."""
-        nonlocal next_seq
-        if not ordered:
-            if row is not None:
-                write(row)
-            return
-        async with turn:
-            pending[seq] = row
-            while next_seq in pending:
-                ready = pending.pop(next_seq)
-                if ready is not None:
-                    write(ready)
-                next_seq += 1
-            turn.notify_all()
-
-    async def worker() -> None:
-        while not finishing.is_set():
-            seq, task = await queue.get()
-            if seq is _DONE:
-                queue.put_nowait((_DONE, task))  # let the other workers see the end too
-                if task is not None:
-                    failure.append(task)
-                return
-            slots.release()
-            if ordered:
-                async with turn:
-                    await turn.wait_for(lambda seq=seq: seq < next_seq + window)
-            try:
-                row = await work(task)
-            except Interrupted:
-                row = None  # unfinished: not written, redone by the next run
-            except (Fatal, StdoutClosed):
-                raise
-            except Exception as exc:  # a bug must cost its row, not the run
-                if os.environ.get("BV_DEBUG"):
-                    raise
-                outcome.broken_rows += 1
-                row = None
-                sys.stderr.write(
-                    f"bv: error: input row {seq + 1} could not be processed and is left out"
-                    f" ({type(exc).__name__}: {secrets.redact(str(exc))[:200]}; BV_DEBUG=1 shows"
-                    " a traceback)\n"
-                )
-            await emit(seq, row)
-
-    workers = [asyncio.create_task(worker()) for _ in range(jobs)]
-    interrupts = 0
-
-    def on_sigint() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts > 1:
-            # Cancel what runs (an exec agent's process group is killed on cancellation) and
-            # end; if anything still lingers a moment later, leave without waiting for it.
-            sys.stderr.write("bv: interrupted again; quitting now\n")
-            for task in workers:
-                task.cancel()
-            loop.call_later(1.0, os._exit, 130)
-            return
-        outcome.interrupted = True
-        stopping.set()
-        if drain_on_interrupt:
-            sys.stderr.write(
-                "bv: interrupted; no new requests, passing on the rest of the input"
-                " (Ctrl-C again to quit now)\n"
-            )
-            return
-        finishing.set()
-        stop_reading.set()
-        for _ in workers:  # wake idle workers, so only the busy ones are waited for
-            queue.put_nowait((_DONE, None))
-        sys.stderr.write(
-            f"bv: interrupted; finishing requests in flight for up to {grace_s:g} s"
-            " (Ctrl-C again to quit now)\n"
-        )
-
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-    threading.Thread(target=feed, name="bv-reader", daemon=True).start()
-    try:
-        await _supervise(workers, finishing, grace_s)
-    except StdoutClosed:
-        outcome.stdout_closed = True
-    except Fatal as exc:
-        outcome.fatal = str(exc)
-    finally:
-        stop_reading.set()
-        stopping.set()
-        finishing.set()  # a worker whose cancellation is swallowed (3.11's wait_for) still ends
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        loop.remove_signal_handler(signal.SIGINT)
-        if pending and not outcome.stdout_closed:
-            # Rows that finished behind one cut short by the stop: still written, in order.
-            try:
-                for seq in sorted(pending):
-                    if pending[seq] is not None:
-                        write(pending.pop(seq))  # type: ignore[arg-type]
-            except StdoutClosed:
-                outcome.stdout_closed = True
-    if failure:
-        raise failure[0]
-    return outcome
-
-
-async def _supervise(workers: list[asyncio.Task], stopping: asyncio.Event, grace_s: float) -> None:
-    """Wait for the workers; after a stop, give those in flight `grace_s` before cancelling them."""
-    pending = set(workers)
-    stop_wait = asyncio.ensure_future(stopping.wait())
-    try:
-        while pending:
-            done, rest = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            pending = rest - {stop_wait}
-            _raise_failures(done - {stop_wait})
-            if stop_wait in done and pending:
-                done, _ = await asyncio.wait(pending, timeout=grace_s)
-                _raise_failures(done)
-                return
-    finally:
-        stop_wait.cancel()
-
-
-def _raise_failures(tasks: set[asyncio.Task]) -> None:
-    for task in tasks:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-
-
-def _post(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item: Any) -> None:
-    try:
-        loop.call_soon_threadsafe(queue.put_nowait, item)
-    except RuntimeError:  # the loop already closed: the run ended while we were reading
-        pass

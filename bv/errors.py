@@ -29,3 +29,7 @@ class ItemFailure(Exception):
 
 class Fatal(Exception):
     """No item can succeed (wrong key, unknown model or URL, no room for the output): stop and say why."""
+
+
+class Interrupted(Exception):
+    """The run is stopping (Ctrl-C, SIGTERM); the item did not finish and will be redone next time."""

@@ -102,12 +102,16 @@ def select_items(rows_by_input: Sequence[Iterable[dict[str, Any]]], limit: int =
     """Rank every item, keep the rows of the first `limit` and show them differing first, then by
     id; each input is iterated twice."""
     seen: dict[str, list[dict[Any, str]]] = {}
+    failing: set[str] = set()  # items with a run that is not right
     counts = [Counter() for _ in rows_by_input]
     for index, rows in enumerate(rows_by_input):
         for row in _judged(rows):
-            runs = seen.setdefault(str(row.get("id")), [{} for _ in rows_by_input])
+            key = str(row.get("id"))
+            runs = seen.setdefault(key, [{} for _ in rows_by_input])
             runs[index][row.get("run", 0)] = v = verdict(row)
             counts[index][v] += 1
+            if v != "right":
+                failing.add(key)
     pair = len(rows_by_input) == 2
     differs = {
         key
@@ -118,7 +122,7 @@ def select_items(rows_by_input: Sequence[Iterable[dict[str, Any]]], limit: int =
         seen,
         key=lambda key: (
             key not in differs,
-            all(v == "right" for runs in seen[key] for v in runs.values()),
+            key not in failing,
             natural(key),
             key,
         ),

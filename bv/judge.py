@@ -17,10 +17,11 @@ from typing import Any
 
 from bv.backends import make_backend
 from bv.endpoints import resolve
-from bv.engine import Caller, Interrupted, Outcome, RunSettings, run_stage
-from bv.errors import Fatal, ItemFailure
+from bv.engine import Caller, RunSettings, run_stage
+from bv.errors import Fatal, Interrupted, ItemFailure
 from bv.extract import extract_answer, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
+from bv.outcome import Outcome
 from bv.progress import Stats, input_lines, stdin_notice
 from bv.records import check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
@@ -157,13 +158,16 @@ def run_judge(
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
     llm = LLMJudge(caller, templates) if caller is not None else None
     version, recorded = judge_version(templates), templates.recorded("judge")
+    carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
     async def one(record: dict[str, Any]) -> dict[str, Any]:
+        nonlocal carried
         row = await judge_one(record, mode, llm, version, recorded)
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
         stats.decided["undecided" if row["undecided"] else row["decided_by"]] += 1
+        carried += bool(row.get("error"))
         return row
 
     records = (record for _, record in read_records(inputs, problems, check_rollout_record))
@@ -178,4 +182,8 @@ def run_judge(
         backend=backend,
         drain_on_interrupt=True,
     )
+    outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
+    outcome.failed_what = "got a judge error"
+    if llm is not None and llm.caller.cache is not None:
+        outcome.cached = stats.done - stats.errors
     return problems, outcome

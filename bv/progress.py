@@ -162,13 +162,17 @@ class ProgressDisplay:
     def _start_bar(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
+        fixed = Column(no_wrap=True)  # counts and time keep their width; the bar and details give way
         self._bar = Progress(
-            TextColumn(f"bv {self.label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
+            TextColumn(f"bv {self.label}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=fixed),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn(
+                "{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)
+            ),
             console=Console(file=self.stream),
             transient=True,
         )

@@ -8,6 +8,7 @@ stage can be re-run later on a file. A record is a flat JSON object (easy to `jq
     prompt  (bv prompt adds)                        schema, messages, skill, style, templates
     rollout (bv rollout adds)                       run, backend, model, params, response,
                                                     turns, usage, latency_s, error,
+                                                    bv_version, endpoint, started_at,
                                                     rollout_templates
     judge   (bv judge adds)                         extracted, hard, decided_by, undecided,
                                                     judge_reason, judge_model, judge_reply,
@@ -40,6 +41,9 @@ ROLLOUT_FIELDS = (
     "usage",
     "latency_s",
     "error",
+    "bv_version",  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
+    "endpoint",
+    "started_at",
     "rollout_templates",
 )
 JUDGE_FIELDS = (

@@ -14,15 +14,18 @@ import hashlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bv import __version__
 from bv.artifacts import write_artifacts
-from bv.backends import make_backend
-from bv.engine import Caller, Outcome, RunSettings, run_stage
+from bv.backends import Backend, make_backend
+from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import BadRecord, ItemFailure
 from bv.extract import has_answer
 from bv.jsonl import JsonlWriter, Problems, read_records
+from bv.outcome import Outcome
 from bv.progress import Stats, input_lines, stdin_notice
 from bv.prompting import refine_text
 from bv.records import check_prompt_record, without_stage
@@ -59,6 +62,17 @@ def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tup
             yield record, run
 
 
+def endpoint_of(backend: Backend) -> str:
+    """Where a row's replies came from, fit to record: the public URL (no credentials, no query),
+    the agent program and a hash of its command template for exec, the backend's name otherwise."""
+    return backend.endpoint or backend.name
+
+
+def now_utc() -> str:
+    """The time now in ISO 8601, UTC, to the second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 async def rollout_one(
     record: dict[str, Any], run: int, caller: Caller, options: RolloutOptions
 ) -> dict[str, Any]:
@@ -66,7 +80,7 @@ async def rollout_one(
     conversation = list(record["messages"])
     turns: list[dict[str, Any]] = []
     error = None
-    started = time.monotonic()
+    started_at, started = now_utc(), time.monotonic()
     try:
         for turn in range(options.max_turns):
             reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
@@ -98,6 +112,9 @@ async def rollout_one(
         },
         latency_s=round(time.monotonic() - started, 4),
         error=error,
+        bv_version=__version__,
+        endpoint=endpoint_of(caller.backend),
+        started_at=started_at,
     )
     if options.recorded_templates:  # only when a replaced refine.md may have been sent
         row["rollout_templates"] = options.recorded_templates
@@ -157,4 +174,6 @@ def run_rollout(
         stopping=stopping,
         backend=backend,
     )
+    outcome.rows, outcome.failed = stats.done, stats.errors
+    outcome.cached = stats.done - stats.errors if caller.cache is not None else None
     return problems, outcome

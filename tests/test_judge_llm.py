@@ -126,7 +126,8 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     )
     server.responder = lambda seen: next(replies)
     result = sh(judge_cmd(server, path, mode="llm") + " --retries 1 -j 1", env={"BV_RETRY_BASE_S": "0.01"})
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # judge errors fail the stage; every row is written
+    assert "bv judge: 2 of 4 rows got a judge error" in result.stderr
     rows = jsonl(result.stdout)
     assert [r["decided_by"] for r in rows] == ["error", "error", "llm", "llm"]
     errors = [r for r in rows if r["decided_by"] == "error"]
@@ -179,8 +180,10 @@ def test_auto_without_a_judge_warns_once_and_uses_rules(tmp_path):
     assert "needs a judge model" in sh(f"bv judge --mode llm {path}").stderr
 
 
-def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path):
-    """After Ctrl-C the judge still writes every row it read; those the LLM did not judge are judge errors."""
+@pytest.mark.parametrize(("signame", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame, status):
+    """After Ctrl-C or SIGTERM the judge still writes every row it read; those the LLM did not judge
+    are judge errors."""
     import signal
     import subprocess
     import time
@@ -209,9 +212,10 @@ def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path):
     deadline = time.monotonic() + 20
     while server.in_flight < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    judge.send_signal(signal.SIGINT)
+    judge.send_signal(getattr(signal, signame))
     out, err = judge.communicate(timeout=30)
     rows = jsonl(out)
-    assert judge.returncode == 130 and len(rows) == 13, err
+    assert judge.returncode == status and len(rows) == 13, err
+    assert "bv judge: interrupted by" in err.splitlines()[-1]
     assert sum(r["decided_by"] == "error" and "interrupted" in r["judge_error"] for r in rows) == 12
     assert rows[-1]["decided_by"] == "rules"  # the choice row needed no LLM

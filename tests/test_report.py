@@ -113,9 +113,17 @@ def test_fail_under_is_a_ci_gate(tmp_path):
     path = write(tmp_path / "r.jsonl", rows(0, [1, 0, 0, 0]))
     ok = sh(f"bv report --format json --fail-under 0.2 {path}")
     assert ok.returncode == 0
-    low = sh(f"bv report --format json --fail-under 30 {path}")
+    low = sh(f"bv report --format json --fail-under 0.3 {path}")
     assert low.returncode == 1 and "overall accuracy 0.25 is below --fail-under 0.3" in low.stderr
     assert json.loads(low.stdout)["overall"]["accuracy"] == 0.25  # the report is still printed
+
+
+@pytest.mark.parametrize("value", ["nan", "2", "30", "-0.1", "inf"])
+def test_fail_under_outside_0_1_is_a_usage_error_before_any_work(tmp_path, value):
+    missing = tmp_path / "not-there.jsonl"  # reading it would be an error of its own (exit 1)
+    result = sh(f"bv report --fail-under {value} {missing}")
+    assert result.returncode == 2 and "--fail-under" in result.stderr and "between 0 and 1" in result.stderr
+    assert "not-there" not in result.stderr and result.stdout == ""
 
 
 def test_table_notes_usage_per_input(tmp_path):

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 from conftest import BIN, Reply, jsonl, sh
 
 
@@ -100,7 +101,11 @@ def test_sigkill_midway_then_rerun_sends_only_the_unfinished(sample_dir, server,
     assert f"{answer_first} cache hits" in result.stderr
 
 
-def test_first_ctrl_c_finishes_in_flight_then_exits_130(sample_dir, server, tmp_path):
+@pytest.mark.parametrize(
+    ("signum", "name", "status"), [(signal.SIGINT, "Ctrl-C", 130), (signal.SIGTERM, "SIGTERM", 143)]
+)
+def test_first_ctrl_c_or_sigterm_finishes_in_flight(sample_dir, server, tmp_path, signum, name, status):
+    """SIGTERM (a scheduler, `timeout`) is the first Ctrl-C: rows in flight are written, then 143."""
     state = {"n": 0}
     lock = threading.Lock()
 
@@ -115,11 +120,15 @@ def test_first_ctrl_c_finishes_in_flight_then_exits_130(sample_dir, server, tmp_
     prompt, rollout, judge = start_pipeline(sample_dir, server.base_url, out, cache, jobs=2)
     wait_for(lambda: len(server.finished()) >= 3 and server.in_flight == 2)
     in_flight = server.in_flight
-    for process in (prompt, rollout, judge):  # Ctrl-C reaches the whole pipeline
-        process.send_signal(signal.SIGINT)
-    assert rollout.wait(15) == 130
+    for process in (prompt, rollout, judge):  # the signal reaches the whole pipeline
+        process.send_signal(signum)
+    assert rollout.wait(15) == status
     judge.wait(15)
-    assert "interrupted; finishing requests in flight" in rollout.stderr.read().decode()
+    err = rollout.stderr.read().decode()
+    assert f"bv rollout: interrupted by {name}; finishing requests in flight" in err
+    # The closing summary, on a line of its own, says how to resume.
+    assert f"\nbv rollout: interrupted by {name} after {3 + in_flight} rows;" in err
+    assert err.endswith(f"re-run the same command to finish: {3 + in_flight} rows are cached\n")
     rows = jsonl(out.read_text())
     # Everything the server finished reached the results, the in-flight ones included, once each.
     assert len(rows) == len(server.finished()) == 3 + in_flight
