@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo test eval bench lint clean
+.PHONY: demo test data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -30,15 +30,21 @@ test: $(VENV)/.installed
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(BIN)/python -m pytest -q
 
+# make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
+# (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
+data: $(VENV)/.installed
+	$(BIN)/bv data $(if $(DATA),--out $(DATA))
+
 # make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
+# Without ITEMS: the set `make data` wrote.
 # Results go to build/eval/<model>/ (a / in the model name becomes _); make fails when a stage fails.
-ITEMS ?= $(DEMO)/data/meta_data.jsonl
+ITEMS ?= $(if $(DATA),$(DATA),$(shell $(BIN)/bv data --where))/meta_data.jsonl
 EVAL_DIR = build/eval/$(subst /,_,$(MODEL))
 eval: SHELL := /bin/bash
 eval: .SHELLFLAGS := -o pipefail -ec
 eval: $(VENV)/.installed
 	@test -n "$(MODEL)" || { echo "usage: make eval MODEL=name [BASE_URL=url] [ITEMS=meta_data.jsonl]" >&2; exit 2; }
-	@test -f "$(ITEMS)" || { echo "make eval: no items at ITEMS=$(ITEMS) (give ITEMS=path/to/meta_data.jsonl)" >&2; exit 2; }
+	@test -f "$(ITEMS)" || { echo "make eval: no items at ITEMS=$(ITEMS) (run make data first, or give ITEMS=path/to/meta_data.jsonl)" >&2; exit 2; }
 	@mkdir -p "$(EVAL_DIR)"
 	$(BIN)/bv prompt "$(ITEMS)" \
 	  | $(BIN)/bv rollout -m "$(MODEL)" $(if $(BASE_URL),--base-url "$(BASE_URL)") -j $(JOBS) \

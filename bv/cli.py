@@ -11,6 +11,7 @@ import click
 
 from bv import __version__, outcome
 from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, reader_may_leave, share
+from bv.cli_data import data, export, models
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
 from bv.outcome import finish_rows
@@ -26,7 +27,7 @@ def cli(ctx: click.Context) -> None:
     progress and errors go to stderr.
 
     \b
-      bv synth --n 40 --out data/
+      bv data --out data/       # the official 388 items (or a sample: bv synth --out data/)
       bv prompt data/meta_data.jsonl | bv rollout -m MODEL -j 32 | bv judge > results.jsonl
       bv report results.jsonl
 
@@ -38,6 +39,9 @@ def cli(ctx: click.Context) -> None:
 
 cli.add_command(rollout)
 cli.add_command(judge)
+cli.add_command(data)
+cli.add_command(export)
+cli.add_command(models)
 
 
 @cli.command()
@@ -75,6 +79,16 @@ cli.add_command(judge)
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
 )
+@click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
+@click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
+@click.option("--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable).")
+@click.option(
+    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
+@click.option(
+    "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
+)
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
@@ -86,19 +100,29 @@ def prompt(
     allow_any_path: bool,
     diagnostic_instruction: str | None,
     trace_context: Path | None,
+    ids: tuple[str, ...],
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    sample: int | None,
+    seed: int,
+    limit: int | None,
     skip_bad: bool,
 ) -> None:
     """Turn items (official meta_data.jsonl or bv's own) into chat requests.
+
+    Try a few items first with --limit, --ids, --type/--subtype or --sample (docs/data.md).
 
     \b
     Examples:
       bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
       bv prompt data/meta_data.jsonl --style official > paper-prompts.jsonl
       bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
+      bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
     """
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
     from bv.records import parse_item
+    from bv.select import Selection, Unmatched, parse_ids, select
 
     loaded_skill = Skill.load(skill) if skill else None
     traces = load_traces(trace_context) if trace_context else None
@@ -118,8 +142,10 @@ def prompt(
     from bv.progress import stdin_notice
 
     stdin_notice(inputs, "items")
-    problems, writer = Problems(), JsonlWriter()
-    for source, item in read_records(inputs, problems, parse_item):
+    selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
+    problems, writer, unmatched = Problems(), JsonlWriter(), Unmatched()
+    items = read_records(inputs, problems, parse_item)
+    for source, item in select(items, selection, unmatched, key=lambda pair: pair[1]):
         try:
             writer.write(build_prompt(item, source.folder, options))
         except BadRecord as exc:
@@ -127,7 +153,11 @@ def prompt(
             if source.folder is None and image_root is None and "file not found" in why:
                 why += "; items read from stdin look for images in the current folder: give --image-root DIR"
             problems.report(source, why)
+    for message in unmatched.messages():
+        error(message)
     finish_rows(problems, skip_bad)
+    if unmatched.messages():
+        sys.exit(outcome.ROWS_FAILED)
 
 
 @cli.command()

@@ -22,7 +22,7 @@ from bv.cli_common import (
     parse_params,
     parse_shard,
 )
-from bv.outcome import finish, leave
+from bv.outcome import Outcome, finish, leave
 
 BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
 
@@ -107,6 +107,11 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     metavar="TEMPLATE",
     help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send nothing: print rows, requests, cached replies, image bytes and estimated prompt tokens.",
+)
 @QUIET
 @SKIP_BAD
 def rollout(
@@ -132,6 +137,7 @@ def rollout(
     max_pixels: int | None,
     artifacts: Path | None,
     exec_cmd: str | None,
+    dry_run: bool,
     quiet: bool,
     skip_bad: bool,
 ) -> None:
@@ -147,6 +153,7 @@ def rollout(
       bv rollout --base-url http://gpu1:8000/v1 --base-url http://gpu2:8000/v1 -m Qwen2.5-VL-7B p.jsonl
       bv rollout --backend chance --repeats 3 prompts.jsonl
       bv rollout -m MODEL --repeats 3 -p 'reasoning={"enabled": true}' paper-prompts.jsonl
+      bv rollout -m gpt-4o --repeats 3 --dry-run prompts.jsonl   # what it would send and cost
       bv rollout --backend exec -m gpt-5-codex --artifacts runs/ \\
         --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
         --output-last-message {last_message} {prompt}'
@@ -196,6 +203,12 @@ def rollout(
         ordered=ordered,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
+    if dry_run:
+        from bv.rollout import dry_run_rollout
+
+        leave(
+            finish(Outcome(), dry_run_rollout(inputs, backend, backend_config, options, settings), skip_bad)
+        )
     problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
     leave(finish(outcome, problems, skip_bad))
 

@@ -177,3 +177,34 @@ def run_rollout(
     outcome.rows, outcome.failed = stats.done, stats.errors
     outcome.cached = stats.done - stats.errors if caller.cache is not None else None
     return problems, outcome
+
+
+def dry_run_rollout(
+    inputs: tuple[str, ...],
+    backend_name: str,
+    backend_config: dict[str, Any],
+    options: RolloutOptions,
+    settings: RunSettings,
+) -> Problems:
+    """`--dry-run`: read the input as the rollout would, send nothing, say what it would cost."""
+    import sys
+
+    from bv.cache import ReplyCache
+    from bv.dryrun import plan_lines, plan_rollout
+
+    problems = Problems()
+    backend = make_backend(backend_name, **backend_config)
+    path = settings.cache_path
+    cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
+    records = (
+        record
+        for _, record in read_records(inputs, problems, check_prompt_record)
+        if in_shard(str(record["id"]), options.shard)
+    )
+    plan = plan_rollout(records, backend, cache, options.params, options.repeats, options.max_turns)
+    sys.stderr.write("bv rollout --dry-run: nothing sent\n")
+    for line in plan_lines(
+        plan, backend, options.repeats, options.max_turns, path if backend.cacheable else None
+    ):
+        sys.stderr.write(f"  {line}\n")
+    return problems

@@ -75,6 +75,12 @@ def completion_body(reply: Reply, model: str) -> bytes:
     ).encode()
 
 
+def models_body(names: list[str]) -> bytes:
+    """The answer to GET /v1/models."""
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in names]
+    return json.dumps({"object": "list", "data": data}).encode()
+
+
 REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -96,6 +102,7 @@ class FakeOpenAI:
         self.latency = latency
         self.keep_bodies = keep_bodies  # False for benchmarks: bodies hold images, and parsing costs CPU
         self.seen: list[Seen] = []
+        self.models = ["fake-model"]  # what GET /v1/models lists
         self.in_flight = 0
         self.peak_in_flight = 0
         self.port = 0
@@ -189,9 +196,11 @@ class FakeOpenAI:
                 reply.body
                 if reply.body is not None
                 else (
-                    completion_body(reply, body.get("model", "fake"))
-                    if reply.status == 200
-                    else json.dumps({"error": {"message": f"fake error {reply.status}"}}).encode()
+                    json.dumps({"error": {"message": f"fake error {reply.status}"}}).encode()
+                    if reply.status != 200
+                    else models_body(self.models)
+                    if path.endswith("/models")
+                    else completion_body(reply, body.get("model", "fake"))
                 )
             )
             head_lines = [

@@ -21,7 +21,7 @@ def test_wheel_has_prompts_and_works_installed(tmp_path, sample_dir):
         timeout=300,
     )
     assert built.returncode == 0, built.stderr
-    wheel = next((tmp_path / "dist").glob("bv-*.whl"))
+    wheel = next((tmp_path / "dist").glob("babyvision_bv-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     for prompt in (ROOT / "prompts").glob("*.md"):
         assert f"bv/prompts/{prompt.name}" in names
