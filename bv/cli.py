@@ -10,7 +10,17 @@ from typing import Any
 import click
 
 from bv import __version__, outcome
-from bv.cli_common import CACHE, INPUTS, PROMPTS, SKIP_BAD, default_cache, error, reader_may_leave, share
+from bv.cli_common import (
+    CACHE,
+    INPUTS,
+    PROMPTS,
+    SKIP_BAD,
+    Finite,
+    default_cache,
+    error,
+    reader_may_leave,
+    share,
+)
 from bv.cli_data import data, export, models
 from bv.cli_requests import judge, rollout
 from bv.errors import BadRecord, Fatal, StdoutClosed
@@ -431,7 +441,7 @@ def cache_stats(cache_path: Path | None) -> None:
 @cache.command("clear")
 @CACHE
 @click.option("--model", help="Only this model's replies.")
-@click.option("--older-than", type=click.FloatRange(min=0), help="Only replies older than this many days.")
+@click.option("--older-than", type=Finite(min=0), help="Only replies older than this many days.")
 @click.option("--all", "everything", is_flag=True, help="Every reply; needed when no filter is given.")
 def cache_clear(
     cache_path: Path | None, model: str | None, older_than: float | None, everything: bool
@@ -490,4 +500,4 @@ def main() -> None:
             "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "
         )
         error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
-        sys.exit(1)
+        sys.exit(outcome.ROWS_FAILED)

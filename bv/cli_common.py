@@ -6,6 +6,7 @@ How a stage ends (exit statuses, signals, the closing summary) lives in bv.outco
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,19 @@ from typing import Any
 import click
 
 from bv.errors import StdoutClosed
+
+
+class Finite(click.FloatRange):
+    """A float option that refuses NaN and infinities (which pass click's range checks)."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
 
 JOBS = click.option(
     "-j",
@@ -35,7 +49,7 @@ RETRIES = click.option(
 )
 TIMEOUT = click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=600.0,
     show_default=True,
     help="Seconds per try of a request.",

@@ -18,6 +18,7 @@ from bv.cli_common import (
     RETRIES,
     SKIP_BAD,
     TIMEOUT,
+    Finite,
     default_cache,
     parse_params,
     parse_shard,
@@ -81,7 +82,7 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @click.option(
     "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
 )
-@click.option("--temperature", type=float, help="Sampling temperature. [default: the server's]")
+@click.option("--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]")
 @click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
 @click.option(
     "-p",

@@ -103,9 +103,15 @@ class Caller:
         return cls(backend, cache, stats, RetryPolicy(retries=settings.retries), settings.timeout_s, stopping)
 
     async def call(
-        self, messages: list[dict[str, Any]], params: dict[str, Any], run: int = 0, turn: int = 0
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        run: int = 0,
+        turn: int = 0,
+        keep: Callable[[Reply], bool] | None = None,
     ) -> tuple[Reply, bool]:
-        """The reply to `messages`, and whether it came from the cache."""
+        """The reply to `messages`, and whether it came from the cache. A reply `keep` refuses is
+        returned but not cached, so the next run asks again (the judge keeps only verdicts)."""
         key = self._key(messages, params, run, turn)
         if key is not None:
             cached = self.cache.get(key)  # type: ignore[union-attr]
@@ -129,7 +135,7 @@ class Caller:
                 last = Transient(f"{type(exc).__name__}: {secrets.redact(str(exc))[:200]}")
             else:
                 reply.content = secrets.redact(reply.content)  # a server or proxy may echo a key
-                if key is not None:
+                if key is not None and (keep is None or keep(reply)):
                     self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
                 self.stats.add_usage(reply.usage)
                 return reply, False

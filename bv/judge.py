@@ -79,7 +79,11 @@ class LLMJudge:
     ) -> tuple[int | None, str | None, str | None]:
         """(hard, raw reply, error) from the LLM judge."""
         try:
-            reply, _ = await self.caller.call(judge_messages(record, extracted, self.templates), JUDGE_PARAMS)
+            reply, _ = await self.caller.call(
+                judge_messages(record, extracted, self.templates),
+                JUDGE_PARAMS,
+                keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
+            )
         except ItemFailure as exc:
             return None, None, f"judge request failed: {exc}"
         except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later

@@ -6,7 +6,7 @@ Every bv stage ends through `finish`, so an exit status means the same everywher
     0    everything succeeded
     1    some rows failed (rollout errors, judge errors, bad input lines), every row still
          written; or the stage stopped on an error it names
-    2    usage error (a bad option or argument), before any work
+    2    usage error (a bad option or argument), before any work (click's own status)
     130  interrupted by Ctrl-C (SIGINT)
     143  interrupted by SIGTERM (what `timeout`, schedulers and CI send)
 
@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 OK = 0
-ROWS_FAILED = 1
-USAGE = 2
+ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 

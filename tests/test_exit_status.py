@@ -4,6 +4,7 @@ SIGTERM in a stage without requests, `make eval` failing with its stages, proven
 from __future__ import annotations
 
 import os
+import pty
 import re
 import shutil
 import signal
@@ -127,14 +128,58 @@ def test_sigterm_in_a_stage_without_requests_exits_143(sample_dir):
     prompt.stdin.close()
 
 
-@pytest.mark.parametrize("value", ["nan", "1.5"])
-def test_bad_fail_under_is_refused_before_reading_stdin(value):
+def test_on_a_terminal_the_messages_start_on_a_fresh_line_below_the_bar(sample_dir, server, tmp_path):
+    server.responder = lambda seen: Reply(delay=0.5)
+    prompts = tmp_path / "p.jsonl"
+    sh(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
+    master, slave = pty.openpty()
+    rollout = subprocess.Popen(
+        [BIN / "bv", "rollout", "--base-url", server.base_url, "-m", "m", "-j", "2", "--no-cache", prompts],
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+    )
+    os.close(slave)
+    deadline = time.monotonic() + 30
+    while len(server.finished()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rollout.send_signal(signal.SIGTERM)
+    seen = b""
+    while chunk := _read(master):
+        seen += chunk
+    assert rollout.wait(30) == 143
+    text = seen.decode("utf-8", errors="replace")
+    assert "━" in text  # the bar was there
+    messages = [m.start() for m in re.finditer("bv rollout: interrupted by SIGTERM", text)]
+    assert len(messages) == 2, text[-2000:]
+    # Each at the start of a line: after a newline, or after the bar's line was erased (ESC[2K).
+    assert all(text[:at].endswith(("\n", "\x1b[2K")) for at in messages), text[-2000:]
+    last = r"\nbv rollout: interrupted by SIGTERM after \d+ rows; re-run the same command to finish\r\n$"
+    assert re.search(last, text)
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the child closed the terminal
+        return b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "--fail-under", "nan"],
+        ["report", "--fail-under", "1.5"],
+        ["rollout", "--backend", "chance", "--timeout", "nan"],
+        ["rollout", "--backend", "chance", "--temperature", "inf"],
+        ["cache", "clear", "--older-than", "nan"],
+    ],
+)
+def test_a_bad_option_is_refused_before_reading_stdin(args):
     started = time.monotonic()
     # stdin stays open: a stage that started work would wait on it until the timeout.
-    result = subprocess.run(
-        [BIN / "bv", "report", "--fail-under", value], stdin=subprocess.PIPE, capture_output=True, timeout=30
-    )
-    assert result.returncode == 2 and b"--fail-under" in result.stderr
+    result = subprocess.run([BIN / "bv", *args], stdin=subprocess.PIPE, capture_output=True, timeout=30)
+    assert result.returncode == 2 and args[-2].encode() in result.stderr and result.stdout == b""
     assert time.monotonic() - started < 10
 
 

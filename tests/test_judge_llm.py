@@ -144,6 +144,31 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     assert finished["overall"]["accuracy"] == 1.0  # both judged rows are right
 
 
+def test_rerun_after_judge_errors_asks_again_only_for_them(server, tmp_path):
+    """The judge endpoint failing, or answering neither True nor False: exit 1, every row written;
+    the same command run again asks the judge only about those rows."""
+    path = rollout_rows(tmp_path, ["near (2,3)", "maybe (2,3)", "(2,3)?!"])
+    cache = tmp_path / "cache.sqlite"
+
+    def outage(seen):
+        text = seen.body["messages"][0]["content"]
+        if "near" in text:
+            return Reply(content="untrue")
+        return Reply(status=503) if "maybe" in text else Reply(content="True")
+
+    server.responder = outage
+    command = judge_cmd(server, path, mode="llm", cache=cache) + " --retries 0"
+    first = sh(command)
+    assert first.returncode == 1 and len(jsonl(first.stdout)) == 4, first.stderr
+    assert "2 of 4 rows got a judge error" in first.stderr and "2 rows are cached" in first.stderr
+    server.responder = lambda seen: Reply(content="True")
+    asked_before = len(server.seen)
+    second = sh(command)
+    assert second.returncode == 0, second.stderr
+    assert len(server.seen) - asked_before == 2  # only the two judge errors were asked again
+    assert [r["decided_by"] for r in jsonl(second.stdout)] == ["llm"] * 4
+
+
 def test_rejudging_is_served_from_the_cache(server, tmp_path):
     path = rollout_rows(tmp_path, ["row 2 column 3", "the middle one"])
     server.responder = lambda seen: Reply(content="True")
