@@ -285,25 +285,29 @@ def report(
     stdin_notice(inputs, "judged rows")
     problems = Problems()
     sources = [Input(name, path) for name, path in input_names(inputs or ("-",))]
-    built, kept = build_report(
-        sources,
-        problems,
-        by=tuple(dict.fromkeys(by)),
-        exclude_failed=exclude_failed,
-        keep_rows=bool(html_path),
-    )
-    summaries = summaries_of(built)
-    page_to_stdout = html_path is not None and str(html_path) == "-"
-    with reader_may_leave():
-        if not page_to_stdout:  # stdout carries one thing: the page, or the report
-            renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
-            {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
-    if html_path is not None:
-        from bv.html_report import write_html
+    try:
+        built, rows = build_report(
+            sources,
+            problems,
+            by=tuple(dict.fromkeys(by)),
+            exclude_failed=exclude_failed,
+            keep_rows=bool(html_path),
+        )
+        summaries = summaries_of(built)
+        page_to_stdout = html_path is not None and str(html_path) == "-"
+        with reader_may_leave():
+            if not page_to_stdout:  # stdout carries one thing: the page, or the report
+                renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
+                {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
+        if html_path is not None:
+            from bv.html_report import write_html
 
-        write_html(html_path, summaries, kept, built.get("comparison"))
-        if not page_to_stdout:
-            click.echo(f"bv report: wrote {html_path}", err=True)
+            write_html(html_path, summaries, rows, built.get("comparison"))  # rows read again, not held
+            if not page_to_stdout:
+                click.echo(f"bv report: wrote {html_path}", err=True)
+    finally:
+        for source in sources:
+            source.close()
     for line in warnings(summaries):
         click.echo(f"bv report: warning: {line}", err=True)
     finish_rows(problems, skip_bad)

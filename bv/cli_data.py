@@ -125,7 +125,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
             more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
             error(
-                f"{len(export.unjudged)} row(s) without a verdict (judge errors) left out: {shown}{more};"
+                f"{len(export.unjudged)} row(s) without a verdict (judge errors) written as false:"
+                f" {shown}{more};"
                 " re-run bv judge on them, then export again"
             )
     finish_rows(problems, skip_bad)

@@ -25,7 +25,7 @@ from typing import Any
 from bv.errors import BadRecord, Fatal
 from bv.records import check_judged_row, row_key
 from bv.stats import mcnemar_exact
-from bv.tally import RIGHT, WRONG, Tally, chance_of
+from bv.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
 
 __all__ = [
     "BY_FIELDS",
@@ -72,6 +72,13 @@ class Input:
     path: str
     rows: list[dict[str, Any]] | None = None  # given in-process (tests, library use)
     spool: Path | None = None  # stdin's good rows, kept for a second pass
+    several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
+
+    def close(self) -> None:
+        """Remove stdin's spool file, once nothing reads the rows again."""
+        if self.spool is not None:
+            self.spool.unlink(missing_ok=True)
+            self.spool = None
 
     def read(self, problems: Any, first: bool) -> Iterator[tuple[Any, dict[str, Any]]]:
         """(where, record) for every line that parses; bad lines are reported on the first pass only."""
@@ -96,19 +103,19 @@ class Column:
 
     name: str
     tally: Tally = field(default_factory=Tally)
-    values: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> value -> first line seen
+    values: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> its values here
+    made_by: tuple[Any, ...] | None = None  # (model, skill, judge version) of the last row
     duplicates: list[str] = field(default_factory=list)
     duplicate_count: int = 0
-    rows: list[dict[str, Any]] | None = None  # kept only for the HTML viewer
 
 
 def _read_input(
-    source: Input, problems: Any, by: tuple[str, ...], several: bool, keep_rows: bool
+    source: Input, problems: Any, by: tuple[str, ...], spool_stdin: bool
 ) -> dict[tuple[str, ...], Column]:
     """First pass over one input: tally it into columns (one, or one per --by value) and check it."""
     columns: dict[tuple[str, ...], Column] = {}
     spool = None
-    if source.path == "-" and several and source.rows is None:
+    if source.path == "-" and spool_stdin and source.rows is None:
         spool = tempfile.NamedTemporaryFile("w", prefix="bv-report-", suffix=".jsonl", delete=False)
         source.spool = Path(spool.name)
     try:
@@ -119,22 +126,23 @@ def _read_input(
             except BadRecord as exc:
                 problems.report(where, str(exc))
                 continue
-            value = tuple(by_value(row, name) for name in by)
+            value = tuple(by_value(row, name) for name in by) if by else ()
             column = columns.get(value)
             if column is None:
                 label = "/".join(value)
-                name = (f"{source.name}:{label}" if several else label) if by else source.name
-                column = columns[value] = Column(name, rows=[] if keep_rows else None)
-            for name in BY_FIELDS:
-                if name not in by:
-                    column.values.setdefault(name, {}).setdefault(by_value(row, name), 0)
+                name = (f"{source.name}:{label}" if source.several else label) if by else source.name
+                column = columns[value] = Column(name)
+            made_by = (row.get("model"), row.get("skill"), row.get("judge_version"))
+            if made_by != column.made_by:  # a first row, or another model, skill or judge version
+                column.made_by = made_by
+                for name in BY_FIELDS:
+                    if name not in by:
+                        column.values.setdefault(name, {}).setdefault(by_value(row, name), 0)
             if not column.tally.add(row, item, run):
                 column.duplicate_count += 1
                 if len(column.duplicates) < _SHOWN_DUPLICATES:
                     column.duplicates.append(f"id {item} run {run} ({where})")
                 continue
-            if column.rows is not None:
-                column.rows.append(row)
             if spool is not None:
                 spool.write(json.dumps(row) + "\n")
     finally:
@@ -212,14 +220,38 @@ def summarize(
     return _tally_of(rows).summary(name, exclude_failed)
 
 
+@dataclass(eq=False)
+class ColumnRows:
+    """The judged rows of one column, read again from its input each time they are iterated:
+    what the HTML viewer reads (twice) without the report holding them."""
+
+    source: Input
+    value: tuple[str, ...]
+    by: tuple[str, ...]
+    tables: list[KeyTable]  # the rows every column has, when columns are compared
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for where, record in self.source.read(None, first=False):
+            try:
+                row = judged_row(where, record)
+                item, run = row_key(row)
+            except BadRecord:
+                continue  # reported on the first pass
+            if self.by and tuple(by_value(row, name) for name in self.by) != self.value:
+                continue
+            if all(t.get(item, run) for t in self.tables):
+                yield row
+
+
 def build_report(
     inputs: list[Input] | list[tuple[str, list[dict[str, Any]]]],
     problems: Any = None,
     by: tuple[str, ...] = (),
     exclude_failed: bool = False,
     keep_rows: bool = False,
-) -> tuple[dict[str, Any], list[list[dict[str, Any]]] | None]:
-    """The report of one column, or several side by side; and, with `keep_rows`, the rows it covers.
+) -> tuple[dict[str, Any], list[ColumnRows] | None]:
+    """The report of one column, or several side by side; and, with `keep_rows`, each column's
+    rows (read again from the inputs when iterated: close the inputs after).
 
     Several columns are compared on the (id, run) rows they all have (a second pass over the
     inputs when they differ); the report says how many each one left out. Exactly two columns
@@ -231,20 +263,25 @@ def build_report(
     sources = [s if isinstance(s, Input) else Input(s[0], s[0], rows=list(s[1])) for s in inputs]
     columns: list[Column] = []
     owner: list[tuple[Input, tuple[str, ...]]] = []
+    done = False
     try:
         for source in sources:
-            read = _read_input(source, problems, by, len(sources) > 1, keep_rows)
+            source.several = len(sources) > 1
+            read = _read_input(source, problems, by, len(sources) > 1 or keep_rows)
             columns += read.values()
             owner += [(source, value) for value in read]
+        tables = [c.tally.keys for c in columns] if len(columns) > 1 else []
+        rows = [ColumnRows(source, value, by, tables) for source, value in owner] if keep_rows else None
         if len(columns) == 1:
-            return columns[0].tally.summary(columns[0].name, exclude_failed), (
-                [columns[0].rows] if keep_rows else None
-            )
-        return _compare(columns, owner, problems, by, exclude_failed, keep_rows)
+            report = columns[0].tally.summary(columns[0].name, exclude_failed)
+        else:
+            report = _compare(columns, owner, problems, by, exclude_failed)
+        done = True
+        return report, rows
     finally:
-        for source in sources:
-            if source.spool is not None:
-                source.spool.unlink(missing_ok=True)
+        if not (done and keep_rows):
+            for source in sources:
+                source.close()
 
 
 def _compare(
@@ -253,8 +290,7 @@ def _compare(
     problems: Any,
     by: tuple[str, ...],
     exclude_failed: bool,
-    keep_rows: bool,
-) -> tuple[dict[str, Any], list[list[dict[str, Any]]] | None]:
+) -> dict[str, Any]:
     tables = [c.tally.keys for c in columns]
     smallest = min(tables, key=lambda t: t.size)
     common_items: set[str] = set()
@@ -265,22 +301,11 @@ def _compare(
             common_items.add(item)
     left_out = {c.name: c.tally.keys.size - common for c in columns}
     final = [c.tally for c in columns]
-    kept = [c.rows for c in columns] if keep_rows else None
     if any(left_out.values()):  # a second pass, counting only the rows every column has
         final = [Tally() for _ in columns]
-        kept = [[] for _ in columns] if keep_rows else None
-        index = {(source, value): i for i, (source, value) in enumerate(owner)}
-        for source in dict.fromkeys(s for s, _ in owner):
-            for where, record in source.read(problems, first=False):
-                try:
-                    row = judged_row(where, record)
-                    item, run = row_key(row)
-                except BadRecord:
-                    continue  # reported on the first pass
-                i = index.get((source, tuple(by_value(row, name) for name in by)))
-                if i is not None and all(t.get(item, run) for t in tables) and final[i].add(row, item, run):
-                    if kept is not None:
-                        kept[i].append(row)
+        for i, (source, value) in enumerate(owner):
+            for row in ColumnRows(source, value, by, tables):
+                final[i].add(row, *row_key(row))
     comparison: dict[str, Any] = {
         "common_rows": common,
         "common_items": len(common_items),
@@ -289,7 +314,7 @@ def _compare(
     if len(columns) == 2:
         comparison["paired"] = {"a": columns[0].name, "b": columns[1].name, **paired(final[0], final[1])}
     summaries = [t.summary(c.name, exclude_failed) for c, t in zip(columns, final, strict=True)]
-    return {"inputs": summaries, "comparison": comparison}, kept
+    return {"inputs": summaries, "comparison": comparison}
 
 
 def warnings(summaries: list[dict[str, Any]]) -> list[str]:

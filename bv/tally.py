@@ -24,14 +24,9 @@ _DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rar
 def chance_of(row: dict[str, Any]) -> float:
     """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
     choices = row.get("choices")
-    if row.get("ans_type") == "choice" and choices:
+    if choices and choices.__class__ is list and row.get("ans_type") == "choice":
         return 1 / len(choices)
     return 0.0
-
-
-def failed(row: dict[str, Any]) -> bool:
-    """A row that is not finished: a rollout error, a judge error or an undecided verdict."""
-    return bool(row.get("error")) or row.get("hard") is None or bool(row.get("undecided"))
 
 
 class KeyTable:
@@ -82,19 +77,22 @@ class Cell:
         self.chance = 0.0
         self.errors = self.judge_errors = self.undecided = 0
 
-    def add(self, run: int, hard: int | None, row: dict[str, Any], is_failed: bool, chance: float) -> None:
+    def add(self, kind: tuple[int, int | None, bool, bool, bool, float], count: int) -> None:
+        """Count `count` rows of one kind: (run, hard, rollout error, judge error, undecided, chance)."""
+        run, hard, error, judge_error, undecided, chance = kind
         counts = self.runs.get(run)
         if counts is None:
             counts = self.runs[run] = [0, 0, 0, 0]
-        counts[0] += 1
-        counts[1] += hard == 1
-        if not is_failed:
-            counts[2] += 1
-            counts[3] += hard == 1
-        self.chance += chance
-        self.errors += bool(row.get("error"))
-        self.judge_errors += row.get("decided_by") == "error"
-        self.undecided += bool(row.get("undecided"))
+        right = count if hard == 1 else 0
+        counts[0] += count
+        counts[1] += right
+        if not (error or hard is None or undecided):
+            counts[2] += count
+            counts[3] += right
+        self.chance += chance * count
+        self.errors += count if error else 0
+        self.judge_errors += count if judge_error else 0
+        self.undecided += count if undecided else 0
 
     def figures(self, exclude_failed: bool) -> dict[str, Any]:
         """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`."""
@@ -126,83 +124,111 @@ class Cell:
 
 
 GROUPS = (("by_type", "type"), ("by_subtype", "subtype"), ("by_ans_type", "ans_type"))
+_SEEN = ("model", "endpoint", "bv_version")  # shown per input, up to _MAX_SEEN values each
+_MAX_SEEN = 20
 
 
 @dataclass
 class Tally:
-    """Everything one report column shows, gathered row by row."""
+    """Everything one report column shows, gathered row by row.
+
+    Rows are counted by kind (the item's groups, run, verdict, failures, chance level) in one
+    dict, spread into the cells of each group only when the summary is asked for: one dict
+    update per row rather than four cells.
+    """
 
     keys: KeyTable = field(default_factory=KeyTable)
-    overall: Cell = field(default_factory=Cell)
-    groups: dict[str, dict[str, Cell]] = field(default_factory=lambda: {g: {} for g, _ in GROUPS})
+    kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
     item_groups: dict[str, tuple[str, str, str]] = field(default_factory=dict)
-    subtype_type: dict[str, str] = field(default_factory=dict)
-    usage: list[float] = field(
-        default_factory=lambda: [0, 0, 0.0, 0, 0]
-    )  # prompt, completion, latency, n, unboxed
-    seen: dict[str, set[Any]] = field(
-        default_factory=dict
-    )  # distinct values: model, endpoint, bv_version, ...
+    items: dict[tuple[int, str], int] = field(default_factory=dict)  # (group index, label) -> items
+    # prompt tokens, completion tokens, latency sum, rows with a latency, replies without an answer
+    usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0])
+    seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
     started: list[str] = field(default_factory=list)  # [first, last] started_at
 
     def add(self, row: dict[str, Any], item: str, run: int) -> bool:
         """Count one judged row; False (and nothing counted) when its (id, run) was seen already."""
-        hard = row.get("hard")
+        get = row.get
+        hard = get("hard")
         if not self.keys.add(item, run, hard):
             return False
         groups = self.item_groups.get(item)
-        new_item = groups is None
-        if new_item:
-            groups = tuple(str(row.get(name) or "unknown") for _, name in GROUPS)
-            self.item_groups[item] = groups  # an item stays in the groups of its first row
-            self.subtype_type.setdefault(groups[1], groups[0])
-            self.overall.items += 1
-        is_failed, chance = failed(row), chance_of(row)
-        self.overall.add(run, hard, row, is_failed, chance)
-        for (group, _), label in zip(GROUPS, groups, strict=True):
-            cell = self.groups[group].get(label)
-            if cell is None:
-                cell = self.groups[group][label] = Cell()
-            cell.items += new_item
-            cell.add(run, hard, row, is_failed, chance)
+        if groups is None:
+            groups = self.item_groups[item] = tuple(str(get(name) or "unknown") for _, name in GROUPS)
+            for index, label in enumerate(groups):  # an item stays in the groups of its first row
+                self.items[index, label] = self.items.get((index, label), 0) + 1
+        error, judge_error, undecided = (
+            bool(get("error")),
+            get("decided_by") == "error",
+            bool(get("undecided")),
+        )
+        kind = (groups, run, hard, error, judge_error, undecided, chance_of(row))
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
         self._add_usage(row)
         return True
 
+    def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
+        """The overall cell and the cells of each group, from the counts by kind."""
+        overall, groups = Cell(), {group: {} for group, _ in GROUPS}
+        overall.items = len(self.item_groups)
+        for (labels, *kind), count in self.kinds.items():
+            overall.add(tuple(kind), count)
+            for (group, _), label in zip(GROUPS, labels, strict=True):
+                cell = groups[group].get(label)
+                if cell is None:
+                    cell = groups[group][label] = Cell()
+                cell.add(tuple(kind), count)
+        for index, (group, _) in enumerate(GROUPS):
+            for label, cell in groups[group].items():
+                cell.items = self.items[index, label]
+        return overall, groups
+
     def _add_usage(self, row: dict[str, Any]) -> None:
-        usage = row.get("usage")
-        if isinstance(usage, dict):
-            self.usage[0] += usage.get("prompt_tokens") or 0
-            self.usage[1] += usage.get("completion_tokens") or 0
-        latency = row.get("latency_s")
-        if isinstance(latency, (int, float)) and not isinstance(latency, bool):
-            self.usage[2] += latency
-            self.usage[3] += 1
-        if "response" in row and not row.get("error"):  # replies only: a failed rollout has none
+        get, usage = row.get, self.usage
+        tokens = get("usage")
+        if tokens.__class__ is dict:
+            for index, name in ((0, "prompt_tokens"), (1, "completion_tokens")):
+                count = tokens.get(name)
+                if count.__class__ is int:
+                    usage[index] += count
+        latency = get("latency_s")
+        if latency.__class__ in (int, float):
+            usage[2] += latency
+            usage[3] += 1
+        if "response" in row and not get("error"):  # replies only: a failed rollout has none
             if "extracted" in row:  # what bv judge found; the same test as has_answer, done once
-                self.usage[4] += row["extracted"] is None
+                usage[4] += row["extracted"] is None
             else:
                 from bv.extract import has_answer
 
-                self.usage[4] += not has_answer(row.get("response"))
-        for name in ("model", "endpoint", "bv_version"):
-            value = row.get(name)
-            if value is not None and len(self.seen.setdefault(name, set())) < 20:
-                self.seen[name].add(str(value))
-        started = row.get("started_at")
-        if isinstance(started, str):
+                usage[4] += not has_answer(get("response"))
+        for name, values in self.seen.items():
+            value = get(name)
+            if value is not None:
+                text = value if value.__class__ is str else str(value)
+                if text not in values and len(values) < _MAX_SEEN:
+                    values.add(text)
+        started = get("started_at")
+        if started.__class__ is str:
             if not self.started:
                 self.started = [started, started]
-            else:
-                self.started = [min(self.started[0], started), max(self.started[1], started)]
+            elif started < self.started[0]:
+                self.started[0] = started
+            elif started > self.started[1]:
+                self.started[1] = started
 
     def summary(self, name: str, exclude_failed: bool = False) -> dict[str, Any]:
         """The figures of this column, in the report's JSON shape."""
-        summary: dict[str, Any] = {"name": name, "overall": self.overall.figures(exclude_failed)}
+        overall, groups = self.cells()
+        summary: dict[str, Any] = {"name": name, "overall": overall.figures(exclude_failed)}
         for group, _ in GROUPS:
-            cells = self.groups[group]
+            cells = groups[group]
             summary[group] = {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
+        subtype_type = {}
+        for type_name, subtype, _ in self.item_groups.values():
+            subtype_type.setdefault(subtype, type_name)
         for subtype, cell in summary["by_subtype"].items():
-            cell["type"] = self.subtype_type[subtype]
+            cell["type"] = subtype_type[subtype]
         summary["accuracy_over"] = "finished rows (--exclude-failed)" if exclude_failed else "all rows"
         summary["models"] = sorted(self.seen.get("model", ()))
         summary["provenance"] = {

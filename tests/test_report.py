@@ -85,7 +85,7 @@ def test_paired_comparison_and_intersection():
     )
     assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2#0", "3#0"]
     report, kept = build_report([("a", a), ("b", b)], keep_rows=True)
-    assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(k) for k in kept] == [5, 5]
+    assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(list(k)) for k in kept] == [5, 5]
     assert report["inputs"][1]["overall"]["n"] == 5  # compared on the common items only
 
 

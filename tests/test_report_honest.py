@@ -200,7 +200,7 @@ def test_comparison_with_stdin_and_a_second_pass(tmp_path):
     assert report["comparison"]["left_out"] == {"a": 2, "b": 0}
     assert report["inputs"][0]["overall"]["rows"] == 4 and report["inputs"][0]["overall"]["accuracy"] == 1.0
     in_process, kept = build_report([("a", a), ("b", b)], keep_rows=True)
-    assert in_process == report | {"inputs": in_process["inputs"]} and [len(k) for k in kept] == [4, 4]
+    assert in_process == report | {"inputs": in_process["inputs"]} and [len(list(k)) for k in kept] == [4, 4]
 
 
 def test_provenance_per_input(tmp_path):
@@ -275,3 +275,16 @@ def test_merge_by_offsets_writes_what_the_old_merge_wrote(tmp_path, sort):
     assert result.stdout == "".join(
         json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in expected
     )
+
+
+def test_html_reads_the_rows_again_also_from_stdin(tmp_path):
+    data = [row(i, 0, i % 2) for i in range(6)]
+    text = "".join(json.dumps(r) + "\n" for r in data)
+    result = sh(f"bv report --html {tmp_path}/p.html --format json", input=text)
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "p.html").read_text()
+    assert page.count('<article class="card"') == 6
+    both = text + "".join(json.dumps(row(i, 0, 1, model="m2")) + "\n" for i in range(4))
+    split = sh(f"bv report --by model --html {tmp_path}/q.html -", input=both)
+    assert split.returncode == 0, split.stderr
+    assert (tmp_path / "q.html").read_text().count('<article class="card"') == 4  # the items m1 and m2 share
