@@ -23,6 +23,7 @@ from bv.cli_common import (
 )
 from bv.cli_data import data, export, models
 from bv.cli_requests import judge, rollout
+from bv.cli_templates import templates
 from bv.errors import BadRecord, Fatal, StdoutClosed
 from bv.outcome import finish_rows
 
@@ -52,6 +53,7 @@ cli.add_command(judge)
 cli.add_command(data)
 cli.add_command(export)
 cli.add_command(models)
+cli.add_command(templates)
 
 
 @cli.command()
@@ -374,42 +376,6 @@ def import_(
     problems = Problems()
     import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
     finish_rows(problems, skip_bad)
-
-
-@cli.command()
-@click.argument("names", nargs=-1)
-@PROMPTS
-@click.option(
-    "--copy-to",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="DIR",
-    help="Write the templates (with --prompts' replacements) into DIR, to edit and pass as --prompts.",
-)
-def templates(names: tuple[str, ...], templates: Any, copy_to: Path | None) -> None:
-    """List the prompt templates: name, SHA-256, where each comes from, placeholders.
-
-    A file NAME.md in the folder given to --prompts replaces bv's NAME.md in every stage
-    that renders it (prompt, rollout's refinement turns, the LLM judge).
-
-    \b
-    Examples:
-      bv templates --copy-to my-prompts/ judge.md && $EDITOR my-prompts/judge.md
-      bv templates --prompts my-prompts/
-    """
-    from bv.templates import TemplateError, copy_templates, describe
-
-    if copy_to is None:
-        if names:
-            raise click.UsageError("template names go with --copy-to")
-        with reader_may_leave():
-            for line in describe(templates):
-                click.echo(line)
-        return
-    try:
-        written = copy_templates(templates, copy_to, names)
-    except TemplateError as exc:
-        raise click.UsageError(str(exc)) from None
-    click.echo(f"bv templates: wrote {written} template(s) to {copy_to}", err=True)
 
 
 @cli.group()

@@ -54,6 +54,13 @@ TIMEOUT = click.option(
     show_default=True,
     help="Seconds per try of a request.",
 )
+BASE_URLS = click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env: OPENAI_BASE_URL]",
+)
+API_KEY = click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
 CACHE = click.option(
     "--cache",
     "cache_path",

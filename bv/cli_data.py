@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from bv.cli_common import INPUTS, SKIP_BAD, error, reader_may_leave
+from bv.cli_common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
 from bv.outcome import ROWS_FAILED, finish_rows
 
 
@@ -142,13 +142,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     show_default=True,
     help="An OpenAI-compatible API, or Azure OpenAI (AZURE_OPENAI_* in the environment).",
 )
-@click.option(
-    "--base-url",
-    "base_urls",
-    multiple=True,
-    help="OpenAI-compatible endpoint; repeat to list several. [env: OPENAI_BASE_URL]",
-)
-@click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+@BASE_URLS
+@API_KEY
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds.")
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object per model: id, owned_by, created, endpoint."

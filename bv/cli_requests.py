@@ -9,6 +9,8 @@ from typing import Any
 import click
 
 from bv.cli_common import (
+    API_KEY,
+    BASE_URLS,
     CACHE,
     INPUTS,
     JOBS,
@@ -50,13 +52,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     " or the offline chance baseline.",
 )
 @click.option("-m", "--model", envvar="BV_MODEL", help="Model name (Azure: the deployment). [env: BV_MODEL]")
-@click.option(
-    "--base-url",
-    "base_urls",
-    multiple=True,
-    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env: OPENAI_BASE_URL]",
-)
-@click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+@BASE_URLS
+@API_KEY
 @JOBS
 @click.option("--ordered", is_flag=True, help="Write rows in input order (default: as they finish).")
 @click.option(

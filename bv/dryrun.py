@@ -18,8 +18,8 @@ from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
 from bv.extract import has_answer
 from bv.images import ImageError, ImageOptions, encode_image, image_paths, pillow
-from bv.prompting import refine_text
 from bv.records import message_text
+from bv.rollout import RolloutOptions, next_turn
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text
 
@@ -91,14 +91,10 @@ def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[in
 
 
 def plan_rollout(
-    records: Iterable[dict[str, Any]],
-    backend: Backend,
-    cache: ReplyCache | None,
-    params: dict[str, Any],
-    repeats: int,
-    max_turns: int,
+    records: Iterable[dict[str, Any]], backend: Backend, cache: ReplyCache | None, options: RolloutOptions
 ) -> Plan:
     """Walk every (record, run) through its turns as far as the cache answers them."""
+    params, repeats, max_turns = options.params, options.repeats, options.max_turns
     plan, hashes, costs = Plan(), ImageHashes(), ImageCosts(params.get("max_pixels"))
     use_cache = cache is not None and backend.cacheable
     for record in records:
@@ -125,10 +121,7 @@ def plan_rollout(
                 plan.cached += 1
                 if has_answer(reply.content):
                     break
-                conversation += [
-                    {"role": "assistant", "content": reply.content},
-                    {"role": "user", "content": refine_text(reply.content)},
-                ]
+                conversation = next_turn(conversation, reply.content, options)
     return plan
 
 

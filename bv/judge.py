@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bv import secrets
 from bv.backends import make_backend
 from bv.endpoints import resolve
 from bv.engine import Caller, RunSettings, run_stage
@@ -73,6 +74,7 @@ def parse_verdict(reply: str) -> int | None:
 class LLMJudge:
     caller: Caller
     templates: Templates = BV_TEMPLATES
+    unusable: str | None = None  # why no judge call can succeed (unreachable, key refused), once known
 
     @property
     def model(self) -> str:
@@ -81,7 +83,11 @@ class LLMJudge:
     async def verdict(
         self, record: dict[str, Any], extracted: str | None
     ) -> tuple[int | None, str | None, str | None]:
-        """(hard, raw reply, error) from the LLM judge."""
+        """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
+        the error is said once and every later row goes out at once as a judge error: the judge
+        stage still writes every row, and exits 1."""
+        if self.unusable is not None:
+            return None, None, f"LLM judge unusable: {self.unusable}"
         try:
             reply, _ = await self.caller.call(
                 judge_messages(record, extracted, self.templates),
@@ -92,6 +98,11 @@ class LLMJudge:
             return None, None, f"judge request failed: {exc}"
         except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
             return None, None, "interrupted before the LLM judge answered; run bv judge again"
+        except Fatal as exc:
+            if self.unusable is None:
+                self.unusable = secrets.redact(str(exc))
+                say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
+            return None, None, f"LLM judge unusable: {self.unusable}"
         hard = parse_verdict(reply.content)
         return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
 

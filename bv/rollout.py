@@ -73,6 +73,17 @@ def now_utc() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def next_turn(
+    conversation: list[dict[str, Any]], reply: str, options: RolloutOptions
+) -> list[dict[str, Any]]:
+    """The messages of the next turn after a reply without \\boxed{}: the reply, then the refinement."""
+    return [
+        *conversation,
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": refine_text(reply, options.templates)},
+    ]
+
+
 async def rollout_one(
     record: dict[str, Any], run: int, caller: Caller, options: RolloutOptions
 ) -> dict[str, Any]:
@@ -87,10 +98,7 @@ async def rollout_one(
             turns.append({**reply.to_json(), "cached": cached})
             if has_answer(reply.content) or turn + 1 == options.max_turns:
                 break
-            conversation += [
-                {"role": "assistant", "content": reply.content},
-                {"role": "user", "content": refine_text(reply.content, options.templates)},
-            ]
+            conversation = next_turn(conversation, reply.content, options)
     except ItemFailure as exc:
         error = str(exc)
     stats = caller.stats
@@ -144,6 +152,17 @@ def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
     return parse
 
 
+def prompt_records(
+    inputs: tuple[str, ...], problems: Problems, options: RolloutOptions
+) -> Iterator[dict[str, Any]]:
+    """The prompt records of the input that belong to this shard, lazily; bad lines to `problems`."""
+    return (
+        record
+        for _, record in read_records(inputs, problems, _prompt_records(problems))
+        if in_shard(str(record["id"]), options.shard)
+    )
+
+
 def run_rollout(
     inputs: tuple[str, ...],
     backend_name: str,
@@ -159,11 +178,7 @@ def run_rollout(
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)
-    records = (
-        record
-        for _, record in read_records(inputs, problems, _prompt_records(problems))
-        if in_shard(str(record["id"]), options.shard)
-    )
+    records = prompt_records(inputs, problems, options)
     outcome = run_stage(
         expand_runs(records, options.repeats),
         lambda task: rollout_one(task[0], task[1], caller, options),
@@ -196,12 +211,7 @@ def dry_run_rollout(
     backend = make_backend(backend_name, **backend_config)
     path = settings.cache_path
     cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
-    records = (
-        record
-        for _, record in read_records(inputs, problems, check_prompt_record)
-        if in_shard(str(record["id"]), options.shard)
-    )
-    plan = plan_rollout(records, backend, cache, options.params, options.repeats, options.max_turns)
+    plan = plan_rollout(prompt_records(inputs, problems, options), backend, cache, options)
     sys.stderr.write("bv rollout --dry-run: nothing sent\n")
     for line in plan_lines(
         plan, backend, options.repeats, options.max_turns, path if backend.cacheable else None

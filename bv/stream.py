@@ -15,9 +15,9 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from bv import outcome, secrets
+from bv import secrets
 from bv.errors import Fatal, Interrupted, StdoutClosed
-from bv.outcome import Outcome
+from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, say, status_for
 
 T = TypeVar("T")
 GRACE_S = 10.0  # after Ctrl-C or SIGTERM, how long requests in flight may still finish
@@ -96,7 +96,7 @@ class StreamRun:
     async def run(self) -> Outcome:
         self.loop = asyncio.get_running_loop()
         self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
-        with outcome.loop_signals(self.loop, self.on_signal):
+        with loop_signals(self.loop, self.on_signal):
             threading.Thread(target=self.read, name="bv-reader", daemon=True).start()
             try:
                 await self.supervise()
@@ -160,7 +160,7 @@ class StreamRun:
                 raise
             self.outcome.broken_rows += 1
             sys.stderr.write(
-                f"{outcome.prefix()} error: input row {seq + 1} could not be processed and is left out"
+                f"{prefix()} error: input row {seq + 1} could not be processed and is left out"
                 f" ({type(exc).__name__}: {secrets.redact(str(exc))[:200]}; BV_DEBUG=1 shows"
                 " a traceback)\n"
             )
@@ -186,16 +186,16 @@ class StreamRun:
         if self.outcome.signal is not None:
             # Cancel what runs (an exec agent's process group is killed on cancellation) and
             # end; if anything still lingers a moment later, leave without waiting for it.
-            outcome.say("interrupted again; quitting now")
+            say("interrupted again; quitting now")
             for task in self.workers:
                 task.cancel()
-            self.loop.call_later(1.0, os._exit, outcome.status_for(signum))  # type: ignore[union-attr]
+            self.loop.call_later(1.0, os._exit, status_for(signum))  # type: ignore[union-attr]
             return
         self.outcome.signal = signum
         self.stopping.set()
-        name = outcome.SIGNAL_NAMES.get(signum, "a signal")
+        name = SIGNAL_NAMES.get(signum, "a signal")
         if self.drain_on_interrupt:
-            outcome.say(
+            say(
                 f"interrupted by {name}; no new requests, passing on the rest of the input"
                 " (Ctrl-C again to quit now)"
             )
@@ -204,7 +204,7 @@ class StreamRun:
         self.stop_reading.set()
         for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
             self.queue.put_nowait((_DONE, None))
-        outcome.say(
+        say(
             f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
             " (Ctrl-C again to quit now)"
         )

@@ -100,6 +100,22 @@ def test_some_rows_failing_exits_1_with_every_row_written(sample_dir, server, tm
     assert f"bv judge: {failed} rows came in with a rollout error" in judged.stderr
 
 
+def test_a_dead_judge_endpoint_fails_the_stage_with_every_row_written(tmp_path):
+    from test_judge_llm import rollout_rows
+
+    path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(9)] + ["(2,3)"])  # 9 undecided by rules
+    port = closed_port()
+    result = sh(
+        f"bv judge --judge-model j --judge-base-url http://127.0.0.1:{port}/v1 --no-cache {path}",
+        env={"BV_RETRY_BASE_S": "0.01"},
+    )
+    rows = jsonl(result.stdout)
+    assert result.returncode == 1 and len(rows) == 11, result.stderr
+    assert [r["decided_by"] for r in rows].count("error") == 9  # the rules still decided the rest
+    assert result.stderr.count(f"127.0.0.1:{port}") <= 2 and "Traceback" not in result.stderr  # said once
+    assert result.stderr.splitlines()[-1].startswith("bv judge: 9 of 11 rows got a judge error")
+
+
 def test_all_rows_succeeding_exits_0_without_a_failure_line(sample_dir):
     result = sh(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance | bv judge --mode rules"
