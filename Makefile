@@ -49,7 +49,8 @@ eval: $(VENV)/.installed
 	$(BIN)/bv prompt "$(ITEMS)" \
 	  | $(BIN)/bv rollout -m "$(MODEL)" $(if $(BASE_URL),--base-url "$(BASE_URL)") -j $(JOBS) \
 	  | $(BIN)/bv judge > "$(EVAL_DIR)/results.jsonl"
-	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html"
+	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html" \
+	  --image-root "$(dir $(ITEMS))"
 
 # Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
 bench: $(VENV)/.installed

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.records import message_text
+from bv.terminal import printable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -33,8 +34,11 @@ def write_artifacts(root: Path, row: dict[str, Any], conversation: list[dict[str
         _write(root / str(row["run"]) / safe_name(str(row["id"])), row, conversation)
     except OSError as exc:
         sys.stderr.write(
-            f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
-            f" {exc.strerror or exc}\n"
+            printable(
+                f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
+                f" {exc.strerror or exc}"
+            )
+            + "\n"
         )
 
 

@@ -12,12 +12,15 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bv.errors import Fatal
 from bv.images import content_hash, map_image_urls
+from bv.terminal import printable
 
 CACHE_VERSION = 1
 
@@ -34,7 +37,10 @@ class ImageHashes:
         self._known: dict[tuple[str, int, int], str] = {}
 
     def __call__(self, path: Path) -> str:
-        stat = path.stat()
+        try:
+            stat = path.stat()
+        except (OSError, ValueError):
+            return content_hash(path)  # raises ImageError, saying why
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         if key not in self._known:
             if len(self._known) > 10_000:
@@ -69,35 +75,88 @@ def request_key(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def fix_hint(path: Path, opening: bool = False) -> str:
+    """How to get past a cache that failed: what the messages about it end with."""
+    first = "" if opening else f"free disk space or make {path} writable, or empty it (`bv cache clear`), or "
+    return f"{first}delete {path}, or run with --no-cache or another --cache FILE"
+
+
+class CacheUnusable(Fatal):
+    """The cache file cannot be opened (corrupt, not a database, unwritable folder): said with
+    its path and the fix, before any request is sent."""
+
+
 def _date(epoch: float) -> str:
     """A time stamp people read: ISO 8601, UTC, to the second."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ReplyCache:
-    """get/put of finished replies; each put is its own transaction, durable once it returns."""
+    """get/put of finished replies; each put is its own transaction, durable once it returns.
+
+    The cache serves the run, never the other way round: once it fails mid-run (a full disk,
+    a file made read-only, corruption found), bv says so once, naming the file and the fix, and
+    goes on without it, so every paid reply still reaches the output exactly once."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS replies ("
-            " key TEXT PRIMARY KEY, created REAL NOT NULL, backend TEXT NOT NULL,"
-            " model TEXT NOT NULL, reply TEXT NOT NULL)"
-        )
+        self.failed: str | None = None  # why the cache was given up, once it was
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS replies ("
+                " key TEXT PRIMARY KEY, created REAL NOT NULL, backend TEXT NOT NULL,"
+                " model TEXT NOT NULL, reply TEXT NOT NULL)"
+            )
+            self.db.execute("SELECT key, created, backend, model, reply FROM replies LIMIT 1").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CacheUnusable(
+                f"the reply cache {path} cannot be used ({why}); {fix_hint(path, opening=True)}"
+            ) from None
+
+    def _give_up(self, exc: Exception) -> None:
+        """Say once which file failed and how to fix it; the run goes on without the cache."""
+        if self.failed is None:
+            self.failed = str(exc)
+            sys.stderr.write(
+                printable(
+                    f"bv: warning: the reply cache {self.path} failed ({exc}); going on without it:"
+                    f" every reply is still written to the output, but not cached for a re-run. To fix:"
+                    f" {fix_hint(self.path)}"
+                )
+                + "\n"
+            )
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        if self.failed is not None:
+            return None
+        try:
+            row = self.db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError) as exc:  # corruption found, or a reply that is not JSON
+            self._give_up(exc)
+            return None
 
     def put(self, key: str, backend: str, model: str, reply: dict[str, Any]) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",
-            (key, time.time(), backend, model, json.dumps(reply, ensure_ascii=False)),
-        )
+        """Store a reply; never raises (see the class), since the reply is already paid for."""
+        if self.failed is not None:
+            return
+        text = json.dumps(reply, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: SQLite takes only valid UTF-8; keep it escaped
+            text = json.dumps(reply)
+        try:
+            self.db.execute(
+                "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",
+                (key, time.time(), backend, model, text),
+            )
+        except sqlite3.Error as exc:
+            self._give_up(exc)
 
     def stats(self) -> dict[str, Any]:
         rows = self.db.execute(

@@ -196,13 +196,14 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.merge import check_inputs, merge_rows, ordered_keys, write_rows
     from bv.progress import stdin_notice
     from bv.records import check_row
+    from bv.terminal import printable
 
     check_inputs(inputs)
     stdin_notice(inputs, "rows")
     problems = Problems()
     result = merge_rows(read_records(inputs, problems, check_row))
     for conflict in result.conflicts:
-        click.echo(f"bv merge: warning: {conflict}", err=True)
+        click.echo(printable(f"bv merge: warning: {conflict}"), err=True)
     if output is not None and problems.count and not skip_bad:
         error(
             f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
@@ -252,6 +253,12 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     is_flag=True,
     help="Accuracy over finished rows only (no rollout or judge error, decided); labelled so.",
 )
+@click.option(
+    "--image-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
+)
+@click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
 @SKIP_BAD
 def report(
     inputs: tuple[str, ...],
@@ -260,6 +267,8 @@ def report(
     fail_under: float | None,
     by: tuple[str, ...],
     exclude_failed: bool,
+    image_root: Path | None,
+    allow_any_path: bool,
     skip_bad: bool,
 ) -> None:
     """Accuracy overall, by type and by subtype; several inputs side by side.
@@ -283,6 +292,7 @@ def report(
     from bv.progress import stdin_notice
     from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import Input, below, build_report, input_names, warnings
+    from bv.terminal import printable
 
     stdin_notice(inputs, "judged rows")
     problems = Problems()
@@ -304,18 +314,31 @@ def report(
         if html_path is not None:
             from bv.html_report import write_html
 
-            write_html(html_path, summaries, rows, built.get("comparison"))  # rows read again, not held
+            paths = [row_source.source.path for row_source in rows or []]
+            roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
+            refused = write_html(
+                html_path, summaries, rows, built.get("comparison"), None if allow_any_path else roots
+            )  # rows read again from the inputs, not held
             if not page_to_stdout:
                 click.echo(f"bv report: wrote {html_path}", err=True)
+            if refused:
+                where = ", ".join(sorted({str(r) for r in roots}))
+                click.echo(
+                    printable(
+                        f"bv report: {refused} image(s) outside {where} not embedded"
+                        " (--image-root DIR or --allow-any-path embeds them)"
+                    ),
+                    err=True,
+                )
     finally:
         for source in sources:
             source.close()
     for line in warnings(summaries):
-        click.echo(f"bv report: warning: {line}", err=True)
+        click.echo(printable(f"bv report: warning: {line}"), err=True)
     finish_rows(problems, skip_bad)
     failing = below(summaries, fail_under) if fail_under is not None else []
     for line in failing:
-        click.echo(f"bv report: {line}", err=True)
+        click.echo(printable(f"bv report: {line}"), err=True)
     if failing or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries):
         sys.exit(outcome.ROWS_FAILED)  # a failed run never looks like a result
 

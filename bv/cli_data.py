@@ -60,7 +60,10 @@ def data(
         path, origin = fetch(repo, revision)
     else:
         path, origin = source, f"file:{source.name}"
-    summary, changed = write_set(read_source(path), out, {"source": origin}, skip_bad)
+    from bv.images import content_hash
+
+    provenance = {"source": origin, "source_sha256": content_hash(path)}  # the file the set was made from
+    summary, changed = write_set(read_source(path), out, provenance, skip_bad)
     for line in summary.lines():
         click.echo(f"bv data: {line}", err=True)
     differs = differences(summary) if is_official(source, origin) else []

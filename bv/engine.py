@@ -17,6 +17,7 @@ from bv import secrets
 from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
 from bv.errors import Fatal, Interrupted, ItemFailure, Transient
+from bv.images import ImageError
 from bv.outcome import Outcome
 from bv.progress import ProgressDisplay, Stats
 from bv.retry import RetryPolicy
@@ -91,8 +92,8 @@ class Caller:
                 turn=turn,
                 image_hash=self.image_hash,
             )
-        except OSError as exc:
-            raise ItemFailure(f"image: {exc.strerror or exc}") from None
+        except ImageError as exc:  # not a regular file, over the size limit, unreadable
+            raise ItemFailure(f"image: {exc}") from None
 
     @classmethod
     def for_run(

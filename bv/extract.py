@@ -4,68 +4,105 @@ Reasoning in `<think>` blocks is dropped first (a box inside it was not the answ
 the last `\\boxed{...}` (or `\\fbox{...}`) is taken with a real brace-matching scan, so
 nested braces at any depth and several boxes in one reply are handled; the last box wins,
 since models retract earlier ones. Failing that, the last `<|begin_of_box|>...<|end_of_box|>`.
+
+Replies are hostile (a model stuck in a loop writes `\\boxed{` 20,000 times), so every step
+is one linear pass, and boxes are looked for only in the last ANSWER_TAIL_CHARS characters of
+what is left after the reasoning: the answer is at the end, and the work stays bounded.
 """
 
 from __future__ import annotations
 
 import re
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# Boxes are looked for in this many characters at the end of the reply (after <think> blocks).
+ANSWER_TAIL_CHARS = 64 * 1024
+# Replies longer than this are examined in a worker thread, off the event loop.
+EXTRACT_IN_LOOP_CHARS = 256 * 1024
+
+_THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GLM_BOX = re.compile(r"<\|begin_of_box\|>(.*?)<\|end_of_box\|>", re.DOTALL)
+_GLM_TAG = re.compile(r"<\|(begin|end)_of_box\|>")
 _WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{")
+_BRACE = re.compile(r"\\[{}]|[{}]")  # an escaped brace is content, not structure
 
 
 def strip_thinking(text: str) -> str:
-    """Drop `<think>...</think>`; a lone `</think>` drops all before it, a lone `<think>` all after."""
-    text = _THINK_BLOCK.sub(" ", text)
-    lower = text.lower()
-    if "</think>" in lower:
-        text = text[lower.rindex("</think>") + len("</think>") :]
-    elif "<think>" in lower:
-        text = text[: lower.index("<think>")]
-    return text
+    """Drop `<think>...</think>`; a lone `</think>` drops all before it, a lone `<think>` all after.
+
+    One pass over the tags: a block opens at a `<think>` and closes at the first `</think>`
+    after it (as a non-greedy regex would pair them, without its quadratic retries).
+    """
+    kept: list[str] = []
+    size = 0  # characters kept so far
+    start = 0  # where the text not yet kept begins
+    open_at: int | None = None
+    after_stray: int | None = None  # in the kept text: just after the last unpaired </think>
+    unclosed: int | None = None  # in the kept text: where an unclosed <think> was
+    for tag in _THINK_TAG.finditer(text):
+        if tag.group(1):  # </think>
+            if open_at is not None:
+                kept.append(text[start:open_at] + " ")
+                size += open_at - start + 1
+                start, open_at = tag.end(), None
+            else:
+                after_stray = size + tag.end() - start
+        elif open_at is None:
+            open_at = tag.start()
+    if open_at is not None:
+        unclosed = size + open_at - start
+    kept.append(text[start:])
+    out = "".join(kept)
+    if after_stray is not None:
+        return out[after_stray:]
+    if unclosed is not None:
+        return out[:unclosed]
+    return out
 
 
-def _balanced(text: str, open_at: int) -> int | None:
-    """Index of the brace closing the one at `open_at`, or None if it never closes."""
-    depth = 0
-    i = open_at
-    while i < len(text):
-        char = text[i]
-        if char == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
-            i += 2  # an escaped brace is content, not structure
+def _closing_braces(text: str) -> dict[int, int]:
+    """For each `{` that closes, the index of its `}`: one stack pass, escaped braces skipped."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _BRACE.finditer(text):
+        if len(match.group()) == 2:
             continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return None
+        if match.group() == "{":
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    return pairs
 
 
 def last_boxed(text: str) -> str | None:
     """Content of the last complete `\\boxed{...}` / `\\fbox{...}` in text, or None."""
+    pairs = _closing_braces(text)
     found = None
     for match in _BOX_START.finditer(text):
-        close = _balanced(text, match.end() - 1)
+        close = pairs.get(match.end() - 1)
         if close is not None:
-            found = text[match.end() : close]
-    return found
+            found = (match.end(), close)
+    return None if found is None else text[found[0] : found[1]]
 
 
 def _unwrap(text: str) -> str:
-    """`\\text{B}` -> `B`, at any depth, for each wrapper command."""
-    while True:
-        match = _WRAPPER.search(text)
-        if not match:
-            return text
-        close = _balanced(text, match.end() - 1)
-        if close is None:
-            return text[: match.start()] + text[match.end() :]
-        text = text[: match.start()] + text[match.end() : close] + text[close + 1 :]
+    """`\\text{B}` -> `B`, at any depth, for each wrapper command: its head and its closing
+    brace go (an unclosed one loses its head), in one pass."""
+    pairs = _closing_braces(text)
+    cuts: list[tuple[int, int]] = []
+    for match in _WRAPPER.finditer(text):
+        cuts.append((match.start(), match.end()))
+        close = pairs.get(match.end() - 1)
+        if close is not None:
+            cuts.append((close, close + 1))
+    if not cuts:
+        return text
+    cuts.sort()
+    out, at = [], 0
+    for begin, end in cuts:
+        out.append(text[at:begin])
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def clean(answer: str) -> str:
@@ -73,20 +110,45 @@ def clean(answer: str) -> str:
     return _unwrap(answer).replace("$", "").strip()
 
 
+def _last_glm_box(text: str) -> str | None:
+    """Content of the last `<|begin_of_box|>...<|end_of_box|>` (pairs as a non-greedy regex would)."""
+    found, open_at = None, None
+    for tag in _GLM_TAG.finditer(text):
+        if tag.group(1) == "begin":
+            if open_at is None:
+                open_at = tag.end()
+        elif open_at is not None:
+            found, open_at = text[open_at : tag.start()], None
+    return found
+
+
 def extract_answer(reply: str | None) -> str | None:
     """The reply's final answer, cleaned; None when it commits to none (`\\boxed{}` gives "")."""
     if not reply:
         return None
-    text = strip_thinking(reply)
+    text = strip_thinking(reply)[-ANSWER_TAIL_CHARS:]
     boxed = last_boxed(text)
     if boxed is None:
-        glm = _GLM_BOX.findall(text)
-        if not glm:
+        boxed = _last_glm_box(text)
+        if boxed is None:
             return None
-        boxed = glm[-1]
     return clean(boxed)
 
 
 def has_answer(reply: str | None) -> bool:
     """Whether the reply commits to a final answer (what refinement turns and progress count)."""
     return extract_answer(reply) is not None
+
+
+async def extract_answer_async(reply: str | None) -> str | None:
+    """`extract_answer`, in a worker thread for a reply long enough to stall the event loop."""
+    if reply is None or len(reply) <= EXTRACT_IN_LOOP_CHARS:
+        return extract_answer(reply)
+    import asyncio
+
+    return await asyncio.to_thread(extract_answer, reply)
+
+
+async def has_answer_async(reply: str | None) -> bool:
+    """`has_answer`, off the event loop when the reply is long (rollout calls it per turn)."""
+    return await extract_answer_async(reply) is not None

@@ -27,11 +27,12 @@ from typing import Any
 from urllib.parse import quote
 
 from bv import __version__
+from bv.atomic import atomic_output
 from bv.errors import StdoutClosed
 from bv.html_items import natural as _natural
 from bv.html_items import row_images, select_items, verdict
 from bv.html_parts import cap_note, comparison_section, input_facts
-from bv.images import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, pillow, sniff_format
+from bv.images import MAX_IMAGE_PIXELS, ImageError, pillow, read_image, sniff_format
 from bv.records import gold_text
 from bv.render import grid
 
@@ -143,15 +144,18 @@ def _thumbnail(data: bytes) -> tuple[int, int, str] | None:
 class Thumbnails:
     """Each distinct image (by content) encoded once, in parallel, as a downscaled data URI."""
 
-    def __init__(self, paths: Iterable[str]) -> None:
+    def __init__(self, paths: Iterable[str], refused: Iterable[str] = ()) -> None:
+        self.refused = set(refused)  # outside the image roots: never opened
+
         def read(path: str) -> tuple[str, bytes] | None:
             file = Path(path)
-            try:  # relative paths (no file:// URL in the row) cannot be resolved here
-                usable = file.is_absolute() and file.is_file() and file.stat().st_size <= MAX_IMAGE_BYTES
-                data = file.read_bytes() if usable else None
-            except OSError:
+            if not file.is_absolute():  # relative paths (no file:// URL in the row) cannot be resolved here
                 return None
-            return (hashlib.sha256(data).hexdigest()[:16], data) if data is not None else None
+            try:  # regular files only, never past the size limit (a FIFO or /dev/zero: no image)
+                data = read_image(file)
+            except ImageError:
+                return None
+            return hashlib.sha256(data).hexdigest()[:16], data
 
         unique = sorted(set(paths))
         with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # Pillow releases the GIL
@@ -207,7 +211,10 @@ def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
     out = []
     for path in row_images(row):
         thumb = thumbs.get(path)
-        if thumb is None:
+        if path in thumbs.refused:
+            why = "image outside the results file's folder (--image-root, --allow-any-path)"
+            out.append(f'<div class="noimg">{why}:<br>{_esc(path)}</div>')
+        elif thumb is None:
             out.append(f'<div class="noimg">image missing or unreadable:<br>{_esc(path)}</div>')
         else:
             key, width, height = thumb
@@ -310,18 +317,25 @@ def write_html(
     summaries: list[dict[str, Any]],
     rows_by_input: list[Iterable[dict[str, Any]]],
     comparison: dict[str, Any] | None = None,
-) -> None:
+    image_roots: list[Path] | None = None,
+) -> int:
     """Write the viewer for these inputs (`-`: to stdout): `summaries[i]` summarizes `rows_by_input[i]`.
 
     Judged rows are grouped into one card per item id; with two inputs, rows pair by (id, run)
     and the items whose verdicts differ come first, then those with a failure. Each input is
     iterated twice (bv.html_items), and at most BV_HTML_MAX_ITEMS cards are kept and written.
+    With `image_roots` (one folder per input), only images inside their input's folder are
+    embedded, as `bv prompt` confines them; returns how many were not. A file is written
+    atomically.
     """
     names = [str(s.get("name", f"input {i + 1}")) for i, s in enumerate(summaries)]
     selection = select_items(rows_by_input)
     items, differs = selection.items, selection.differs
     pair = len(rows_by_input) == 2
-    thumbs = Thumbnails(p for i in items.values() for rows in i["runs"].values() for p in row_images(rows[0]))
+    runs = [(i, rows[0]) for item in items.values() for i, rows in item["runs"].items()]
+    named = {(p, i) for i, first in runs for p in row_images(first)}
+    allowed = {p for p, i in named if image_roots is None or inside(p, image_roots[i])}
+    thumbs = Thumbnails(allowed, refused={p for p, _ in named} - allowed)
     data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")
     csp = f"default-src 'none'; img-src data:; style-src {_csp_hash(CSS)}; script-src {_csp_hash(JS)}"
     title = _esc("bv report: " + ", ".join(names))
@@ -341,11 +355,20 @@ def write_html(
     )
     cards = (_card(items[key], names, thumbs, key in differs) for key in selection.order)
     _write(path, [head], cards, [tail])
+    return len(thumbs.refused)
+
+
+def inside(path: str, root: Path) -> bool:
+    """Whether an image path, symlinks resolved, is inside `root` (as `bv prompt` confines images)."""
+    try:
+        return Path(path).is_absolute() and Path(path).resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def _write(path: Path | str, *parts: Iterable[str]) -> None:
-    """Write the page piece by piece (a card at a time): to stdout for `-`, else to the file,
-    its folder made first."""
+    """Write the page piece by piece (a card at a time): to stdout for `-`, else atomically to
+    the file (a full disk leaves the old page whole), its folder made first."""
     if str(path) == "-":
         try:
             for chunk in itertools.chain(*parts):
@@ -354,8 +377,6 @@ def _write(path: Path | str, *parts: Iterable[str]) -> None:
         except BrokenPipeError:
             raise StdoutClosed() from None
         return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "w", encoding="utf-8") as stream:
+    with atomic_output(Path(path)) as stream:
         for chunk in itertools.chain(*parts):
             stream.write(chunk)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-from collections.abc import Callable
+import os
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from bv.errors import BadRecord
@@ -53,6 +55,8 @@ def resolve_image(path: str, root: Path, allow_any_path: bool = False) -> Path:
     """
     if "://" in path:
         raise BadRecord(f"image {path!r}: only local file paths are supported")
+    if "\x00" in path:
+        raise BadRecord(f"image {path!r}: a NUL byte in a file name")
     candidate = Path(path).expanduser() if allow_any_path else Path(path)
     if candidate.is_absolute() and not allow_any_path:
         raise BadRecord(f"image {path!r}: absolute paths are refused (use --allow-any-path to permit)")
@@ -65,13 +69,11 @@ def resolve_image(path: str, root: Path, allow_any_path: bool = False) -> Path:
         raise BadRecord(f"image {path!r}: resolves outside {root} (use --allow-any-path to permit)")
     if not real.exists():
         raise BadRecord(f"image {path!r}: file not found under {root}")
-    if not real.is_file():
-        raise BadRecord(f"image {path!r}: not a regular file")
     try:
-        with open(real, "rb") as f:
+        with open_image(real) as f:
             head = f.read(16)
-    except OSError as exc:
-        raise BadRecord(f"image {path!r}: unreadable ({exc.strerror})") from None
+    except ImageError as exc:
+        raise BadRecord(f"image {path!r}: {exc.why}") from None
     if sniff_format(head) is None:
         raise BadRecord(f"image {path!r}: not an image (PNG, JPEG, WebP, GIF, BMP or TIFF)")
     return real
@@ -96,25 +98,69 @@ class ImageOptions:
     max_pixels: int | None = None
 
 
+class ImageError(Exception):
+    """An image that cannot be sent; an error for its item, not for the run."""
+
+    def __init__(self, message: str, why: str | None = None) -> None:
+        super().__init__(message)
+        self.why = why or message  # the reason without the file name
+
+
+def open_image(path: Path) -> BinaryIO:
+    """Open an image file for reading: only a regular file of at most MAX_IMAGE_BYTES.
+
+    Opened without blocking and checked on the open file, so a FIFO, a device such as
+    /dev/zero, or a file swapped in after a check is refused at once instead of hanging or
+    being read until memory runs out. Every image read in bv goes through here."""
+
+    def refuse(why: str) -> ImageError:
+        return ImageError(f"{path.name}: {why}", why)
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except ValueError:
+        raise refuse("a NUL byte in the file name") from None
+    except OSError as exc:
+        raise refuse(f"unreadable ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise refuse("not a regular file")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise refuse(f"{info.st_size} bytes is over the image size limit of {MAX_IMAGE_BYTES}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """An image file's bytes in blocks (see `open_image`), never past MAX_IMAGE_BYTES even if it grows."""
+    total = 0
+    with open_image(path) as f:
+        while block := f.read(1 << 20):
+            total += len(block)
+            if total > MAX_IMAGE_BYTES:
+                raise ImageError(f"{path.name}: over the image size limit of {MAX_IMAGE_BYTES} bytes")
+            yield block
+
+
+def read_image(path: Path) -> bytes:
+    """An image file's bytes, read as `open_image` allows."""
+    return b"".join(_blocks(path))
+
+
 def content_hash(path: Path) -> str:
     """sha256 of the file's bytes: what the cache key holds in place of the image."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for block in _blocks(path):
+        digest.update(block)
     return digest.hexdigest()
-
-
-class ImageError(Exception):
-    """An image that cannot be sent; an error for its item, not for the run."""
 
 
 def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> str:
     """Read an image and return it as a data URI, converted and downscaled where needed."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ImageError(f"{path.name}: unreadable ({exc.strerror})") from None
+    data = read_image(path)
     fmt = sniff_format(data[:16])
     if fmt is None:
         raise ImageError(f"{path.name}: not an image")
@@ -184,9 +230,11 @@ def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list
         content = message.get("content")
         if isinstance(content, list):
             parts = []
-            for part in content:
-                url = part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
-                if url.startswith("file:"):
+            for part in content:  # any shape: a plain string part, a part without a dict image_url
+                is_image = isinstance(part, dict) and part.get("type") == "image_url"
+                image = part.get("image_url") if is_image else None
+                url = image.get("url") if isinstance(image, dict) else None
+                if isinstance(url, str) and url.startswith("file:"):
                     part = {**part, "image_url": {**part["image_url"], "url": replace(path_of(url))}}
                 parts.append(part)
             message = {**message, "content": parts}
@@ -217,7 +265,7 @@ async def inline_images_async(messages: list[dict], options: ImageOptions = Imag
 
     try:
         size = sum(path.stat().st_size for path in image_paths(messages))
-    except OSError:
+    except (OSError, ValueError):
         size = 0  # inline_images says what is wrong with the file
     if size < ENCODE_IN_LOOP_BYTES:
         return inline_images(messages, options)

@@ -8,6 +8,7 @@ stage exits 1 at the end when any line was bad (0 with --skip-bad).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.errors import BadRecord, Fatal, StdoutClosed
+from bv.terminal import printable
 
 MAX_LINE_BYTES = int(os.environ.get("BV_MAX_LINE_BYTES", 64 * 1024 * 1024))
 STDIN = "-"
@@ -61,7 +63,7 @@ class Problems:
         why = (
             "file not found" if isinstance(exc, FileNotFoundError) else f"cannot open: {exc.strerror or exc}"
         )
-        self.stream.write(f"bv: error: {path}: {why}\n")
+        self.stream.write(printable(f"bv: error: {path}: {why}") + "\n")
         self.stream.flush()
 
     def _say(self, where: Source | str, text: str) -> None:
@@ -69,7 +71,7 @@ class Problems:
         seen = self._alike.setdefault(kind, [0, text])
         seen[0] += 1
         if seen[0] <= SHOWN_ALIKE:
-            self.stream.write(f"bv: {where}: {text}\n")
+            self.stream.write(printable(f"bv: {where}: {text}") + "\n")
             self.stream.flush()
 
     def finish(self) -> None:
@@ -78,7 +80,8 @@ class Problems:
             if seen > SHOWN_ALIKE:
                 more = seen - SHOWN_ALIKE
                 self.stream.write(
-                    f"bv: … and {more} more {'line' if more == 1 else 'lines'} like this ({text})\n"
+                    printable(f"bv: … and {more} more {'line' if more == 1 else 'lines'} like this ({text})")
+                    + "\n"
                 )
         self._alike.clear()
         self.stream.flush()
@@ -149,7 +152,67 @@ def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: P
             )
             problems.report(where, f"{why} at column {exc.colno}" if not torn else why)
             continue
+        except RecursionError:
+            problems.report(where, "invalid JSON: nested too deep")
+            continue
+        except ValueError:  # an integer too long to convert (Python's limit: 4300 digits)
+            digits = sys.get_int_max_str_digits()
+            problems.report(where, f"invalid JSON: a number with more than {digits} digits")
+            continue
+        try:
+            if _HUGE_NUMBER.search(raw) and _has_huge_number(value):
+                problems.report(where, "a number too large for bv (beyond ±2^63, or NaN or Infinity)")
+                continue
+            if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
+                problems.warn(where, "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD")
+                value = without_lone_surrogates(value)
+        except RecursionError:
+            problems.report(where, "invalid JSON: nested too deep")
+            continue
         yield where, value
+
+
+# Numbers bv records hold (ids, runs, token counts, seconds) are far below 2^63; a line with a
+# longer one (or NaN, Infinity, 1e999) is refused here rather than crash a sum or a float() later.
+# Only lines whose bytes could hold one are searched, so the common line costs one byte scan.
+_HUGE_NUMBER = re.compile(rb"\d{19}|NaN|Infinity|[eE]\+?\d{3}")
+
+
+def _has_huge_number(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return False
+    if isinstance(value, int):
+        return not -(2**63) <= value < 2**63
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    items = value.values() if isinstance(value, dict) else value
+    return any(_has_huge_number(item) for item in items)
+
+
+# A JSON string escape of a UTF-16 surrogate: paired ones decode to one character, lone ones to
+# a str that cannot be encoded (to a file, a terminal, SQLite or HTTP). Only lines with such an
+# escape are searched, so the cost is one byte scan per line.
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """A copy of a JSON value with each lone surrogate replaced by U+FFFD (pairs were joined when
+    the JSON was parsed), so that every text bv holds can be written anywhere."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def read_records(
@@ -167,22 +230,79 @@ def read_records(
             problems.report(where, str(exc))
 
 
+def _dumps(record: Any) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def fitting_line(record: dict[str, Any], limit: int | None = None) -> str:
+    """The record as one JSON line that the reader accepts: lone surrogates replaced, and, for a
+    row over the line limit (a model that wrote megabytes), its longest texts cut to their last
+    characters (the answer is at the end; extraction reads only the tail) with a marker, and a
+    warning on stderr. The row is never dropped for its size."""
+    limit = MAX_LINE_BYTES - 1 if limit is None else limit  # the newline counts
+    line = _dumps(record)
+    try:
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
+    except UnicodeEncodeError:
+        record = without_lone_surrogates(record)
+        line = _dumps(record)
+        size = len(line.encode("utf-8"))
+    if size <= limit:
+        return line
+    low, high = 0, max(_text_lengths(record), default=0)  # binary search: the longest text kept
+    best = _dumps(_cut_texts(record, 0))
+    while low < high:
+        keep = (low + high + 1) // 2
+        candidate = _dumps(_cut_texts(record, keep))
+        if len(candidate.encode("utf-8")) <= limit:
+            low, best = keep, candidate
+        else:
+            high = keep - 1
+    sys.stderr.write(
+        printable(
+            f"bv: warning: row id {record.get('id')!r} run {record.get('run')!r} is {size} bytes, over the"
+            f" line limit of {limit + 1} (BV_MAX_LINE_BYTES); its texts longer than {low} characters"
+            " keep only their end"
+        )
+        + "\n"
+    )
+    return best
+
+
+def _text_lengths(value: Any) -> Iterator[int]:
+    if isinstance(value, str):
+        yield len(value)
+    elif isinstance(value, list | dict):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _text_lengths(item)
+
+
+def _cut_texts(value: Any, keep: int) -> Any:
+    if isinstance(value, str) and len(value) > keep:
+        return (
+            f"[bv: {len(value) - keep} characters cut here, the row was over the line limit]"
+            + (value[len(value) - keep :])
+        )
+    if isinstance(value, list):
+        return [_cut_texts(v, keep) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut_texts(v, keep) for k, v in value.items()}
+    return value
+
+
 class JsonlWriter:
-    """Writes one JSON object per line and flushes it, so a crash never loses a finished row."""
+    """Writes one JSON object per line and flushes it, so a crash never loses a finished row.
+    Every line it writes is one `read_json_lines` accepts (see `fitting_line`)."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         import jsonlines  # imported here: only stages that write JSONL pay for it
 
         self._stream = stream or sys.stdout
-        self._writer = jsonlines.Writer(self._stream, compact=True, flush=True)
+        self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
 
     def write(self, record: dict[str, Any]) -> None:
         try:
-            try:
-                self._writer.write(record)
-            except UnicodeEncodeError:  # a lone surrogate ("\\ud800") read from JSON: write it escaped
-                self._stream.write(json.dumps(record, separators=(",", ":")) + "\n")
-                self._stream.flush()
+            self._writer.write(record)
         except BrokenPipeError as exc:
             raise StdoutClosed() from exc
         except OSError as exc:  # a full disk, a read-only or vanished file

@@ -24,7 +24,7 @@ from bv.backends import make_backend
 from bv.endpoints import resolve
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
-from bv.extract import extract_answer, strip_thinking
+from bv.extract import extract_answer, extract_answer_async, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
 from bv.progress import Stats, input_lines, stdin_notice
@@ -118,8 +118,8 @@ async def judge_one(
     judge template recorded, by name and SHA-256)."""
     if llm is None:
         return judge_by_rules(record, version, templates)
-    row, verdict = _prepared(record, version, templates)
-    extracted = row["extracted"]
+    extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
+    row, verdict = _prepared(record, extracted, version, templates)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
         hard, reply, error = await llm.verdict(row, extracted)
         row.update(
@@ -135,10 +135,11 @@ async def judge_one(
     return _by_rules(row, verdict)
 
 
-def _prepared(record: dict[str, Any], version: str, templates: dict[str, str] | None) -> tuple[dict, Any]:
-    """The row with the judge fields reset and the answer extracted, and what the rules say."""
+def _prepared(
+    record: dict[str, Any], extracted: str | None, version: str, templates: dict[str, str] | None
+) -> tuple[dict, Any]:
+    """The row with the judge fields reset and the extracted answer, and what the rules say."""
     row = without_stage(record, "judge")
-    extracted = extract_answer(record.get("response"))
     verdict = decide(row, extracted)
     row.update(
         extracted=extracted,
@@ -166,7 +167,7 @@ def judge_by_rules(
     record: dict[str, Any], version: str, templates: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """One row judged by the rules alone (undecided rows count wrong)."""
-    return _by_rules(*_prepared(record, version, templates))
+    return _by_rules(*_prepared(record, extract_answer(record.get("response")), version, templates))
 
 
 def run_by_rules(

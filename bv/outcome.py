@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from bv.terminal import printable
+
 OK = 0
 ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -44,9 +46,10 @@ def prefix() -> str:
 
 
 def say(message: str) -> None:
-    """One line on stderr, starting on a fresh line and naming the stage."""
+    """One line on stderr naming the stage. While a progress bar shows, rich's redirect of stderr
+    prints it above the bar; the closing summary comes after the bar is gone."""
     try:
-        sys.stderr.write(f"{prefix()} {message}\n")
+        sys.stderr.write(printable(f"{prefix()} {message}") + "\n")  # data in it never acts
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from bv.stats import counted, human_count
+from bv.terminal import printable
 
 
 @dataclass
@@ -170,8 +171,10 @@ class ProgressDisplay:
             BarColumn(bar_width=20),
             MofNCompleteColumn(table_column=fixed),
             TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
-            TextColumn(
-                "{task.fields[info]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)
+            TextColumn(  # server text is data, not markup
+                "{task.fields[info]}",
+                markup=False,
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
             ),
             console=Console(file=self.stream),
             transient=True,
@@ -185,13 +188,13 @@ class ProgressDisplay:
         while True:
             await asyncio.sleep(0.2 if self._bar else 1.0)
             if self._bar is not None:
-                info = self.stats.line().split(", ", 1)[1]
+                info = printable(self.stats.line().split(", ", 1)[1])
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
                 continue
             waiting = self.stats.waiting_text()
             if time.monotonic() - last_line >= self.every_s or (waiting and waiting != last_waiting):
                 last_line, last_waiting = time.monotonic(), waiting
-                self.stream.write(f"bv {self.label}: {self.stats.line()}\n")
+                self.stream.write(printable(f"bv {self.label}: {self.stats.line()}") + "\n")
                 self.stream.flush()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from bv.errors import StdoutClosed
 from bv.stats import counted, human_count
+from bv.terminal import markup_safe, printable
 
 FIGURES = (
     "n",
@@ -219,20 +220,21 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
     console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
     summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
-    title = "bv report: " + ", ".join(s["name"] for s in summaries)
+    title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
     table = fitted_table(title, headers, rows, levels, console.width)
     for row, level in zip(rows, levels, strict=True):
+        name = markup_safe(row[0])  # a type or subtype comes from data: never markup, never escapes
         label = {
-            "overall": f"[bold]{row[0]}[/]",
-            "type": f"[bold]{row[0]}[/]",
-            "subtype": f"  {row[0]}",
-            "ans_type": f"[dim]{row[0]}[/]",
+            "overall": f"[bold]{name}[/]",
+            "type": f"[bold]{name}[/]",
+            "subtype": f"  {name}",
+            "ans_type": f"[dim]{name}[/]",
         }[level]
-        table.add_row(label, *row[1:], end_section=level in ("overall",))
+        table.add_row(label, *(markup_safe(cell) for cell in row[1:]), end_section=level in ("overall",))
 
     console.print(table)
     for line in notes(report):
-        console.print(line, markup=False, highlight=False)
+        console.print(printable(line), markup=False, highlight=False)
 
 
 def render_markdown(report: dict[str, Any], stream: Any) -> None:
@@ -240,9 +242,10 @@ def render_markdown(report: dict[str, Any], stream: Any) -> None:
     stream.write("| " + " | ".join(headers) + " |\n")
     stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
     for row, level in zip(rows, levels, strict=True):
-        label = f"**{row[0]}**" if level in ("overall", "type") else row[0]
+        label = printable(row[0]).replace("|", "\\|")  # data: no escape codes, no column breaks
+        label = f"**{label}**" if level in ("overall", "type") else label
         stream.write("| " + " | ".join([label, *row[1:]]) + " |\n")
-    stream.write("\n" + "".join(f"- {line}\n" for line in notes(report)))
+    stream.write("\n" + "".join(f"- {printable(line)}\n" for line in notes(report)))
 
 
 def render_csv(report: dict[str, Any], stream: Any) -> None:

@@ -23,7 +23,7 @@ from bv.artifacts import write_artifacts
 from bv.backends import Backend, make_backend
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import BadRecord, ItemFailure
-from bv.extract import has_answer
+from bv.extract import has_answer_async
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import Outcome
 from bv.progress import Stats, input_lines, stdin_notice
@@ -96,7 +96,7 @@ async def rollout_one(
         for turn in range(options.max_turns):
             reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
             turns.append({**reply.to_json(), "cached": cached})
-            if has_answer(reply.content) or turn + 1 == options.max_turns:
+            if turn + 1 == options.max_turns or await has_answer_async(reply.content):
                 break
             conversation = next_turn(conversation, reply.content, options)
     except ItemFailure as exc:
@@ -105,7 +105,7 @@ async def rollout_one(
     stats.done += 1
     stats.errors += error is not None
     response = turns[-1]["content"] if turns and error is None else None
-    stats.answered += has_answer(response)
+    stats.answered += await has_answer_async(response)
     row = without_stage(record, "rollout")
     row.update(
         run=run,

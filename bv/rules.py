@@ -19,7 +19,7 @@ RULES_VERSION = "2"
 
 # A label alone: B  (B)  B.  B)  b  Option B  option (b)  Answer: B  (labels need not be letters)
 _LABEL_FORM = re.compile(
-    r"^(?:(?:option|choice|answer)\s*[:：]?\s*)?\(?([^\s().:：]+)\)?[.):]?$", re.IGNORECASE
+    r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：]+)\)?[.):]?$", re.IGNORECASE
 )
 _LABEL_WITH_TEXT = re.compile(r"^\(?([^\s().:]+)\)?[.):]\s+(.+)$", re.DOTALL)  # B. red circle
 _NUMBER_WORDS = {
@@ -47,21 +47,32 @@ def normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     text = re.sub(r"\\left|\\right|\\,|\\;|\\!", "", text)
     text = re.sub(r"\s+", "", text)
-    text = text.rstrip(".;:!?。")
-    while len(text) >= 2 and text[0] in "([{<" and _encloses(text):
-        text = text[1:-1]
+    text = _unbracket(text.rstrip(".;:!?。"))
     return _NUMBER_WORDS.get(text, text)
 
 
-def _encloses(text: str) -> bool:
-    """Whether the bracket opening `text` closes at its very end: `(4,7)` yes, `(1)+(2)` no."""
-    opening, closing = text[0], _BRACKETS[_BRACKETS.index(text[0]) + 1]
-    depth = 0
+def _unbracket(text: str) -> str:
+    """Strip brackets that enclose the whole text, layer by layer: `((4,7))` -> `4,7`, while
+    `(1)+(2)` keeps its own. One pass pairs every bracket (per kind), so 16 kB of nested
+    parentheses costs no more than 16 kB of letters."""
+    closing_of = _bracket_pairs(text)
+    begin, end = 0, len(text) - 1
+    while end - begin >= 1 and closing_of.get(begin) == end:
+        begin, end = begin + 1, end - 1
+    return text[begin : end + 1]
+
+
+def _bracket_pairs(text: str) -> dict[int, int]:
+    """For each opening bracket that closes, where; each kind counts only its own brackets."""
+    pairs: dict[int, int] = {}
+    stacks: dict[str, list[int]] = {opening: [] for opening in _BRACKETS[::2]}
+    closers = {_BRACKETS[i + 1]: _BRACKETS[i] for i in range(0, len(_BRACKETS), 2)}
     for i, char in enumerate(text):
-        depth += (char == opening) - (char == closing)
-        if depth == 0:
-            return i == len(text) - 1
-    return False
+        if char in stacks:
+            stacks[char].append(i)
+        elif char in closers and stacks[closers[char]]:
+            pairs[stacks[closers[char]].pop()] = i
+    return pairs
 
 
 def _numbers(text: str) -> tuple[float, ...] | None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from bv import secrets
 from bv.errors import Fatal, Interrupted, StdoutClosed
 from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, say, status_for
+from bv.terminal import printable
 
 T = TypeVar("T")
 GRACE_S = 10.0  # after Ctrl-C or SIGTERM, how long requests in flight may still finish
@@ -161,7 +162,7 @@ class StreamRun:
             self.outcome.broken_rows += 1
             sys.stderr.write(
                 f"{prefix()} error: input row {seq + 1} could not be processed and is left out"
-                f" ({type(exc).__name__}: {secrets.redact(str(exc))[:200]}; BV_DEBUG=1 shows"
+                f" ({type(exc).__name__}: {printable(secrets.redact(str(exc)), 200)}; BV_DEBUG=1 shows"
                 " a traceback)\n"
             )
             return None

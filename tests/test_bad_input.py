@@ -31,15 +31,27 @@ ITEM_CASES = {
     "image-unreadable.jsonl": (2, "image 'images/folder.png': not a regular file"),
     "image-not-an-image.jsonl": (2, "image 'images/notes.png': not an image"),
     "invalid-utf8.jsonl": (2, "invalid UTF-8"),
-    "over-long-line.jsonl": (2, "line longer than 4096 bytes"),
+    "over-long-line.jsonl": (2, "line longer than 16384 bytes"),
     "torn-last-line.jsonl": (3, "torn last line"),
     "path-absolute.jsonl": (2, "image '/etc/passwd': absolute paths are refused"),
     "path-dotdot.jsonl": (2, "image '../secret/secret.png': resolves outside"),
     "path-symlink.jsonl": (2, "image 'images/link.png': resolves outside"),
+    "deep-nesting.jsonl": (2, "invalid JSON: nested too deep"),
+    "huge-integer.jsonl": (2, "invalid JSON: a number with more than 4300 digits"),
+    "number-too-large.jsonl": (2, "a number too large for bv (beyond ±2^63, or NaN or Infinity)"),
+    "image-nul-byte.jsonl": (2, "image 'images/ok\\x00.png': a NUL byte in a file name"),
 }
 # Cases about the line itself, which every stage meets the same way.
-LINE_CASES = ["invalid-json.jsonl", "not-an-object.jsonl", "invalid-utf8.jsonl", "over-long-line.jsonl"]
-ENV = {"BV_MAX_LINE_BYTES": "4096"}
+LINE_CASES = [
+    "invalid-json.jsonl",
+    "not-an-object.jsonl",
+    "invalid-utf8.jsonl",
+    "over-long-line.jsonl",
+    "deep-nesting.jsonl",
+    "huge-integer.jsonl",
+    "number-too-large.jsonl",
+]
+ENV = {"BV_MAX_LINE_BYTES": "16384"}
 
 
 def assert_clean_failure(result, where: str, why: str, good: int, code: int = 1) -> None:

@@ -3,6 +3,7 @@ meta_data.jsonl + images/, checked, atomically; the Hub fetch runs offline over 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -79,6 +80,9 @@ def test_parquet_becomes_the_official_layout(sample_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
     same_items(out, sample_dir, cot=False)
+    marker = json.loads((out / ".bv-data.json").read_text())
+    assert marker["source"] == f"file:{source.name}"
+    assert marker["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
     assert "12 items (8 choice, 4 blank), 6 subtypes; images from" in result.stderr
     assert "published" not in result.stderr  # a file of another name does not claim to be the official set
     prompts = sh(f"bv prompt {out / 'meta_data.jsonl'}")

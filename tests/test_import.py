@@ -35,6 +35,7 @@ def test_results_joined_with_items_get_choices_and_images(sample_dir, tmp_path):
     result = sh(
         f"bv import --items {sample_dir}/meta_data.jsonl --run 9 {path} > {tmp_path}/rows.jsonl"
         f" && bv report {tmp_path}/rows.jsonl --format json --html {tmp_path}/r.html"
+        f" --image-root {sample_dir}"
     )
     assert result.returncode == 0, result.stderr
     rows = jsonl((tmp_path / "rows.jsonl").read_text())

@@ -146,6 +146,7 @@ def test_html_option_writes_the_viewer(sample_dir, tmp_path):
     result = sh(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance | bv judge --mode rules"
         f" > {tmp_path}/r.jsonl && bv report {tmp_path}/r.jsonl --html {tmp_path}/out.html"
+        f" --image-root {sample_dir}"
     )
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "out.html").read_text()
