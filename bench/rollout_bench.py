@@ -1,9 +1,13 @@
 """Rollout benchmark: time `bv rollout` against a loopback server that answers after a fixed latency.
 
-Each measurement starts `tests/fakeopenai.py` as its own process, times one `bv rollout` process
+Each measurement starts `tests/fakeopenai.py` as its own process, times one client process
 from spawn to exit (its peak RSS and CPU come from `os.wait4`, so they are that process's alone),
 stops the server and reads its request statistics. The ideal time is ceil(N / j) * latency: what
-`-j j` requests in flight at once would take if bv cost nothing. See bench/README.md.
+`-j j` requests in flight at once would take if the client cost nothing. In the same run, the
+same prompts go through two other clients (bench/rollout_limits.py): a bare asyncio client,
+the limit bv is read against, and the reference's thread pool over the SDK's sync client.
+The server's own CPU is printed beside each (`srv %` of the wall time): it must stay far from
+100 %, or the figures measure the server. See bench/README.md.
 
     python bench/rollout_bench.py                      # every scenario once
     python bench/rollout_bench.py --scenario throughput --repeat 3
@@ -35,8 +39,10 @@ SCENARIOS = {
     # name: (item counts, jobs, latency in s, items with ~1 MB images)
     "throughput": ([2000], 64, 0.2, False),
     "images": ([1000, 4000], 16, 0.05, True),
-    "wide": ([2048], 512, 1.0, False),
+    "wide": ([4096], 512, 1.0, False),
 }
+LIMITS = ROOT / "bench" / "rollout_limits.py"
+CLIENTS = ["bv", "bare", "reference"]  # bare: the limit; reference: the thread-pool design
 NOISE_IMAGES = 50  # distinct ~1 MB images, hard-linked to one path per item
 NOISE_SIDE = 580  # 580 x 580 RGB noise: a PNG of ~1.0 MB (noise does not compress)
 
@@ -119,8 +125,8 @@ def check_rows(path: Path, n: int) -> tuple[int, int, int]:
     return rows, errors, len(ok)
 
 
-def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dict:
-    """One timed `bv rollout` process against a fresh server."""
+def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path, client: str = "bv") -> dict:
+    """One timed client process (`bv rollout`, or bench/rollout_limits.py's) against a fresh server."""
     stats_path = work / "server-stats.json"
     stats_path.unlink(missing_ok=True)
     with open(work / "server.stderr", "wb") as server_err:
@@ -132,8 +138,11 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dic
         )
     url = server.stdout.readline().strip()
     out, err = work / "out.jsonl", work / "rollout.stderr"
-    args = [BV, "rollout", "--base-url", url, "--api-key", "k", "-m", "m", "-j", str(jobs)]
-    args += ["--no-cache", "--quiet", str(prompts)]
+    if client == "bv":
+        args = [BV, "rollout", "--base-url", url, "--api-key", "k", "-m", "m", "-j", str(jobs)]
+        args += ["--no-cache", "--quiet", str(prompts)]
+    else:
+        args = [sys.executable, str(LIMITS), client, url, str(prompts), str(jobs)]
     done, server_died = threading.Event(), threading.Event()
 
     def watch() -> None:
@@ -157,7 +166,7 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dic
     if server_died.is_set():
         sys.exit(f"the server died during the run (see {work / 'server.stderr'}); run again")
     if proc.returncode:
-        print(f"bv rollout exited {proc.returncode}:\n{err.read_text()[-2000:]}", file=sys.stderr)
+        print(f"{client} exited {proc.returncode}:\n{err.read_text()[-2000:]}", file=sys.stderr)
     stats = json.loads(stats_path.read_text())
     rows, errors, ok = check_rows(out, n)
     ideal = math.ceil(n / jobs) * latency
@@ -166,6 +175,7 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dic
     # system-wide (Linux); elsewhere only the server's own differences (span) mean anything.
     same_clock = sys.platform == "linux"
     return {
+        "client": client,
         "n": n,
         "jobs": jobs,
         "latency": latency,
@@ -180,6 +190,7 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dic
         "rss_mb": usage.ru_maxrss / 1024,  # kB on Linux
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "server_cpu_s": server_usage.ru_utime + server_usage.ru_stime,
+        "server_pct": 100 * (server_usage.ru_utime + server_usage.ru_stime) / wall,
         "server_rss_mb": server_usage.ru_maxrss / 1024,
         "requests": stats["requests"],
         "rows": rows,
@@ -191,12 +202,13 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path) -> dic
 
 def median_of(runs: list[dict]) -> dict:
     """Each figure's median over the repeats; the row counts from the worst repeat."""
-    result = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    result = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "client"}
     result.update(
         rows=min(r["rows"] for r in runs),
         ok_rows=min(r["ok_rows"] for r in runs),
         errors=max(r["errors"] for r in runs),
         exit=max(r["exit"] for r in runs),
+        client=runs[0]["client"],
         repeats=len(runs),
         wall_s_all=[round(r["wall_s"], 3) for r in runs],
     )
@@ -204,13 +216,18 @@ def median_of(runs: list[dict]) -> dict:
 
 
 def check(scenario: str, what: str, value: float, op: str, limit: float) -> dict:
-    passed = value <= limit if op == "<=" else value >= limit
+    passed = {"<=": value <= limit, "<": value < limit, ">=": value >= limit}[op]
     return {"scenario": scenario, "what": what, "value": value, "op": op, "limit": limit, "pass": passed}
 
 
 def targets(scenario: str, results: list[dict], image_mb: float | None) -> list[dict]:
-    checks = [check(scenario, f"rows ok (N={r['n']})", r["ok_rows"], ">=", r["n"]) for r in results]
-    checks += [check(scenario, f"rows with error (N={r['n']})", r["errors"], "<=", 0) for r in results]
+    checks = [
+        check(scenario, f"rows ok ({r['client']}, N={r['n']})", r["ok_rows"], ">=", r["n"]) for r in results
+    ]
+    checks += [
+        check(scenario, f"rows with error ({r['client']}, N={r['n']})", r["errors"], "<=", 0) for r in results
+    ]
+    results = [r for r in results if r["client"] == "bv"]  # the figures below are bv's targets
     for r in results:
         if scenario == "throughput":
             checks.append(check(scenario, "span/ideal", r["span_ratio"], "<=", 1.06))
@@ -220,6 +237,9 @@ def targets(scenario: str, results: list[dict], image_mb: float | None) -> list[
             )
         elif scenario == "wide":
             limit = math.ceil(0.975 * min(r["jobs"], r["n"]))  # 500 at -j 512
+            checks.append(check(scenario, "span/ideal", r["span_ratio"], "<=", 1.10))
+            checks.append(check(scenario, "wall/ideal", r["wall_ratio"], "<=", 1.25))
+            checks.append(check(scenario, "RSS MB", r["rss_mb"], "<", 300))
             checks.append(check(scenario, "peak concurrency", r["peak_in_flight"], ">=", limit))
         elif scenario == "images":
             limit = 100 + 4 * r["jobs"] * image_mb
@@ -233,6 +253,7 @@ def targets(scenario: str, results: list[dict], image_mb: float | None) -> list[
 
 COLUMNS = [  # key, header, format
     ("scenario", "scenario", "<10"),
+    ("client", "client", "<9"),
     ("n", "N", ">5"),
     ("jobs", "j", ">4"),
     ("latency", "lat s", ">5.2f"),
@@ -246,6 +267,7 @@ COLUMNS = [  # key, header, format
     ("rss_mb", "RSS MB", ">7.1f"),
     ("cpu_s", "CPU s", ">6.2f"),
     ("server_cpu_s", "srv CPU", ">7.2f"),
+    ("server_pct", "srv %", ">5.0f"),
     ("server_rss_mb", "srv MB", ">6.0f"),
     ("rows", "rows", ">5"),
     ("errors", "errors", ">6"),
@@ -260,7 +282,7 @@ def print_table(results: list[dict], checks: list[dict]) -> None:
     for c in checks:
         value = f"{c['value']:.3f}" if isinstance(c["value"], float) else str(c["value"])
         verdict = "PASS" if c["pass"] else "MISS"
-        print(f"  {c['scenario']:<10} {c['what']:<26} {value:>9} {c['op']} {c['limit']:<8} {verdict}")
+        print(f"  {c['scenario']:<10} {c['what']:<34} {value:>9} {c['op']} {c['limit']:<8} {verdict}")
 
 
 def main() -> None:
@@ -272,10 +294,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, help="-j for bv rollout (default: the scenario's)")
     parser.add_argument("--latency", type=float, help="server latency in s (default: the scenario's)")
     parser.add_argument("--repeat", type=int, default=1, help="measure K times, report medians")
+    parser.add_argument(
+        "--clients", default=",".join(CLIENTS), help="comma-separated, of bv, bare, reference (default: all)"
+    )
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
     parser.add_argument("--workdir", type=Path, help="keep inputs and outputs here (default: a temp dir)")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bv-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
@@ -291,11 +317,12 @@ def main() -> None:
                     prompts, image_mb = image_prompts(work, n)
                 else:
                     prompts = text_prompts(work, n)
-                runs = []
-                for k in range(args.repeat):
-                    print(f"{name}: N={n} -j {jobs} {latency:g} s, run {k + 1}", file=sys.stderr)
-                    runs.append(measure(prompts, n, jobs, latency, work))
-                scenario_results.append({"scenario": name, **median_of(runs), "image_mb": image_mb})
+                for client in ["bv"] if images else args.clients.split(","):
+                    runs = []
+                    for k in range(args.repeat):
+                        print(f"{name}: {client} N={n} -j {jobs} {latency:g} s, run {k + 1}", file=sys.stderr)
+                        runs.append(measure(prompts, n, jobs, latency, work, client))
+                    scenario_results.append({"scenario": name, **median_of(runs), "image_mb": image_mb})
             results += scenario_results
             checks += targets(name, scenario_results, image_mb)
     finally:
@@ -305,6 +332,10 @@ def main() -> None:
         print(json.dumps({"results": results, "targets": checks}, indent=2))
     else:
         print_table(results, checks)
+        print(
+            f"\nload average (1 min) on {os.cpu_count()} CPUs:"
+            f" {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+        )
     # A missed figure is a finding, not a failure; a lost or failed row is.
     sys.exit(0 if all(c["pass"] for c in checks if c["what"].startswith("rows")) else 1)
 

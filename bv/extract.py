@@ -13,6 +13,10 @@ what is left after the reasoning: the answer is at the end, and the work stays b
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # Boxes are looked for in this many characters at the end of the reply (after <think> blocks).
 ANSWER_TAIL_CHARS = 64 * 1024
@@ -140,13 +144,19 @@ def has_answer(reply: str | None) -> bool:
     return extract_answer(reply) is not None
 
 
-async def extract_answer_async(reply: str | None) -> str | None:
-    """`extract_answer`, in a worker thread for a reply long enough to stall the event loop."""
+async def off_loop(read: Callable[[str | None], T], reply: str | None) -> T:
+    """`read(reply)`, in a worker thread when the reply is long enough to stall the event loop
+    (where rollout and judge run); on the loop otherwise, where a thread would cost more."""
     if reply is None or len(reply) <= EXTRACT_IN_LOOP_CHARS:
-        return extract_answer(reply)
+        return read(reply)
     import asyncio
 
-    return await asyncio.to_thread(extract_answer, reply)
+    return await asyncio.to_thread(read, reply)
+
+
+async def extract_answer_async(reply: str | None) -> str | None:
+    """`extract_answer`, off the event loop for a long reply (see `off_loop`)."""
+    return await off_loop(extract_answer, reply)
 
 
 async def has_answer_async(reply: str | None) -> bool:

@@ -152,24 +152,39 @@ def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: P
             )
             problems.report(where, f"{why} at column {exc.colno}" if not torn else why)
             continue
-        except RecursionError:
-            problems.report(where, "invalid JSON: nested too deep")
-            continue
-        except ValueError:  # an integer too long to convert (Python's limit: 4300 digits)
-            digits = sys.get_int_max_str_digits()
-            problems.report(where, f"invalid JSON: a number with more than {digits} digits")
+        except (RecursionError, ValueError) as exc:
+            problems.report(where, unparsable(exc))
             continue
         try:
-            if _HUGE_NUMBER.search(raw) and _has_huge_number(value):
-                problems.report(where, "a number too large for bv (beyond ±2^63, or NaN or Infinity)")
-                continue
-            if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
-                problems.warn(where, "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD")
-                value = without_lone_surrogates(value)
-        except RecursionError:
-            problems.report(where, "invalid JSON: nested too deep")
+            value, warning = checked_value(value, raw)
+        except BadRecord as exc:
+            problems.report(where, str(exc))
             continue
+        if warning:
+            problems.warn(where, warning)
         yield where, value
+
+
+def unparsable(exc: RecursionError | ValueError) -> str:
+    """Why json.loads gave up on valid-looking JSON: nesting past the recursion limit, or an
+    integer longer than Python converts (4300 digits)."""
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nested too deep"
+    return f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits"
+
+
+def checked_value(value: Any, raw: bytes) -> tuple[Any, str | None]:
+    """A parsed JSON value made safe for bv, and a warning if it had to change: numbers no record
+    holds (BadRecord), lone surrogates (replaced). `raw` is the JSON text, scanned first so
+    that only values that may hold such things are walked."""
+    try:
+        if _HUGE_NUMBER.search(raw) and _has_huge_number(value):
+            raise BadRecord("a number too large for bv (beyond ±2^63, or NaN or Infinity)")
+        if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
+            return without_lone_surrogates(value), "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD"
+    except RecursionError:
+        raise BadRecord("invalid JSON: nested too deep") from None
+    return value, None
 
 
 # Numbers bv records hold (ids, runs, token counts, seconds) are far below 2^63; a line with a

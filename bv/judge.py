@@ -24,7 +24,7 @@ from bv.backends import make_backend
 from bv.endpoints import resolve
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
-from bv.extract import extract_answer, extract_answer_async, strip_thinking
+from bv.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
 from bv.progress import Stats, input_lines, stdin_notice
@@ -103,7 +103,7 @@ class LLMJudge:
                 self.unusable = secrets.redact(str(exc))
                 say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
             return None, None, f"LLM judge unusable: {self.unusable}"
-        hard = parse_verdict(reply.content)
+        hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
         return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
 
 

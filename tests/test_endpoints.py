@@ -130,3 +130,13 @@ def test_judge_endpoint_down_stops_fast_with_a_clear_message(sample_dir, server,
     assert result.returncode == 1 and time.monotonic() - started < 10
     assert "cannot reach the judge endpoint" in result.stderr and "--judge-base-url" in result.stderr
     assert f"connection refused by 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_http_proxy_from_the_environment_is_used(prompts, server):
+    """HTTP_PROXY is honoured as the SDK honours it: the request goes to the proxy, for the real host."""
+    result = sh(
+        f"bv rollout --base-url http://upstream.invalid/v1 -m m -j 2 --no-cache {prompts}",
+        env={"HTTP_PROXY": f"http://127.0.0.1:{server.port}", "NO_PROXY": "", "no_proxy": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert server.seen and all(s.path == "http://upstream.invalid/v1/chat/completions" for s in server.seen)

@@ -230,3 +230,18 @@ def test_html_report_is_written_atomically(stage_records, tmp_path, tiny_disk):
     result = sh(f"bv report {path} --html {page}")
     assert result.returncode == 1 and f"cannot write {page}: No space left on device" in result.stderr
     assert page.read_text() == "the old report" and [p.name for p in tiny_disk.iterdir()] == ["report.html"]
+
+
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("[" * 5000 + "]" * 5000, "invalid JSON: nested too deep"),
+        ('[{"Id": ' + "1" * 5000 + "}]", "invalid JSON: a number with more than 4300 digits"),
+        ('[{"Id": 1e999}]', "a number too large for bv"),
+    ],
+)
+def test_official_result_files_are_read_as_carefully_as_lines(text, why, tmp_path):
+    path = tmp_path / "model_results_run_1.json"
+    path.write_text(text)
+    result = sh(f"bv import {path}")
+    assert result.returncode == 1 and f"{path}: {why}" in result.stderr and "Traceback" not in result.stderr

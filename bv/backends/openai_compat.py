@@ -30,7 +30,9 @@ FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered befo
 @dataclass
 class Replica:
     url: str
-    chat_url: str
+    chat_url: Any  # a yarl.URL, parsed once: aiohttp would parse a string on every request
+    proxy: Any = None  # from HTTP(S)_PROXY / NO_PROXY, looked up once, not per request
+    proxy_auth: Any = None
     in_flight: int = 0
     failures: int = 0  # consecutive
     rest_until: float = 0.0
@@ -79,7 +81,15 @@ class OpenAIBackend:
     def _open(self) -> Any:
         if self._session is None:
             import aiohttp
+            from aiohttp.helpers import get_env_proxy_for_url
+            from yarl import URL
 
+            for replica in self.replicas:
+                replica.chat_url = URL(replica.chat_url)
+                try:
+                    replica.proxy, replica.proxy_auth = get_env_proxy_for_url(replica.chat_url)
+                except LookupError:  # no proxy for this URL
+                    pass
             jobs = self.config.jobs
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=jobs + 4, limit_per_host=jobs + 4),
@@ -87,7 +97,9 @@ class OpenAIBackend:
                     total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.config.timeout_s + 5
                 ),
                 auto_decompress=False,  # inflated by bv.backends.replies, under a cap
-                trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, as the SDK honours them
+                # Proxies from the environment are looked up above, once; trust_env would look
+                # them (and ~/.netrc) up in a thread on every request.
+                trust_env=False,
             )
         return self._session
 
@@ -119,7 +131,14 @@ class OpenAIBackend:
         import aiohttp
 
         try:
-            async with self._open().post(replica.chat_url, data=data, headers=self._headers) as response:
+            session = self._open()
+            async with session.post(
+                replica.chat_url,
+                data=data,
+                headers=self._headers,
+                proxy=replica.proxy,
+                proxy_auth=replica.proxy_auth,
+            ) as response:
                 replica.answered = True
                 raw = await read_body(response)
                 status, headers = response.status, response.headers
@@ -182,19 +201,21 @@ class OpenAIBackend:
             hints = f" The base URL's path lacks /v1: try --base-url {escape_controls(base)}/v1."
 
         for url in [f"{base}/v1/models"] * lacks_v1 + [f"{base}/models"]:
-            models = await self._list_models(url)
+            models = await self._list_models(url, replica)
             if models:
                 shown = ", ".join(models[:12]) + (f" and {len(models) - 12} more" if len(models) > 12 else "")
                 return hints + f" {url} serves: {shown}."
         return hints or " Check the base URL and the model name."
 
-    async def _list_models(self, url: str) -> list[str]:
+    async def _list_models(self, url: str, replica: Replica) -> list[str]:
         """The model ids a /models URL lists, or [] if it does not answer with a list."""
         import aiohttp
 
         try:
             async with asyncio.timeout(5):
-                async with self._open().get(url, headers=self._headers) as response:
+                session = self._open()
+                proxy = {"proxy": replica.proxy, "proxy_auth": replica.proxy_auth}
+                async with session.get(url, headers=self._headers, **proxy) as response:
                     if response.status != 200:
                         return []
                     data = json.loads(await read_body(response, 1024 * 1024))
