@@ -10,6 +10,7 @@ import click
 
 from bv.cli_common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
 from bv.outcome import ROWS_FAILED, finish_rows
+from bv.stats import counted
 
 
 @click.command("data")
@@ -128,7 +129,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
             more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
             error(
-                f"{len(export.unjudged)} row(s) without a verdict (judge errors) written as false:"
+                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
                 f" {shown}{more};"
                 " re-run bv judge on them, then export again"
             )

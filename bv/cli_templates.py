@@ -30,6 +30,7 @@ def templates(names: tuple[str, ...], templates: Any, copy_to: Path | None) -> N
       bv templates --copy-to my-prompts/ judge.md && $EDITOR my-prompts/judge.md
       bv templates --prompts my-prompts/
     """
+    from bv.stats import counted
     from bv.templates import TemplateError, copy_templates, describe
 
     if copy_to is None:
@@ -43,4 +44,4 @@ def templates(names: tuple[str, ...], templates: Any, copy_to: Path | None) -> N
         written = copy_templates(templates, copy_to, names)
     except TemplateError as exc:
         raise click.UsageError(str(exc)) from None
-    click.echo(f"bv templates: wrote {written} template(s) to {copy_to}", err=True)
+    click.echo(f"bv templates: wrote {counted(written, 'template')} to {copy_to}", err=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from bv.errors import BadRecord, Fatal
 from bv.images import MAX_IMAGE_PIXELS, sniff_format
+from bv.stats import counted
 
 # The figures the BabyVision paper and repository publish for the official set.
 PUBLISHED: dict[str, Any] = {
@@ -281,7 +282,8 @@ def write_set(
         for problem in problems:
             click.echo(f"bv data: {problem}", err=True)
         if problems and not skip_bad:
-            raise Fatal(f"{len(problems)} unusable item(s); nothing written (--skip-bad writes the rest)")
+            unusable = counted(len(problems), "unusable item")
+            raise Fatal(f"{unusable}; nothing written (--skip-bad writes the rest)")
         if len(hashes) == 1:  # meta_data.jsonl alone
             raise Fatal("no usable item; nothing written")
         check(staged, hashes, summary)

@@ -20,6 +20,7 @@ from bv.extract import has_answer
 from bv.images import ImageError, ImageOptions, encode_image, image_paths, pillow
 from bv.records import message_text
 from bv.rollout import RolloutOptions, next_turn
+from bv.stats import counted
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text
 
@@ -171,5 +172,6 @@ def plan_lines(
         f" {CHARS_PER_TOKEN} characters per token of text, images by OpenAI's tile rule)",
     ]
     if plan.image_errors:
-        lines.append(f"unreadable:    {plan.image_errors} request(s) whose images cannot be read would fail")
+        failing = counted(plan.image_errors, "request")
+        lines.append(f"unreadable:    {failing} whose images cannot be read would fail")
     return lines

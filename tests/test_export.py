@@ -126,7 +126,7 @@ def test_rows_without_a_verdict_are_written_false_and_named(judged, tmp_path):
     result = sh(f"bv export {source} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 1
     assert (
-        f"1 row(s) without a verdict (judge errors) written as false: {rows[0]['id']}#{rows[0]['run']}"
+        f"1 row without a verdict (judge errors) written as false: {rows[0]['id']}#{rows[0]['run']}"
         in result.stderr
     )
     assert f"{source}:{len(rows)}: a second row for id {rows[1]['id']} run {rows[1]['run']}" in result.stderr
