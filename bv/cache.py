@@ -14,6 +14,7 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,7 @@ class ReplyCache:
             self._give_up(exc)
             return None
 
-    def put(self, key: str, backend: str, model: str, reply: dict[str, Any]) -> None:
+    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any]) -> None:
         """Store a reply; never raises (see the class), since the reply is already paid for."""
         if self.failed is not None:
             return
@@ -175,7 +176,8 @@ class ReplyCache:
 
     def clear(self, model: str | None = None, older_than_s: float | None = None) -> int:
         """Delete replies (all, one model's, or those older than a number of seconds); return how many."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         if model is not None:
             where.append("model = ?")
             args.append(model)

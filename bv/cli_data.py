@@ -117,7 +117,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     if fmt == "csv" and out is None:
         with reader_may_leave():
             write_csv(export.rows, sys.stdout)
-    elif fmt == "csv":
+    elif fmt == "csv" and out is not None:
         atomic_write(out, lambda stream: write_csv(export.rows, stream))
         click.echo(f"bv export: wrote {out} ({len(export.rows)} rows)", err=True)
     else:

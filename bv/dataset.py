@@ -147,7 +147,8 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
     from bv.records import parse_item
 
     (folder / "images").mkdir()
-    summary, hashes, used, ids, lines = Summary(), {}, set(), set(), []
+    used: set[str] = set()
+    summary, hashes, ids, lines = Summary(), {}, set(), []
     for row in rows:
         if row.problem:
             problems.append(f"{row.where}: {row.problem}")
@@ -158,6 +159,8 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
             if item_id in ids:
                 raise BadRecord(f"a second item with taskId {item_id}")
             fmt = sniff_format(row.image[:16])
+            if fmt is None:
+                raise BadRecord("not an image bv knows")
             record = {
                 **row.record,
                 "image": f"images/{_image_name(item_id, row.record.get('image'), fmt, used)}",
@@ -184,7 +187,8 @@ def check(folder: Path, hashes: dict[str, str], summary: Summary) -> Summary:
     from bv.jsonl import Problems, read_records
     from bv.records import parse_item
 
-    problems = Problems(stream=io.StringIO())
+    said = io.StringIO()
+    problems = Problems(stream=said)
     for _, item in read_records([str(folder / "meta_data.jsonl")], problems, parse_item):
         for image in item["images"]:
             path = resolve_image(image, folder)
@@ -196,7 +200,7 @@ def check(folder: Path, hashes: dict[str, str], summary: Summary) -> Summary:
         summary.type[item["type"]] += 1
         summary.subtype[item["subtype"]] += 1
     if problems.count:
-        raise Fatal(f"the written meta_data.jsonl does not read back: {problems.stream.getvalue().strip()}")
+        raise Fatal(f"the written meta_data.jsonl does not read back: {said.getvalue().strip()}")
     return summary
 
 

@@ -18,7 +18,7 @@ from bv.backends import Backend, Reply
 from bv.cache import ImageHashes, ReplyCache, request_key
 from bv.extract import has_answer
 from bv.images import ImageError, ImageOptions, encode_image, image_paths, pillow
-from bv.records import message_text
+from bv.records import PromptRecord, message_text
 from bv.rollout import RolloutOptions, next_turn
 from bv.stats import counted
 
@@ -40,7 +40,7 @@ class Plan:
     image_errors: int = 0  # requests whose images cannot be read (they would fail)
 
 
-def image_tokens(width: int, height: int, detail: str = "auto") -> int:
+def image_tokens(width: float, height: float, detail: str = "auto") -> int:
     """OpenAI's published rule for an image's prompt tokens: 85, plus 170 per 512-pixel tile of
     the image scaled into 2048×2048 and then to 768 pixels on its short side (85 alone for low
     detail). Other models count differently; this is an estimate."""
@@ -92,7 +92,7 @@ def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[in
 
 
 def plan_rollout(
-    records: Iterable[dict[str, Any]], backend: Backend, cache: ReplyCache | None, options: RolloutOptions
+    records: Iterable[PromptRecord], backend: Backend, cache: ReplyCache | None, options: RolloutOptions
 ) -> Plan:
     """Walk every (record, run) through its turns as far as the cache answers them."""
     params, repeats, max_turns = options.params, options.repeats, options.max_turns

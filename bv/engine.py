@@ -8,7 +8,7 @@ runs a whole request stage: bv.stream's run over the input, with progress on std
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -160,8 +160,8 @@ class Caller:
 
 def run_stage(
     tasks: Iterable[T],
-    work: Callable[[T], Awaitable[dict[str, Any] | None]],
-    write: Callable[[dict[str, Any]], None],
+    work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+    write: Callable[[Mapping[str, Any]], None],
     *,
     settings: RunSettings,
     stats: Stats,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -144,7 +144,7 @@ def has_answer(reply: str | None) -> bool:
     return extract_answer(reply) is not None
 
 
-async def off_loop(read: Callable[[str | None], T], reply: str | None) -> T:
+async def off_loop(read: Callable[[Any], T], reply: str | None) -> T:
     """`read(reply)`, in a worker thread when the reply is long enough to stall the event loop
     (where rollout and judge run); on the loop otherwise, where a thread would cost more."""
     if reply is None or len(reply) <= EXTRACT_IN_LOOP_CHARS:

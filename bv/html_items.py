@@ -10,13 +10,13 @@ what a card shows (long texts shortened). The page says when items or runs were 
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bv.images import image_paths
+from bv.records import natural_key as natural  # re-exported: html_parts and html_report sort by it
 
 MAX_ITEMS = int(os.environ.get("BV_HTML_MAX_ITEMS", 500))  # cards on one page
 MAX_RUNS = 10  # rows per input shown on one card; the card's score still counts every run
@@ -53,14 +53,10 @@ def verdict(row: dict[str, Any]) -> str:
     return "right" if row.get("hard") == 1 else "wrong"
 
 
-def natural(value: str) -> list[tuple[int, int, str]]:
-    """Sort key that puts item 2 before item 10."""
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
-
-
 def row_images(row: dict[str, Any]) -> list[str]:
     """The row's image files: the `file://` URLs of its messages, else its `images` as written."""
-    messages = row.get("messages") if isinstance(row.get("messages"), list) else []
+    messages = row.get("messages")
+    messages = messages if isinstance(messages, list) else []
     paths = [str(p) for p in image_paths([m for m in messages if isinstance(m, dict)])]
     return paths or [str(p) for p in row.get("images") or [] if isinstance(p, str)]
 
@@ -103,7 +99,7 @@ def select_items(rows_by_input: Sequence[Iterable[dict[str, Any]]], limit: int =
     id; each input is iterated twice."""
     seen: dict[str, list[dict[Any, str]]] = {}
     failing: set[str] = set()  # items with a run that is not right
-    counts = [Counter() for _ in rows_by_input]
+    counts: list[Counter[str]] = [Counter() for _ in rows_by_input]
     for index, rows in enumerate(rows_by_input):
         for row in _judged(rows):
             key = str(row.get("id"))

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,7 @@ class Thumbnails:
             contents = {f[0]: f[1] for f in files.values() if f}
             made = dict(zip(contents, pool.map(_thumbnail, contents.values()), strict=True))
         self.by_hash = {key: thumb[2] for key, thumb in sorted(made.items()) if thumb}
-        self.by_path = {p: (f[0], *made[f[0]][:2]) if f and made[f[0]] else None for p, f in files.items()}
+        self.by_path = {p: (f[0], *m[:2]) if f and (m := made[f[0]]) else None for p, f in files.items()}
 
     def get(self, path: str) -> tuple[str, int, int] | None:
         """(key, width, height) of the thumbnail of `path`, or None when it is missing or unreadable."""
@@ -315,7 +315,7 @@ def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
 def write_html(
     path: Path | str,
     summaries: list[dict[str, Any]],
-    rows_by_input: list[Iterable[dict[str, Any]]],
+    rows_by_input: Sequence[Iterable[dict[str, Any]]],
     comparison: dict[str, Any] | None = None,
     image_roots: list[Path] | None = None,
 ) -> int:

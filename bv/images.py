@@ -250,7 +250,12 @@ def inline_images(messages: list[dict], options: ImageOptions = ImageOptions()) 
 def image_paths(messages: list[dict]) -> list[Path]:
     """The local image files the messages refer to."""
     paths: list[Path] = []
-    map_image_urls(messages, lambda path: paths.append(path) or "")
+
+    def note(path: Path) -> str:
+        paths.append(path)
+        return ""
+
+    map_image_urls(messages, note)
     return paths
 
 

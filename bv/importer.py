@@ -136,12 +136,12 @@ def import_files(
         if file_run is None and run is not None:
             file_run = run - 1
         if file_run is None:
-            problems.report(path, "no run number: name it model_results_run_K.json or give --run K")
+            problems.report(str(path), "no run number: name it model_results_run_K.json or give --run K")
             continue
         try:
             records = read_official_results(path)
         except BadRecord as exc:
-            problems.report(path, str(exc))
+            problems.report(str(path), str(exc))
             continue
         for number, record in enumerate(records, 1):
             try:

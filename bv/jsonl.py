@@ -12,10 +12,10 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from bv.errors import BadRecord, Fatal, StdoutClosed
 from bv.terminal import printable
@@ -230,17 +230,20 @@ def without_lone_surrogates(value: Any) -> Any:
     return value
 
 
+R = TypeVar("R")  # the record type a parser makes (bv.records' checks return TypedDicts)
+
+
 def read_records(
     paths: Iterable[str],
     problems: Problems,
-    parse: Callable[[Any], dict[str, Any]] | None = None,
-) -> Iterator[tuple[Source, dict[str, Any]]]:
+    parse: Callable[[dict[str, Any]], R],
+) -> Iterator[tuple[Source, R]]:
     """Yield (source, record) for each line that parses and passes `parse`; report the rest."""
     for where, value in read_json_lines(paths, problems):
         try:
             if not isinstance(value, dict):
                 raise BadRecord(f"expected a JSON object, got {type(value).__name__}")
-            yield where, parse(value) if parse else value
+            yield where, parse(value)
         except BadRecord as exc:
             problems.report(where, str(exc))
 
@@ -315,7 +318,7 @@ class JsonlWriter:
         self._stream = stream or sys.stdout
         self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         try:
             self._writer.write(record)
         except BrokenPipeError as exc:

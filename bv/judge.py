@@ -28,7 +28,7 @@ from bv.extract import extract_answer, extract_answer_async, off_loop, strip_thi
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
 from bv.progress import Stats, input_lines, stdin_notice
-from bv.records import check_rollout_record, choice_lines, without_stage
+from bv.records import RolloutRow, check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
 from bv.templates import BV_TEMPLATES, Templates
 
@@ -108,7 +108,7 @@ class LLMJudge:
 
 
 async def judge_one(
-    record: dict[str, Any],
+    record: RolloutRow,
     mode: str,
     llm: LLMJudge | None,
     version: str,
@@ -244,7 +244,7 @@ def run_judge(
         carried += bool(row.get("error"))
         return row
 
-    async def one(record: dict[str, Any]) -> dict[str, Any]:
+    async def one(record: RolloutRow) -> dict[str, Any]:
         return count(await judge_one(record, mode, llm, version, recorded))
 
     records = (record for _, record in read_records(inputs, problems, check_rollout_record))

@@ -30,7 +30,7 @@ from bv.terminal import printable
 OK = 0
 ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+SIGNAL_NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 _stage = ""  # the running stage ("rollout", "cache"), set once by the command line
 

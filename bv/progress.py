@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from bv.stats import counted, human_count
 from bv.terminal import printable
@@ -150,7 +150,7 @@ class ProgressDisplay:
         self.stream = stream or sys.stderr
         self.every_s = every_s
         self._task: asyncio.Task | None = None
-        self._bar = None
+        self._bar: Any = None  # a rich Progress, imported only when shown
 
     async def __aenter__(self) -> ProgressDisplay:
         if self.quiet:

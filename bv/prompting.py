@@ -19,7 +19,7 @@ from typing import Any
 
 from bv.errors import BadRecord
 from bv.images import file_url, resolve_image
-from bv.records import SCHEMA_VERSION, choice_lines, official_choice_lines, without_stage
+from bv.records import SCHEMA_VERSION, PromptFields, choice_lines, official_choice_lines, without_stage
 from bv.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
 
 STYLES = tuple(STYLE_TEMPLATES)
@@ -123,28 +123,30 @@ def build_prompt(item: dict[str, Any], folder: Path | None, options: PromptOptio
     paths = [resolve_image(p, root, options.allow_any_path) for p in item["images"]]
     images = [image_part(file_url(p), options.detail) for p in paths]
     templates = options.templates
-    record = without_stage(item, "prompt")
-    record["schema"] = SCHEMA_VERSION
     if options.style == "official":
-        record["messages"] = [
+        messages: list[dict[str, Any]] = [
             {"role": "user", "content": [*images, {"type": "text", "text": official_text(item, templates)}]}
         ]
     else:
         trace = (options.traces or {}).get(item["id"])
         text = user_text(item, trace=trace, diagnostic=options.diagnostic, templates=templates)
-        record["messages"] = [
+        messages = [
             {"role": "system", "content": system_prompt(options.skill, templates)},
             {"role": "user", "content": [{"type": "text", "text": text}, *images]},
         ]
     skill = options.skill
-    record["skill"] = {"name": skill.name, "sha256": skill.sha256} if skill and skill.text else None
+    fields: PromptFields = {
+        "schema": SCHEMA_VERSION,
+        "messages": messages,
+        "skill": {"name": skill.name, "sha256": skill.sha256} if skill and skill.text else None,
+    }
     # Written only when they differ from the default, so a default run's records stay as they were.
     if options.style != "bv":
-        record["style"] = options.style
+        fields["style"] = options.style
     recorded = templates.recorded(*STYLE_TEMPLATES[options.style])
     if recorded:
-        record["templates"] = recorded
-    return record
+        fields["templates"] = recorded
+    return {**without_stage(item, "prompt"), **fields}
 
 
 def load_traces(path: Path) -> dict[str, str]:

@@ -1,63 +1,133 @@
 """Record schemas: the one place that says which fields each stage reads and writes.
 
 Every stage reads JSONL records and writes them back with its own fields added, so any
-stage can be re-run later on a file. A record is a flat JSON object (easy to `jq`):
-
-    item    (bv prompt reads; `bv import` writes)  id, question, ans_type, choices, answer,
-                                                    type, subtype, images, cot
-    prompt  (bv prompt adds)                        schema, messages, skill, style, templates
-    rollout (bv rollout adds)                       run, backend, model, params, response,
-                                                    turns, usage, latency_s, error,
-                                                    bv_version, endpoint, started_at,
-                                                    rollout_templates
-    judge   (bv judge adds)                         extracted, hard, decided_by, undecided,
-                                                    judge_reason, judge_model, judge_reply,
-                                                    judge_error, judge_version, judge_templates
-
-docs/formats.md shows an example of each. Re-running a stage first drops the fields of
-that stage and of every later one, so a re-judged row keeps its rollout untouched.
+stage can be re-run later on a file. A record is a flat JSON object (easy to `jq`). Each
+stage's fields are a TypedDict below (`Item`, `PromptFields`, `RolloutFields`, `JudgeFields`),
+and a stage's whole record is the TypedDict of everything before it plus its own
+(`PromptRecord`, `RolloutRow`, `JudgedRow`): the writers build their fields as those types and
+the readers index them, so the type checker (tests/test_lint.py) refuses a misspelt key. The
+field lists (`PROMPT_FIELDS`, …) are derived from them, and docs/formats.md lists exactly
+those (tests/test_records.py). Re-running a stage first drops the fields of that stage and of
+every later one, so a re-judged row keeps its rollout untouched.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
 
 from bv.errors import BadRecord
 
 SCHEMA_VERSION = 1
 
-# `templates`, `rollout_templates`, `judge_templates`: the templates each stage rendered from
-# a user's replacement (`--prompts DIR`), by name with their SHA-256; absent when none.
-PROMPT_FIELDS = ("schema", "messages", "skill", "style", "templates")
-ROLLOUT_FIELDS = (
-    "run",
-    "backend",
-    "model",
-    "params",
-    "response",
-    "turns",
-    "usage",
-    "latency_s",
-    "error",
-    "bv_version",  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
-    "endpoint",
-    "started_at",
-    "rollout_templates",
-)
-JUDGE_FIELDS = (
-    "extracted",
-    "hard",
-    "decided_by",
-    "undecided",
-    "judge_reason",
-    "judge_model",
-    "judge_reply",
-    "judge_error",
-    "judge_version",
-    "judge_templates",
-)
+
+class Choice(TypedDict):
+    label: str
+    text: str
+
+
+class Item(TypedDict):
+    """An item, normalised (bv prompt reads it; bv import writes it)."""
+
+    id: str
+    question: str
+    ans_type: str  # one of ANS_TYPES
+    choices: list[Choice]  # empty for blank items
+    answer: list[str]  # accepted answers; for choice items, one label
+    type: str
+    subtype: str
+    images: list[str]  # paths as written in the items file
+    cot: NotRequired[str]
+
+
+class SkillRef(TypedDict):
+    name: str
+    sha256: str
+
+
+class PromptFields(TypedDict):
+    """What bv prompt adds. `templates`, `rollout_templates`, `judge_templates`: the templates
+    each stage rendered from a user's replacement (`--prompts DIR`), by name with their SHA-256."""
+
+    schema: int
+    messages: list[dict[str, Any]]  # OpenAI chat messages; images by file:// URL
+    skill: SkillRef | None
+    style: NotRequired[str]  # "official" with --style official
+    templates: NotRequired[dict[str, str]]
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ReplyFields(TypedDict):
+    """One model reply as recorded (bv.backends.Reply.to_json) and stored in the cache."""
+
+    content: str
+    finish_reason: str | None
+    usage: dict[str, int]
+    latency_s: float
+    model: str | None  # as the server named it
+
+
+class Turn(ReplyFields):
+    """One turn of a rollout row: the reply, and whether it came from the cache."""
+
+    cached: bool
+
+
+class RolloutFields(TypedDict):
+    """What bv rollout adds."""
+
+    run: int
+    backend: str
+    model: str
+    params: dict[str, Any]
+    response: str | None  # None when the row failed
+    turns: list[Turn]
+    usage: Usage
+    latency_s: float
+    error: str | None
+    bv_version: str  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
+    endpoint: str
+    started_at: str
+    rollout_templates: NotRequired[dict[str, str]]
+
+
+class JudgeFields(TypedDict):
+    """What bv judge adds."""
+
+    extracted: str | None
+    hard: int | None  # 1 right, 0 wrong, None for a judge error
+    decided_by: str  # rules, llm, error, imported
+    undecided: bool
+    judge_reason: str
+    judge_model: str | None
+    judge_reply: str | None
+    judge_error: str | None
+    judge_version: str
+    judge_templates: NotRequired[dict[str, str]]
+
+
+class PromptRecord(Item, PromptFields):
+    """A record of bv prompt (what bv rollout reads)."""
+
+
+class RolloutRow(PromptRecord, RolloutFields):
+    """A row of bv rollout (what bv judge reads)."""
+
+
+class JudgedRow(RolloutRow, JudgeFields):
+    """A row of bv judge (what bv report reads)."""
+
+
+ITEM_FIELDS = tuple(Item.__annotations__)
+PROMPT_FIELDS = tuple(PromptFields.__annotations__)
+ROLLOUT_FIELDS = tuple(RolloutFields.__annotations__)
+JUDGE_FIELDS = tuple(JudgeFields.__annotations__)
 STAGE_FIELDS = {"prompt": PROMPT_FIELDS, "rollout": ROLLOUT_FIELDS, "judge": JUDGE_FIELDS}
 STAGES = tuple(STAGE_FIELDS)
 
@@ -65,7 +135,7 @@ ANS_TYPES = ("choice", "blank")
 LABELS = string.ascii_uppercase
 
 
-def without_stage(record: dict[str, Any], stage: str) -> dict[str, Any]:
+def without_stage(record: Mapping[str, Any], stage: str) -> dict[str, Any]:
     """The record minus the fields `stage` and every later stage wrote (for re-running a stage)."""
     drop: set[str] = set()
     for name in STAGES[STAGES.index(stage) :]:
@@ -153,14 +223,20 @@ def _bv_choice(obj: dict[str, Any]) -> tuple[list[dict[str, str]], list[str]]:
 
 
 # Field names of the two item forms: the official meta_data.jsonl, and bv's own.
-_OFFICIAL = {
+_OFFICIAL: dict[str, Any] = {
     "id": "taskId",
     "ans_type": "ansType",
     "blank": "blankAns",
     "cot": "coT",
     "choice": _official_choice,
 }
-_BV = {"id": "id", "ans_type": "ans_type", "blank": "answer", "cot": "cot", "choice": _bv_choice}
+_BV: dict[str, Any] = {
+    "id": "id",
+    "ans_type": "ans_type",
+    "blank": "answer",
+    "cot": "cot",
+    "choice": _bv_choice,
+}
 
 
 def parse_item(obj: Any) -> dict[str, Any]:
@@ -307,7 +383,7 @@ def _check_item_fields(record: dict[str, Any], stage: str) -> None:
             raise BadRecord(f"'{name}' must be a string")
 
 
-def check_prompt_record(record: dict[str, Any]) -> dict[str, Any]:
+def check_prompt_record(record: dict[str, Any]) -> PromptRecord:
     """What bv rollout reads: a record of bv prompt."""
     check_schema(record)
     require(record, "prompt", "id", "messages")
@@ -315,10 +391,10 @@ def check_prompt_record(record: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise BadRecord("'messages' must be a non-empty list of chat messages")
     row_key(record)
-    return record
+    return cast(PromptRecord, record)
 
 
-def check_rollout_record(record: dict[str, Any]) -> dict[str, Any]:
+def check_rollout_record(record: dict[str, Any]) -> RolloutRow:
     """What bv judge reads: a row of bv rollout (or bv import)."""
     check_schema(record)
     require(record, "rollout", "response")
@@ -326,7 +402,7 @@ def check_rollout_record(record: dict[str, Any]) -> dict[str, Any]:
     if record["response"] is not None and not isinstance(record["response"], str):
         raise BadRecord("'response' must be a string or null")
     row_key(record)
-    return record
+    return cast(RolloutRow, record)
 
 
 def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:

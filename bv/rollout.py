@@ -28,7 +28,7 @@ from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import Outcome
 from bv.progress import Stats, input_lines, stdin_notice
 from bv.prompting import refine_text
-from bv.records import check_prompt_record, without_stage
+from bv.records import PromptRecord, RolloutFields, Turn, check_prompt_record, without_stage
 from bv.templates import BV_TEMPLATES, Templates
 
 
@@ -55,7 +55,7 @@ def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
     return int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % n == k
 
 
-def expand_runs(records: Iterable[dict[str, Any]], repeats: int) -> Iterator[tuple[dict[str, Any], int]]:
+def expand_runs(records: Iterable[PromptRecord], repeats: int) -> Iterator[tuple[PromptRecord, int]]:
     """Each record once per run, lazily: (record, run)."""
     for record in records:
         for run in range(repeats):
@@ -85,11 +85,11 @@ def next_turn(
 
 
 async def rollout_one(
-    record: dict[str, Any], run: int, caller: Caller, options: RolloutOptions
+    record: PromptRecord, run: int, caller: Caller, options: RolloutOptions
 ) -> dict[str, Any]:
     """Roll one record out once; never raises for a failed item, it records the error instead."""
     conversation = list(record["messages"])
-    turns: list[dict[str, Any]] = []
+    turns: list[Turn] = []
     error = None
     started_at, started = now_utc(), time.monotonic()
     try:
@@ -106,37 +106,37 @@ async def rollout_one(
     stats.errors += error is not None
     response = turns[-1]["content"] if turns and error is None else None
     stats.answered += await has_answer_async(response)
-    row = without_stage(record, "rollout")
-    row.update(
-        run=run,
-        backend=caller.backend.name,
-        model=caller.backend.model,
-        params=options.params,
-        response=response,
-        turns=turns,
-        usage={
+    fields: RolloutFields = {
+        "run": run,
+        "backend": caller.backend.name,
+        "model": caller.backend.model,
+        "params": options.params,
+        "response": response,
+        "turns": turns,
+        "usage": {
             "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
             "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
         },
-        latency_s=round(time.monotonic() - started, 4),
-        error=error,
-        bv_version=__version__,
-        endpoint=endpoint_of(caller.backend),
-        started_at=started_at,
-    )
+        "latency_s": round(time.monotonic() - started, 4),
+        "error": error,
+        "bv_version": __version__,
+        "endpoint": endpoint_of(caller.backend),
+        "started_at": started_at,
+    }
     if options.recorded_templates:  # only when a replaced refine.md may have been sent
-        row["rollout_templates"] = options.recorded_templates
+        fields["rollout_templates"] = options.recorded_templates
+    row = {**without_stage(record, "rollout"), **fields}
     if options.artifacts is not None:
         last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
         write_artifacts(options.artifacts, row, conversation + last)
     return row
 
 
-def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
+def _prompt_records(problems: Problems) -> Callable[[Any], PromptRecord]:
     """check_prompt_record, saying once when the input is items that have not been through bv prompt."""
     hinted = False
 
-    def parse(value: Any) -> dict[str, Any]:
+    def parse(value: Any) -> PromptRecord:
         nonlocal hinted
         try:
             return check_prompt_record(value)
@@ -154,7 +154,7 @@ def _prompt_records(problems: Problems) -> Callable[[Any], dict[str, Any]]:
 
 def prompt_records(
     inputs: tuple[str, ...], problems: Problems, options: RolloutOptions
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[PromptRecord]:
     """The prompt records of the input that belong to this shard, lazily; bad lines to `problems`."""
     return (
         record

@@ -85,7 +85,7 @@ def quotas(sizes: dict[str, int], n: int) -> dict[str, int]:
 
 
 def stratified_sample(
-    items: list[T], n: int, seed: int, key: Callable[[T], dict[str, Any]] = lambda x: x
+    items: list[T], n: int, seed: int, key: Callable[[Any], dict[str, Any]] = lambda x: x
 ) -> list[T]:
     """`n` of `items`, stratified by subtype, deterministic for a seed; in the items' order."""
     strata: dict[str, list[int]] = defaultdict(list)
@@ -119,7 +119,7 @@ def select(
     entries: Iterable[T],
     selection: Selection,
     unmatched: Unmatched | None = None,
-    key: Callable[[T], dict[str, Any]] = lambda x: x,
+    key: Callable[[Any], dict[str, Any]] = lambda x: x,
 ) -> Iterator[T]:
     """The entries (items, or anything `key` maps to an item) the selection keeps, lazily when it
     can be (without --sample); `unmatched` is filled once the input is read to its end."""

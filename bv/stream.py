@@ -12,7 +12,8 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from bv import secrets
@@ -27,8 +28,8 @@ _DONE = object()  # the reader's end-of-input marker
 
 async def run_stream(
     tasks: Iterable[T],
-    work: Callable[[T], Awaitable[dict[str, Any] | None]],
-    write: Callable[[dict[str, Any]], None],
+    work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+    write: Callable[[Mapping[str, Any]], None],
     *,
     jobs: int,
     ordered: bool = False,
@@ -68,8 +69,8 @@ class StreamRun:
     def __init__(
         self,
         tasks: Iterable[T],
-        work: Callable[[T], Awaitable[dict[str, Any] | None]],
-        write: Callable[[dict[str, Any]], None],
+        work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+        write: Callable[[Mapping[str, Any]], None],
         *,
         jobs: int,
         ordered: bool,
@@ -88,7 +89,7 @@ class StreamRun:
         self.stop_reading = threading.Event()
         self.window = max(4 * jobs, 64)  # with `ordered`: how far ahead of the writer a worker may be
         self.next_seq = 0  # with `ordered`: the next row to write
-        self.pending: dict[int, dict[str, Any] | None] = {}  # finished rows waiting for their turn
+        self.pending: dict[int, Mapping[str, Any] | None] = {}  # finished rows waiting for their turn
         self.turn = asyncio.Condition()
         self.reader_failure: BaseException | None = None
         self.workers: list[asyncio.Task] = []
@@ -145,10 +146,14 @@ class StreamRun:
             self.slots.release()
             if self.ordered:
                 async with self.turn:
-                    await self.turn.wait_for(lambda seq=seq: seq < self.next_seq + self.window)
+                    await self.turn.wait_for(partial(self.in_window, seq))
             await self.emit(seq, await self.do(seq, task))
 
-    async def do(self, seq: int, task: Any) -> dict[str, Any] | None:
+    def in_window(self, seq: int) -> bool:
+        """Whether task `seq` may start: the window of ordered output would not outgrow its bound."""
+        return seq < self.next_seq + self.window
+
+    async def do(self, seq: int, task: Any) -> Mapping[str, Any] | None:
         """The row for one task; None when it is unfinished (Ctrl-C) or broken (a bug)."""
         try:
             return await self.work(task)
@@ -167,7 +172,7 @@ class StreamRun:
             )
             return None
 
-    async def emit(self, seq: int, row: dict[str, Any] | None) -> None:
+    async def emit(self, seq: int, row: Mapping[str, Any] | None) -> None:
         """The writer: write a finished row (None: nothing to write), in input order when `ordered`."""
         if not self.ordered:
             if row is not None:

@@ -208,11 +208,12 @@ def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 def _smooth(points: list[tuple[float, float]], steps: int = 14) -> list[tuple[float, float]]:
     """Catmull-Rom spline through the points, so lines look hand-drawn rather than jagged."""
     pts = [points[0], *points, points[-1]]
-    out = []
+    out: list[tuple[float, float]] = []
     for seg in zip(pts, pts[1:], pts[2:], pts[3:], strict=False):
         for t in (s / steps for s in range(steps)):
             w = (t * ((2 - t) * t - 1), t * t * (3 * t - 5) + 2, t * ((4 - 3 * t) * t + 1), t * t * (t - 1))
-            out.append(tuple(sum(k * p[d] for k, p in zip(w, seg, strict=True)) / 2 for d in (0, 1)))
+            x, y = (sum(k * p[d] for k, p in zip(w, seg, strict=True)) / 2 for d in (0, 1))
+            out.append((x, y))
     return [*out, points[-1]]
 
 
@@ -356,13 +357,13 @@ def _rotation_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]
         else:
             _text(draw, (x + size / 2, 20 + size / 2), "?", 36)
     gold = _option_row(img, tiles, size + 56, gap, rng)
-    turn = f"{abs(step)} degrees {'clockwise' if step > 0 else 'counterclockwise'}"
+    turning = f"{abs(step)} degrees {'clockwise' if step > 0 else 'counterclockwise'}"
     return {
         "question": "The figure turns by the same amount from each box to the next. "
         "Which option (A-D) belongs in the box with the question mark?",
         "options": [f"Figure {LETTERS[i]}" for i in range(4)],
         "choiceAns": gold,
-        "coT": f"The figure turns {turn} each step, so the next box shows figure {LETTERS[gold]}.",
+        "coT": f"The figure turns {turning} each step, so the next box shows figure {LETTERS[gold]}.",
     }, img
 
 
@@ -412,7 +413,8 @@ def write_sample_set(out_dir: Path, n: int, seed: int = 0) -> int:
         raise ValueError(f"n must be >= 0, got {n}")
     out_dir = Path(out_dir)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
-    lines, pending = [], deque()
+    lines: list[str] = []
+    pending: deque[Any] = deque()
     workers = min(8, os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for task_id in range(1, n + 1):

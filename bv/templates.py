@@ -165,7 +165,8 @@ def describe(templates: Templates) -> list[str]:
     """One tab-separated line per template: name, SHA-256, where it comes from, its placeholders."""
     lines = []
     for name in names():
-        source = _shown(templates.folder / f"{name}.md") if name in templates.overrides else "bv"
+        folder = templates.folder
+        source = _shown(folder / f"{name}.md") if folder is not None and name in templates.overrides else "bv"
         slots = " ".join(f"{{{{{p}}}}}" for p in placeholders(packaged(name))) or "-"
         lines.append(f"{name}.md\t{templates.sha256(name)}\t{source}\t{slots}")
     return lines

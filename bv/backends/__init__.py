@@ -9,8 +9,11 @@ each module is imported only when chosen, so `bv --help` never loads an HTTP cli
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from bv.records import ReplyFields
 
 # Request parameters bv itself reads: which run, how to prepare images, extra body fields.
 # Every other parameter (max_tokens, temperature, seed, …) is the model API's. All of them are
@@ -28,7 +31,7 @@ class Reply:
     latency_s: float = 0.0
     model: str | None = None  # as the server named it
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReplyFields:
         return {
             "content": self.content,
             "finish_reason": self.finish_reason,
@@ -38,7 +41,7 @@ class Reply:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Reply:
+    def from_json(cls, data: Mapping[str, Any]) -> Reply:
         return cls(
             content=data.get("content") or "",
             finish_reason=data.get("finish_reason"),

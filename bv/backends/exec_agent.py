@@ -204,13 +204,14 @@ class ExecBackend:
                         await asyncio.wait_for(proc.wait(), 5)  # reap it; SIGKILL makes this quick
                     except TimeoutError:
                         pass
-            if proc.returncode != 0:
+            code = proc.returncode
+            if code != 0:
                 stderr = secrets.redact(_tail(err, 4 * STDERR_TAIL).strip())
                 tail = ("…" if len(stderr) > STDERR_TAIL else "") + stderr[-STDERR_TAIL:]
                 how = (
-                    f"killed by signal {-proc.returncode}"
-                    if proc.returncode < 0
-                    else f"exited with code {proc.returncode}"
+                    f"killed by signal {-code}"
+                    if code is not None and code < 0
+                    else f"exited with code {code}"
                 )
                 raise ItemFailure(f"agent {how}" + (f"; stderr: {tail}" if tail else "; no stderr"))
             written = _read_tail(last_message)

@@ -1,0 +1,78 @@
+"""Record schemas: the field lists come from the TypedDicts in bv/records.py, docs/formats.md
+lists exactly those, and each stage's re-run drops exactly its own and later fields."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bv import records
+from bv.html_items import natural
+from bv.records import (
+    ITEM_FIELDS,
+    JUDGE_FIELDS,
+    PROMPT_FIELDS,
+    ROLLOUT_FIELDS,
+    JudgedRow,
+    natural_key,
+    without_stage,
+)
+
+FORMATS = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
+
+
+def _documented() -> dict[str, tuple[str, ...]]:
+    """The `adds` column of formats.md's table, by the row's first cell."""
+    rows = {}
+    for line in FORMATS.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("stage", "---"):
+            rows[cells[0]] = tuple(re.findall(r"`(\w+)`", cells[2]))
+    return rows
+
+
+@pytest.mark.parametrize(
+    "row, fields",
+    [
+        ("items (input of `bv prompt`)", ITEM_FIELDS),
+        ("`bv prompt`", PROMPT_FIELDS),
+        ("`bv rollout`", ROLLOUT_FIELDS),
+        ("`bv judge`", JUDGE_FIELDS),
+    ],
+)
+def test_formats_md_lists_exactly_the_fields(row, fields):
+    assert _documented()[row] == fields
+
+
+def test_every_field_has_its_paragraph_in_formats_md():
+    text = FORMATS.read_text()
+    for name in PROMPT_FIELDS + ROLLOUT_FIELDS + JUDGE_FIELDS:
+        assert f"`{name}`" in text.split("## Prompt records", 1)[1], name
+
+
+def test_field_lists_come_from_the_typeddicts():
+    assert set(JudgedRow.__annotations__) == set(ITEM_FIELDS + PROMPT_FIELDS + ROLLOUT_FIELDS + JUDGE_FIELDS)
+    assert len(set(ITEM_FIELDS + PROMPT_FIELDS + ROLLOUT_FIELDS + JUDGE_FIELDS)) == len(
+        JudgedRow.__annotations__
+    )
+    assert records.STAGE_FIELDS["judge"] is JUDGE_FIELDS
+
+
+def test_rerunning_a_stage_drops_its_fields_and_later_ones_only():
+    row = {name: 1 for name in JudgedRow.__annotations__} | {"source": "mine"}
+    rejudged = without_stage(row, "judge")
+    assert set(rejudged) == set(ITEM_FIELDS + PROMPT_FIELDS + ROLLOUT_FIELDS) | {"source"}
+    rerolled = without_stage(row, "rollout")
+    assert set(rerolled) == set(ITEM_FIELDS + PROMPT_FIELDS) | {"source"}
+    assert set(without_stage(row, "prompt")) == set(ITEM_FIELDS) | {"source"}
+
+
+def test_one_natural_sort_key():
+    """The viewer sorts by records.natural_key: item 2 before item 10, and a non-ASCII digit
+    (`int("²")` raises) is text, not a crash."""
+    assert natural is natural_key
+    ids = ["item10", "item2", "item1²", "item1", "b", "a3"]
+    assert sorted(ids, key=natural) == ["a3", "b", "item1", "item1²", "item2", "item10"]
+    assert natural("item1²") == [(1, 0, "item"), (0, 1, ""), (1, 0, "²")]
