@@ -64,6 +64,10 @@ def judged_row(where: Any, record: dict[str, Any]) -> dict[str, Any]:
     return check_judged_row(record)
 
 
+def _as_is(record: dict[str, Any]) -> dict[str, Any]:
+    return record  # checked by judged_row, which names a file of rows that are not judged rows
+
+
 @dataclass(eq=False)
 class Input:
     """One report input: a name, and where its rows come from (a path, "-" for stdin, or a list)."""
@@ -88,11 +92,11 @@ class Input:
         from bv.jsonl import Problems, read_records
 
         if first:
-            yield from read_records([self.path], problems)
+            yield from read_records([self.path], problems, _as_is)
             return
         quiet = Problems(stream=open(os.devnull, "w"))
         try:
-            yield from read_records([str(self.spool) if self.spool else self.path], quiet)
+            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is)
         finally:
             quiet.stream.close()
 
