@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.errors import Fatal, StdoutClosed
-from bv.jsonl import Source
+from bv.jsonl import Source, without_lone_surrogates
 from bv.records import natural_key, row_key
 
 _FILE_BITS, _MADE_BY_BITS = 16, 24  # a kept row is one int: offset | made-by index | file index
 _IN_MEMORY = (1 << _FILE_BITS) - 1  # the file index of a row kept whole (read from stdin)
 _BOM = b"\xef\xbb\xbf"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape of a UTF-16 surrogate
 
 
 @dataclass
@@ -110,6 +112,9 @@ def _copy_rows(result: MergeResult, keys: list[tuple[str, int]], out: IO[bytes])
             line = stream.readline()
             if offset == 0 and line.startswith(_BOM):
                 line = line[3:]
+            if _SURROGATE_ESCAPE.search(line):  # written as reading it gave it: lone ones replaced
+                out.write(_json_line(without_lone_surrogates(json.loads(line))))
+                continue
             out.write(line.rstrip(b"\r\n") + b"\n")
 
 
