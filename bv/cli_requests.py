@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
+from bv.backends import BACKENDS
 from bv.cli_common import (
     API_KEY,
     BASE_URLS,
@@ -27,7 +27,7 @@ from bv.cli_common import (
 )
 from bv.outcome import Outcome, finish, leave
 
-BACKEND_NAMES = ["openai", "azure", "exec", "chance"]
+BACKEND_NAMES = list(BACKENDS)
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
@@ -172,19 +172,22 @@ def rollout(
     extra = parse_params(extra_params)
     if extra:
         params["extra_body"] = extra
-    backend_config = dict(
-        model=model,
-        base_urls=base_urls,
-        api_key=api_key,
-        timeout=timeout,
-        jobs=jobs,
-        seed=seed,
-        exec_cmd=exec_cmd,
-    )
-    if backend in ("openai", "azure"):
-        backend_config["endpoint"] = checked_endpoint(
-            backend, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+    from bv.backends import backend_config
+    from bv.endpoints import BadEndpoint
+
+    try:
+        config = backend_config(
+            backend,
+            model=model,
+            base_urls=base_urls,
+            api_key=api_key,
+            timeout=timeout,
+            jobs=jobs,
+            seed=seed,
+            exec_cmd=exec_cmd,
         )
+    except BadEndpoint as exc:
+        raise click.UsageError(str(exc)) from None
     options = RolloutOptions(
         max_turns=max_turns,
         repeats=repeats,
@@ -204,10 +207,8 @@ def rollout(
     if dry_run:
         from bv.rollout import dry_run_rollout
 
-        leave(
-            finish(Outcome(), dry_run_rollout(inputs, backend, backend_config, options, settings), skip_bad)
-        )
-    problems, outcome = run_rollout(inputs, backend, backend_config, options, settings)
+        leave(finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad))
+    problems, outcome = run_rollout(inputs, backend, config, options, settings)
     leave(finish(outcome, problems, skip_bad))
 
 
@@ -259,18 +260,14 @@ def judge(
       bv judge rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
     """
+    from bv.endpoints import BadEndpoint, judge_config
     from bv.engine import RunSettings
     from bv.judge import run_judge
 
-    judge_config = dict(
-        model=judge_model,
-        base_urls=[judge_base_url] if judge_base_url else [],
-        api_key=judge_api_key or os.environ.get("BV_JUDGE_API_KEY"),
-        timeout=timeout,
-        jobs=jobs,
-    )
-    if mode != "rules" and judge_model:
-        judge_config["endpoint"] = checked_endpoint("openai", role="judge", **judge_config)
+    try:
+        config = judge_config(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+    except BadEndpoint as exc:
+        raise click.UsageError(str(exc)) from None
     settings = RunSettings(
         jobs=jobs,
         retries=retries,
@@ -278,5 +275,5 @@ def judge(
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
-    problems, outcome = run_judge(inputs, mode, judge_config, settings, templates)
+    problems, outcome = run_judge(inputs, mode, config, settings, templates)
     leave(finish(outcome, problems, skip_bad))

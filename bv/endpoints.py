@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from bv import secrets
@@ -163,6 +164,33 @@ def resolve(
         role=role,
         **extra,
     )
+
+
+def judge_config(
+    mode: str,
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float = 600.0,
+    jobs: int = 8,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """What bv judge's run takes of its LLM judge: the model, and its endpoint resolved and checked
+    (BV_JUDGE_API_KEY when no key is given) when the mode asks an LLM and a model is given."""
+    env = os.environ if env is None else env
+    config: dict[str, Any] = {"model": model}
+    if mode != "rules" and model:
+        config["endpoint"] = resolve(
+            "openai",
+            model=model,
+            base_urls=[base_url] if base_url else [],
+            api_key=api_key or env.get("BV_JUDGE_API_KEY"),
+            timeout=timeout,
+            jobs=jobs,
+            role="judge",
+            env=env,
+        )
+    return config
 
 
 def host_port(url: str) -> str:

@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -171,13 +171,15 @@ def judge_by_rules(
 
 
 def run_by_rules(
-    records: Iterable[dict[str, Any]], judge: Callable[[dict[str, Any]], dict[str, Any]]
+    records: Iterable[Any],
+    judge: Callable[[Any], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
 ) -> Outcome:
     """Judge by rules with no LLM: nothing to wait for, so no event loop, reader thread or
     workers, whose hand-offs cost more than the judging (docs/performance.md). One row in, one
     row out, flushed. As in the engine for a judge, the first Ctrl-C or SIGTERM is noted and
     the rest of the input still passed on; a second one quits at once."""
-    result, write = Outcome(), JsonlWriter().write
+    result = Outcome()
 
     def on_signal(signum: int, frame: Any) -> None:
         if result.signal is not None:
@@ -211,8 +213,11 @@ def run_judge(
     judge_config: dict[str, Any],
     settings: RunSettings,
     templates: Templates = BV_TEMPLATES,
+    records: list[RolloutRow] | None = None,
+    write: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> tuple[Problems, Outcome]:
-    """The whole stage: read rollout rows, judge them, write them in input order to stdout."""
+    """The whole stage: read rollout rows, judge them, write them in input order to stdout. From
+    Python (bv.api): the checked `records` instead of the inputs, each row to `write`."""
     problems = Problems()
     backend = None
     if mode != "rules":
@@ -227,8 +232,9 @@ def run_judge(
                 "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
                 " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
             )
-    stdin_notice(inputs, "rollout rows", settings.quiet)
-    stats = Stats(total=input_lines(inputs))
+    if records is None:
+        stdin_notice(inputs, "rollout rows", settings.quiet)
+    stats = Stats(total=input_lines(inputs) if records is None else len(records))
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
     llm = LLMJudge(caller, templates) if caller is not None else None
@@ -247,16 +253,21 @@ def run_judge(
     async def one(record: RolloutRow) -> dict[str, Any]:
         return count(await judge_one(record, mode, llm, version, recorded))
 
-    records = (record for _, record in read_records(inputs, problems, check_rollout_record))
+    rows_in = (
+        records
+        if records is not None
+        else (r for _, r in read_records(inputs, problems, check_rollout_record))
+    )
     if llm is None:
-        outcome = run_by_rules(records, lambda record: count(judge_by_rules(record, version, recorded)))
+        judge_row = lambda record: count(judge_by_rules(record, version, recorded))  # noqa: E731
+        outcome = run_by_rules(rows_in, judge_row, write or JsonlWriter().write)
         if not settings.quiet:
             say(stats.summary())  # what the progress display says at its end
     else:
         outcome = run_stage(
-            records,
+            rows_in,
             one,
-            JsonlWriter().write,
+            write or JsonlWriter().write,
             settings=replace(settings, ordered=True),
             stats=stats,
             label="judge",

@@ -21,6 +21,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -85,6 +86,9 @@ def quit_on_next_signal(status: int) -> None:
 def loop_signals(loop: Any, on_signal: Callable[[int], None]) -> Iterator[None]:
     """While an event loop runs a stage: Ctrl-C and SIGTERM call `on_signal(signum)`, then
     the handlers from before come back."""
+    if threading.current_thread() is not threading.main_thread():  # bv.arollout's worker thread
+        yield  # only the main thread can take signals: Ctrl-C is the calling program's
+        return
     saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, signum)

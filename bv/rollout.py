@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,20 +169,27 @@ def run_rollout(
     backend_config: dict[str, Any],
     options: RolloutOptions,
     settings: RunSettings,
+    records: list[PromptRecord] | None = None,
+    write: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> tuple[Problems, Outcome]:
-    """The whole stage: read prompt records, roll them out, write rows to stdout."""
+    """The whole stage: read prompt records, roll them out, write rows to stdout. From Python
+    (bv.api): the checked `records` instead of the inputs, each row to `write`."""
     problems = Problems()
     backend = make_backend(backend_name, **backend_config)
-    stdin_notice(inputs, "prompt records", settings.quiet)
-    total = input_lines(inputs) if options.shard is None else None
+    if records is None:
+        stdin_notice(inputs, "prompt records", settings.quiet)
+        total = input_lines(inputs) if options.shard is None else None
+        records_in: Iterable[PromptRecord] = prompt_records(inputs, problems, options)
+    else:
+        records_in = [r for r in records if in_shard(str(r["id"]), options.shard)]
+        total = len(records_in)
     stats = Stats(total=None if total is None else total * options.repeats)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping)
-    records = prompt_records(inputs, problems, options)
     outcome = run_stage(
-        expand_runs(records, options.repeats),
+        expand_runs(records_in, options.repeats),
         lambda task: rollout_one(task[0], task[1], caller, options),
-        JsonlWriter().write,
+        write or JsonlWriter().write,
         settings=settings,
         stats=stats,
         label="rollout",

@@ -48,7 +48,7 @@ class ChanceBackend:
         self.seed = seed
 
     @classmethod
-    def from_config(cls, seed: int | None = None, **_: Any) -> ChanceBackend:
+    def from_config(cls, seed: int | None = None) -> ChanceBackend:
         return cls(seed=seed or 0)
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:

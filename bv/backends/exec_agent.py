@@ -85,7 +85,6 @@ class ExecBackend:
         timeout: float = 600.0,
         api_key: str | None = None,
         keep_workdirs: str | Path | None = None,
-        **_: Any,
     ) -> ExecBackend:
         if not exec_cmd or not exec_cmd.strip():
             raise Fatal(

@@ -63,7 +63,6 @@ class OpenAIBackend:
         api_key: str | None = None,
         timeout: float = 600.0,
         jobs: int = 8,
-        **_: Any,  # the options of other backends (seed, exec_cmd)
     ) -> OpenAIBackend:
         if endpoint is None:
             endpoint = resolve(

@@ -1,0 +1,261 @@
+"""bv as a library: the stages as Python functions over iterables of records (docs/api.md).
+
+    from bv import api
+    prompts = list(api.prompt(items, skill="skills/v2.md"))
+    rows = api.judge(api.rollout(prompts, model="gpt-4o", repeats=3), mode="rules")
+    print(api.report({"v2": rows}).accuracy["v2"])
+
+Each function is what its command does, minus the files: `api.rollout` runs the same engine as
+`bv rollout` (concurrency, retries, the reply cache, and so resume: calling it again with the same
+arguments sends only what did not finish). Rows come back in input order; a row whose requests
+failed is returned with `error` set, as the command writes it. What stops a whole run raises:
+bv.errors.Fatal (an unusable endpoint), BadRecord (a bad input record, named by its index), and
+KeyboardInterrupt after a Ctrl-C once the requests in flight have finished and been cached.
+
+Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
+`api.arollout` / `api.ajudge` there, which run the same stage on a worker thread with its own loop
+(Ctrl-C is then your program's to handle; finished replies are cached either way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bv.errors import BadRecord, Fatal
+from bv.records import PromptRecord, RolloutRow, check_prompt_record, check_rollout_record, parse_item
+
+DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
+
+
+def prompt(
+    items: Iterable[Mapping[str, Any]],
+    *,
+    skill: str | Path | Any = None,
+    style: str = "bv",
+    image_root: str | Path | None = None,
+    image_detail: str = "auto",
+    templates: Any = None,
+    allow_any_path: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Prompt records for items (official or bv form), lazily, as `bv prompt` writes them.
+
+    `skill`: a Markdown file, or a `bv.prompting.Skill(name, text)`; `image_root`: the folder the
+    items' image paths are relative to (default: the current folder); `templates`: a
+    `bv.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
+    from bv.prompting import PromptOptions, Skill, build_prompt
+    from bv.templates import BV_TEMPLATES
+
+    loaded = Skill.load(Path(skill)) if isinstance(skill, (str, Path)) else skill
+    options = PromptOptions(
+        style=style,
+        templates=templates or BV_TEMPLATES,
+        skill=loaded,
+        detail=image_detail,
+        image_root=Path(image_root) if image_root is not None else None,
+        allow_any_path=allow_any_path,
+    )
+    for index, item in enumerate(items):
+        try:
+            yield build_prompt(parse_item(dict(item)), None, options)
+        except BadRecord as exc:
+            raise BadRecord(f"item {index}: {exc}") from None
+
+
+def _settings(jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool) -> Any:
+    from bv.cache import default_path
+    from bv.engine import RunSettings
+
+    path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+    return RunSettings(
+        jobs=jobs, retries=retries, timeout_s=timeout, cache_path=path, quiet=quiet, ordered=True
+    )
+
+
+def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
+    checked = []
+    for index, record in enumerate(records):
+        try:
+            checked.append(check(dict(record)))
+        except BadRecord as exc:
+            raise BadRecord(f"{what} {index}: {exc}") from None
+    return checked
+
+
+def _ended(outcome: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows, or what stopped the run raised (rows already finished are in the cache)."""
+    if outcome.fatal is not None:
+        raise Fatal(outcome.fatal)
+    if outcome.signal is not None:
+        raise KeyboardInterrupt(f"interrupted after {len(rows)} rows; call again to resume from the cache")
+    return rows
+
+
+def _no_running_loop(name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError(
+        f"bv.api.{name} cannot run inside a running event loop: use `await bv.api.a{name}(...)`"
+    )
+
+
+def rollout(
+    prompts: Iterable[Mapping[str, Any]],
+    *,
+    model: str | None = None,
+    backend: str = "openai",
+    base_url: str | list[str] | None = None,
+    api_key: str | None = None,
+    repeats: int = 1,
+    max_turns: int = 1,
+    params: Mapping[str, Any] | None = None,
+    jobs: int = 8,
+    retries: int = 5,
+    timeout: float = 600.0,
+    cache: str | Path | None = DEFAULT_CACHE,
+    exec_cmd: str | None = None,
+    seed: int | None = None,
+    templates: Any = None,
+    quiet: bool = True,
+) -> list[dict[str, Any]]:
+    """Rollout rows for prompt records, in input order (each record `repeats` times), as
+    `bv rollout --ordered` writes them. `backend`: openai, azure, exec or chance; the endpoint
+    comes from `base_url`/`api_key` or the environment, as for the command (OPENAI_BASE_URL,
+    OPENAI_API_KEY). `params`: request parameters (max_tokens, temperature, …). `cache`: a
+    path, None for none, or the command's default cache. `quiet=False` shows progress on stderr."""
+    _no_running_loop("rollout")
+    from bv.backends import backend_config
+    from bv.rollout import RolloutOptions, run_rollout
+    from bv.templates import BV_TEMPLATES
+
+    records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
+    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+    config = backend_config(
+        backend,
+        model=model,
+        base_urls=urls,
+        api_key=api_key,
+        timeout=timeout,
+        jobs=jobs,
+        seed=seed,
+        exec_cmd=exec_cmd,
+    )
+    options = RolloutOptions(
+        max_turns=max_turns, repeats=repeats, params=dict(params or {}), templates=templates or BV_TEMPLATES
+    )
+    rows: list[dict[str, Any]] = []
+    _, outcome = run_rollout(
+        (),
+        backend,
+        config,
+        options,
+        _settings(jobs, retries, timeout, cache, quiet),
+        records=records,
+        write=lambda row: rows.append(dict(row)),
+    )
+    return _ended(outcome, rows)
+
+
+async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
+    """`rollout` for code inside a running event loop: the same run on a worker thread."""
+    records = list(prompts)
+    return await asyncio.to_thread(rollout, records, **options)
+
+
+def judge(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    mode: str = "auto",
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+    judge_api_key: str | None = None,
+    jobs: int = 8,
+    retries: int = 5,
+    timeout: float = 600.0,
+    cache: str | Path | None = DEFAULT_CACHE,
+    templates: Any = None,
+    quiet: bool = True,
+) -> list[dict[str, Any]]:
+    """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
+    llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
+    _no_running_loop("judge")
+    from bv.endpoints import judge_config
+    from bv.judge import run_judge
+    from bv.templates import BV_TEMPLATES
+
+    records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
+    config = judge_config(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+    judged: list[dict[str, Any]] = []
+    _, outcome = run_judge(
+        (),
+        mode,
+        config,
+        _settings(jobs, retries, timeout, cache, quiet),
+        templates or BV_TEMPLATES,
+        records=records,
+        write=lambda row: judged.append(dict(row)),
+    )
+    return _ended(outcome, judged)
+
+
+async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
+    """`judge` for code inside a running event loop: the same run on a worker thread."""
+    records = list(rows)
+    return await asyncio.to_thread(judge, records, **options)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `bv report` shows, as an object. `data` is exactly what `bv report --format json`
+    writes; the properties read it: `accuracy` by input name, `paired` for two inputs."""
+
+    data: dict[str, Any] = field(repr=False)
+
+    @property
+    def summaries(self) -> list[dict[str, Any]]:
+        """One summary per input (docs/formats.md: overall, by_type, by_subtype, …)."""
+        return list(self.data["inputs"]) if "inputs" in self.data else [self.data]
+
+    @property
+    def accuracy(self) -> dict[str, float]:
+        """Avg@k accuracy by input name."""
+        return {s["name"]: s["overall"]["accuracy"] for s in self.summaries}
+
+    @property
+    def paired(self) -> dict[str, Any] | None:
+        """The paired comparison of two inputs, b against a by (id, run): improved, regressed,
+        the exact McNemar `p_value`; None for one input."""
+        return (self.data.get("comparison") or {}).get("paired")
+
+    def render(self, fmt: str = "table") -> str:
+        """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
+        import io
+
+        from bv import render
+
+        renderers = {
+            "table": render.render_table,
+            "markdown": render.render_markdown,
+            "csv": render.render_csv,
+            "json": render.render_json,
+        }
+        out = io.StringIO()
+        renderers[fmt](self.data, out)
+        return out.getvalue()
+
+
+def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping[str, Any]]) -> Report:
+    """The report of judged rows: one input (an iterable of rows), or several by name
+    (`{"v1": rows, "v2": rows}`), compared on the rows they all have, as `bv report` does."""
+    from bv.records import check_judged_row
+    from bv.report import build_report
+
+    named = results.items() if isinstance(results, Mapping) else [("results", results)]
+    inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
+    built, _ = build_report(inputs)
+    return Report(built)
