@@ -317,7 +317,7 @@ def report(
             paths = [row_source.source.path for row_source in rows or []]
             roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
             refused = write_html(
-                html_path, summaries, rows, built.get("comparison"), None if allow_any_path else roots
+                html_path, summaries, rows or [], built.get("comparison"), None if allow_any_path else roots
             )  # rows read again from the inputs, not held
             if not page_to_stdout:
                 click.echo(f"bv report: wrote {html_path}", err=True)

@@ -136,7 +136,7 @@ async def judge_one(
 
 
 def _prepared(
-    record: dict[str, Any], extracted: str | None, version: str, templates: dict[str, str] | None
+    record: Mapping[str, Any], extracted: str | None, version: str, templates: dict[str, str] | None
 ) -> tuple[dict, Any]:
     """The row with the judge fields reset and the extracted answer, and what the rules say."""
     row = without_stage(record, "judge")
@@ -164,7 +164,7 @@ def _by_rules(row: dict[str, Any], verdict: Any) -> dict[str, Any]:
 
 
 def judge_by_rules(
-    record: dict[str, Any], version: str, templates: dict[str, str] | None = None
+    record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """One row judged by the rules alone (undecided rows count wrong)."""
     return _by_rules(*_prepared(record, extract_answer(record.get("response")), version, templates))

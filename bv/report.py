@@ -182,7 +182,9 @@ def paired(a: Tally | list[dict[str, Any]], b: Tally | list[dict[str, Any]]) -> 
     """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
     and the exact McNemar p-value of that split (is the difference more than chance?)."""
     a_keys, b_keys = (_tally_of(t).keys for t in (a, b))
-    improved, regressed, right, wrong, pairs = [], [], 0, 0, 0
+    improved: list[tuple[str, int]] = []
+    regressed: list[tuple[str, int]] = []
+    right = wrong = pairs = 0
     for key, code_a in a_keys.items():
         code_b = b_keys.get(*key)
         if code_a < WRONG or code_b < WRONG:  # absent, or no verdict in one of them

@@ -154,7 +154,8 @@ class Tally:
             return False
         groups = self.item_groups.get(item)
         if groups is None:
-            groups = self.item_groups[item] = tuple(str(get(name) or "unknown") for _, name in GROUPS)
+            labels = [str(get(name) or "unknown") for _, name in GROUPS]
+            groups = self.item_groups[item] = (labels[0], labels[1], labels[2])
             for index, label in enumerate(groups):  # an item stays in the groups of its first row
                 self.items[index, label] = self.items.get((index, label), 0) + 1
         error, judge_error, undecided = (
@@ -169,7 +170,8 @@ class Tally:
 
     def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
         """The overall cell and the cells of each group, from the counts by kind."""
-        overall, groups = Cell(), {group: {} for group, _ in GROUPS}
+        overall = Cell()
+        groups: dict[str, dict[str, Cell]] = {group: {} for group, _ in GROUPS}
         overall.items = len(self.item_groups)
         for (labels, *kind), count in self.kinds.items():
             overall.add(tuple(kind), count)
@@ -224,7 +226,7 @@ class Tally:
         for group, _ in GROUPS:
             cells = groups[group]
             summary[group] = {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
-        subtype_type = {}
+        subtype_type: dict[str, str] = {}
         for type_name, subtype, _ in self.item_groups.values():
             subtype_type.setdefault(subtype, type_name)
         for subtype, cell in summary["by_subtype"].items():
