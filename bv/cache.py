@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import sys
 import time
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bv import environment
 from bv.errors import Fatal
 from bv.images import content_hash, map_image_urls
 from bv.terminal import printable
@@ -27,8 +27,7 @@ CACHE_VERSION = 1
 
 
 def default_path() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "bv" / "cache.sqlite"
+    return environment.cache_home() / "bv" / "cache.sqlite"
 
 
 class ImageHashes:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from bv import __version__, outcome
+from bv import __version__, environment, outcome
 from bv.cli_common import (
     CACHE,
     INPUTS,
@@ -487,7 +486,7 @@ def main() -> None:
         silence_stdout()
         sys.exit(0)
     except Exception as exc:
-        if os.environ.get("BV_DEBUG"):
+        if environment.debug():
             raise
         kind = (
             "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "

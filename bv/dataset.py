@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bv import environment
 from bv.errors import BadRecord, Fatal
 from bv.images import MAX_IMAGE_PIXELS, sniff_format
 from bv.stats import counted
@@ -45,8 +46,7 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 
 def default_dir() -> Path:
     """$XDG_DATA_HOME/bv/babyvision (~/.local/share/bv/babyvision when it is not set)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "bv" / "babyvision"
+    return environment.data_home() / "bv" / "babyvision"
 
 
 @dataclass

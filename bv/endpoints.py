@@ -9,14 +9,13 @@ wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "ti
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from bv import secrets
+from bv import environment, secrets
 from bv.errors import Fatal
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -105,7 +104,7 @@ def resolve(
     env: Mapping[str, str] | None = None,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work."""
-    env = os.environ if env is None else env
+    env = environment.variables() if env is None else env
     option = "--judge-base-url" if role == "judge" else "--base-url"
     if kind == "azure":
         urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
@@ -177,7 +176,7 @@ def judge_config(
 ) -> dict[str, Any]:
     """What bv judge's run takes of its LLM judge: the model, and its endpoint resolved and checked
     (BV_JUDGE_API_KEY when no key is given) when the mode asks an LLM and a model is given."""
-    env = os.environ if env is None else env
+    env = environment.variables() if env is None else env
     config: dict[str, Any] = {"model": model}
     if mode != "rules" and model:
         config["endpoint"] = resolve(

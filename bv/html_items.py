@@ -9,16 +9,16 @@ what a card shows (long texts shortened). The page says when items or runs were 
 
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bv import environment
 from bv.images import image_paths
 from bv.records import natural_key as natural  # re-exported: html_parts and html_report sort by it
 
-MAX_ITEMS = int(os.environ.get("BV_HTML_MAX_ITEMS", 500))  # cards on one page
+MAX_ITEMS = environment.integer("BV_HTML_MAX_ITEMS", 500)  # cards on one page
 MAX_RUNS = 10  # rows per input shown on one card; the card's score still counts every run
 MAX_TEXT = 6000  # characters of a response, judge reply or reasoning shown
 CARD_FIELDS = (

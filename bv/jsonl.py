@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from bv import environment
 from bv.errors import BadRecord, Fatal, StdoutClosed
 from bv.terminal import printable
 
-MAX_LINE_BYTES = int(os.environ.get("BV_MAX_LINE_BYTES", 64 * 1024 * 1024))
+MAX_LINE_BYTES = environment.integer("BV_MAX_LINE_BYTES", 64 * 1024 * 1024)
 STDIN = "-"
 
 

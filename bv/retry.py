@@ -8,15 +8,16 @@ and bv says so on stderr.
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
+from bv import environment
+
 # The longest bv waits before one retry, whatever the server asks (BV_MAX_WAIT_S to change it).
-MAX_WAIT_S = float(os.environ.get("BV_MAX_WAIT_S", "300"))
+MAX_WAIT_S = environment.number("BV_MAX_WAIT_S", 300)
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RetryPolicy:
     """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
 
     retries: int = 5
-    base_s: float = field(default_factory=lambda: float(os.environ.get("BV_RETRY_BASE_S", "1")))
+    base_s: float = field(default_factory=lambda: environment.number("BV_RETRY_BASE_S", 1))
     cap_s: float = 60.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:

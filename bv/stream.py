@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
-from bv import secrets
+from bv import environment, secrets
 from bv.errors import Fatal, Interrupted, StdoutClosed
 from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, say, status_for
 from bv.terminal import printable
@@ -162,7 +162,7 @@ class StreamRun:
         except (Fatal, StdoutClosed):
             raise
         except Exception as exc:  # a bug must cost its row, not the run
-            if os.environ.get("BV_DEBUG"):
+            if environment.debug():
                 raise
             self.outcome.broken_rows += 1
             sys.stderr.write(

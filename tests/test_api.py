@@ -119,3 +119,14 @@ def test_judge_endpoint_built_once_from_options_and_environment():
     config = judge_config("auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"})
     assert config["endpoint"].api_key == "sk-judge" and config["endpoint"].role == "judge"
     assert judge_config("rules", "jm", None, None, env={}) == {"model": "jm"}  # no endpoint needed
+
+
+def test_one_module_reads_the_environment():
+    """bv.environment reads every variable (bv.endpoints gets the endpoint ones from it), so a
+    caller from Python can see in one place what outside settings a run depends on."""
+    readers = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "bv").rglob("*.py"))
+        if re.search(r"os\.environ|os\.getenv|getenv\(", path.read_text())
+    ]
+    assert readers == ["bv/environment.py"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from bv import secrets
+from bv import environment, secrets
 from bv.backends import Reply
 from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, encode_image, image_paths
@@ -112,10 +112,10 @@ class ExecBackend:
                 # The agent runs in its workspace, so a relative program path is made absolute here.
                 argv[0] = os.path.abspath(program)
         secrets.register(api_key)
-        for name, value in os.environ.items():
+        for name, value in environment.variables().items():
             if name.endswith(_SECRET_SUFFIXES) and len(value) >= 16:
                 secrets.register(value)  # agents inherit the environment and may echo their keys
-        keep = keep_workdirs or os.environ.get("BV_EXEC_KEEP") or None
+        keep = keep_workdirs or environment.text("BV_EXEC_KEEP")
         return cls(
             exec_cmd,
             argv,
