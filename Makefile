@@ -52,10 +52,11 @@ eval: $(VENV)/.installed
 	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html" \
 	  --image-root "$(dir $(ITEMS))"
 
-# Figures, not tests: throughput, memory and start-up of bv (bench/README.md; several minutes).
+# Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/rollout_bench.py
 	$(BIN)/python bench/startup_bench.py
+	$(BIN)/python bench/rows_bench.py
 
 lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/test_lint.py

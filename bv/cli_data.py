@@ -129,7 +129,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
             more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
             error(
-                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) left out:"
+                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
                 f" {shown}{more};"
                 " re-run bv judge on them, then export again"
             )

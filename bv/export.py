@@ -4,8 +4,9 @@
 official BabyVision result files, so the official `compute_score.py` prints the figures
 `bv report` prints, and `bv import` reads them back. The scorer takes each file as one run,
 `LLMJudgeResult` as the verdict and `Type`/`Subtype` as the groups, and reports the mean and
-population standard deviation over runs; so a row bv left out of the accuracy (a judge error,
-`hard` null) is left out of the file too, and said on stderr. `csv`: one row per (id, run).
+population standard deviation over runs; a row without a verdict (a judge error, `hard` null)
+is written as false, as the official protocol judges a failed call and as `bv report` counts
+it, and said on stderr. `csv`: one row per (id, run).
 """
 
 from __future__ import annotations
@@ -82,8 +83,7 @@ def group_runs(records: Iterable[tuple[Any, dict[str, Any]]], problems: Problems
         export.rows.append(row)
         if row.get("hard") is None:
             export.unjudged.append(key)
-        else:
-            export.runs[key[1]].append(row)
+        export.runs[key[1]].append(row)
     for members in export.runs.values():
         members.sort(key=lambda r: natural_key(str(r["id"])))
     return export

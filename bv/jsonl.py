@@ -32,6 +32,7 @@ class Source:
     name: str  # the path as the user gave it, or "<stdin>"
     line: int
     folder: Path | None  # the file's folder; None for stdin
+    offset: int = -1  # where the line starts, in bytes (bv merge reads kept rows back from there)
 
     def __str__(self) -> str:
         return f"{self.name}:{self.line}"
@@ -125,10 +126,11 @@ def read_json_lines(paths: Iterable[str], problems: Problems) -> Iterator[tuple[
 
 
 def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: Problems) -> Iterator:
-    number = 0
+    number, offset = 0, 0
     for raw, too_long in _lines(stream):
         number += 1
-        where = Source(name, number, folder)
+        where = Source(name, number, folder, offset)
+        offset = offset + len(raw) if offset >= 0 and not too_long else -1  # unknown after a skipped line
         if too_long:
             problems.report(where, f"line longer than {MAX_LINE_BYTES} bytes (skipped)")
             continue

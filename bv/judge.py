@@ -10,9 +10,12 @@ that is not exactly True or False is a judge error, counted apart, never a 0 or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import re
-from collections.abc import Callable, Mapping
+import signal
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,10 +23,10 @@ from bv import secrets
 from bv.backends import make_backend
 from bv.endpoints import resolve
 from bv.engine import Caller, RunSettings, run_stage
-from bv.errors import Fatal, Interrupted, ItemFailure
+from bv.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
 from bv.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
 from bv.jsonl import JsonlWriter, Problems, read_records
-from bv.outcome import Outcome, say
+from bv.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
 from bv.progress import Stats, input_lines, stdin_notice
 from bv.records import RolloutRow, check_rollout_record, choice_lines, without_stage
 from bv.rules import RULES_VERSION, decide
@@ -113,19 +116,11 @@ async def judge_one(
 ) -> dict[str, Any]:
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
     judge template recorded, by name and SHA-256)."""
-    row = without_stage(record, "judge")
-    extracted = await extract_answer_async(record.get("response"))
-    verdict = decide(row, extracted)
-    row.update(
-        extracted=extracted,
-        judge_version=version,
-        judge_model=None,
-        judge_reply=None,
-        judge_error=None,
-    )
-    if templates:
-        row["judge_templates"] = templates
-    if llm is not None and (mode == "llm" or (mode == "auto" and verdict.hard is None)):
+    if llm is None:
+        return judge_by_rules(record, version, templates)
+    extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
+    row, verdict = _prepared(record, extracted, version, templates)
+    if mode == "llm" or (mode == "auto" and verdict.hard is None):
         hard, reply, error = await llm.verdict(row, extracted)
         row.update(
             hard=hard,
@@ -137,6 +132,28 @@ async def judge_one(
             judge_error=error,
         )
         return row
+    return _by_rules(row, verdict)
+
+
+def _prepared(
+    record: Mapping[str, Any], extracted: str | None, version: str, templates: dict[str, str] | None
+) -> tuple[dict, Any]:
+    """The row with the judge fields reset and the extracted answer, and what the rules say."""
+    row = without_stage(record, "judge")
+    verdict = decide(row, extracted)
+    row.update(
+        extracted=extracted,
+        judge_version=version,
+        judge_model=None,
+        judge_reply=None,
+        judge_error=None,
+    )
+    if templates:
+        row["judge_templates"] = templates
+    return row, verdict
+
+
+def _by_rules(row: dict[str, Any], verdict: Any) -> dict[str, Any]:
     row.update(
         hard=verdict.hard if verdict.hard is not None else 0,
         decided_by="rules",
@@ -144,6 +161,50 @@ async def judge_one(
         judge_reason=verdict.reason,
     )
     return row
+
+
+def judge_by_rules(
+    record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One row judged by the rules alone (undecided rows count wrong)."""
+    return _by_rules(*_prepared(record, extract_answer(record.get("response")), version, templates))
+
+
+def run_by_rules(
+    records: Iterable[Any],
+    judge: Callable[[Any], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+) -> Outcome:
+    """Judge by rules with no LLM: nothing to wait for, so no event loop, reader thread or
+    workers, whose hand-offs cost more than the judging (docs/performance.md). One row in, one
+    row out, flushed. As in the engine for a judge, the first Ctrl-C or SIGTERM is noted and
+    the rest of the input still passed on; a second one quits at once."""
+    result = Outcome()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if result.signal is not None:
+            say("interrupted again; quitting now")
+            os._exit(status_for(signum))
+        result.signal = signum
+        name = SIGNAL_NAMES.get(signum, "a signal")
+        say(f"interrupted by {name}; passing on the rest of the input (Ctrl-C again to quit now)")
+
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave them
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, on_signal)
+    try:
+        for record in records:
+            write(judge(record))
+    except StdoutClosed:
+        result.stdout_closed = True
+    except Fatal as exc:
+        result.fatal = str(exc)
+    finally:
+        with contextlib.suppress(ValueError):
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+    return result
 
 
 def run_judge(
@@ -180,9 +241,8 @@ def run_judge(
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
-    async def one(record: RolloutRow) -> dict[str, Any]:
+    def count(row: dict[str, Any]) -> dict[str, Any]:
         nonlocal carried
-        row = await judge_one(record, mode, llm, version, recorded)
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
@@ -190,22 +250,31 @@ def run_judge(
         carried += bool(row.get("error"))
         return row
 
+    async def one(record: RolloutRow) -> dict[str, Any]:
+        return count(await judge_one(record, mode, llm, version, recorded))
+
     rows_in = (
         records
         if records is not None
         else (r for _, r in read_records(inputs, problems, check_rollout_record))
     )
-    outcome = run_stage(
-        rows_in,
-        one,
-        write or JsonlWriter().write,
-        settings=replace(settings, ordered=True),
-        stats=stats,
-        label="judge",
-        stopping=stopping,
-        backend=backend,
-        drain_on_interrupt=True,
-    )
+    if llm is None:
+        judge_row = lambda record: count(judge_by_rules(record, version, recorded))  # noqa: E731
+        outcome = run_by_rules(rows_in, judge_row, write or JsonlWriter().write)
+        if not settings.quiet:
+            say(stats.summary())  # what the progress display says at its end
+    else:
+        outcome = run_stage(
+            rows_in,
+            one,
+            write or JsonlWriter().write,
+            settings=replace(settings, ordered=True),
+            stats=stats,
+            label="judge",
+            stopping=stopping,
+            backend=backend,
+            drain_on_interrupt=True,
+        )
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
     outcome.failed_what = "got a judge error"
     if llm is not None and llm.caller.cache is not None:

@@ -18,8 +18,10 @@ from bv.terminal import markup_safe, printable
 FIGURES = (
     "n",
     "rows",
+    "finished",
     "runs",
     "correct",
+    "denominator",
     "accuracy",
     "std",
     "ci_low",
@@ -28,6 +30,7 @@ FIGURES = (
     "errors",
     "judge_errors",
     "undecided",
+    "accuracy_over",
 )
 
 
@@ -56,8 +59,18 @@ def accuracy_text(cell: dict[str, Any]) -> str:
     return pct(cell["accuracy"])
 
 
+def finished_only(summaries: list[dict[str, Any]]) -> bool:
+    """Whether the accuracies are over finished rows only (--exclude-failed), which every format says."""
+    return any(str(s.get("accuracy_over", "")).startswith("finished") for s in summaries)
+
+
+def failures_text(cell: dict[str, Any]) -> str:
+    return f"{cell['errors']}/{cell['judge_errors']}/{cell['undecided']}"
+
+
 def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[str]]:
     """Headers, rows and each row's level, for the table and Markdown formats."""
+    accuracy_label = "accuracy % (finished rows)" if finished_only(summaries) else "accuracy %"
     if len(summaries) == 1:
         s = summaries[0]
         spread = "± std" if s["overall"]["runs"] > 1 else "95% CI"
@@ -65,7 +78,7 @@ def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], l
             "group",
             "n",
             "correct",
-            "accuracy %",
+            accuracy_label,
             spread,
             "chance %",
             "errors",
@@ -82,7 +95,7 @@ def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], l
                 [
                     label,
                     str(cell["n"]),
-                    f"{cell['correct']}/{cell['rows'] - cell['judge_errors']}",
+                    f"{cell['correct']}/{cell.get('denominator', cell['rows'])}",
                     pct(cell["accuracy"]),
                     spread_text,
                     pct(cell["chance"]),
@@ -93,9 +106,16 @@ def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], l
             )
             levels.append(level)
         return headers, rows, levels
-    headers = ["group", "n"] + [f"{s['name']} %" for s in summaries]
+    suffix = " % (finished)" if finished_only(summaries) else " %"
+    headers = ["group", "n"] + [f"{s['name']}{suffix}" for s in summaries]
     if len(summaries) == 2:
         headers.append("Δ")
+    # Failed rows side by side too (rollout errors/judge errors/undecided), when there are any.
+    show_failed = any(
+        s["overall"]["errors"] + s["overall"]["judge_errors"] + s["overall"]["undecided"] for s in summaries
+    )
+    if show_failed:
+        headers += [f"{s['name']} err/judge/und" for s in summaries]
     rows, levels = [], []
     for level, label, _ in _groups(summaries[0]):
         cells = [_find(s, level, label) for s in summaries]
@@ -109,6 +129,8 @@ def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], l
                 else None
             )
             row.append("–" if delta is None else f"{100 * delta:+.1f}")
+        if show_failed:
+            row += [failures_text(c) if c else "–" for c in cells]
         rows.append(row)
         levels.append(level)
     return headers, rows, levels
@@ -132,6 +154,7 @@ def notes(report: dict[str, Any]) -> list[str]:
         usage, parts = summary["usage"], []
         if summary.get("models"):
             parts.append("model " + ", ".join(summary["models"]))
+        parts += provenance_parts(summary.get("provenance") or {})
         if usage["prompt_tokens"] or usage["completion_tokens"]:
             parts.append(
                 f"{human_count(usage['prompt_tokens'])} prompt + {human_count(usage['completion_tokens'])}"
@@ -141,6 +164,11 @@ def notes(report: dict[str, Any]) -> list[str]:
             parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
         parts.append(f"{counted(usage['unboxed'], 'reply')} without \\boxed{{}}")
         lines.append(f"{summary['name']}: " + "; ".join(parts))
+    if finished_only(summaries_of(report)):
+        lines.append(
+            "Accuracy over finished rows only (--exclude-failed): rollout errors, judge errors and"
+            " undecided rows are left out of it, and counted in their own columns."
+        )
     comparison = report.get("comparison")
     if comparison:
         if any(comparison["left_out"].values()):
@@ -153,6 +181,20 @@ def notes(report: dict[str, Any]) -> list[str]:
         if pair:
             lines.append(paired_sentence(pair))
     return lines
+
+
+def provenance_parts(provenance: dict[str, Any]) -> list[str]:
+    """Where and when an input's rows were made, as far as its rows say (older rows do not)."""
+    parts = []
+    if provenance.get("endpoints"):
+        parts.append("endpoint " + ", ".join(provenance["endpoints"]))
+    if provenance.get("bv_versions"):
+        parts.append("bv " + ", ".join(provenance["bv_versions"]))
+    started = provenance.get("started_at")
+    if started:
+        first, last = started["first"], started["last"]
+        parts.append(f"rows made {first}" + ("" if first == last else f" to {last}"))
+    return parts
 
 
 def paired_sentence(pair: dict[str, Any]) -> str:
@@ -213,7 +255,12 @@ def render_csv(report: dict[str, Any], stream: Any) -> None:
     for summary in summaries_of(report):
         for level, label, cell in _groups(summary):
             ci = cell.get("ci95") or [None, None]
-            figures = {**cell, "ci_low": ci[0], "ci_high": ci[1]}
+            figures = {
+                **cell,
+                "ci_low": ci[0],
+                "ci_high": ci[1],
+                "accuracy_over": summary.get("accuracy_over"),
+            }
             writer.writerow(
                 [
                     summary["name"],

@@ -1,115 +1,206 @@
-"""Aggregation for `bv report`: accuracy overall and by type, subtype and answer type.
+"""`bv report`: accuracy overall and by type, subtype and answer type, read as a stream.
 
 With several runs (`run` 0..K-1) the accuracy is the paper's Avg@k: the mean over runs of
 each run's accuracy, with the population standard deviation over runs, as the official
-compute_score.py does; with one run, a Wilson 95% interval. Rollout failures count wrong
-(the official protocol) and are also counted in `errors`; judge errors are left out of
-the accuracy and counted in `judge_errors`; rules-undecided rows count wrong and are
-counted in `undecided`. Nothing is hidden in the accuracy.
+compute_score.py does; with one run, a Wilson 95% interval. The accuracy counts every row:
+a rollout error, a judge error and an undecided row are not correct (the official protocol
+judges a failed call false), and each is also counted in its own column. `--exclude-failed`
+gives the accuracy over finished rows only, labelled so.
+
+A report never pools what should not be pooled: an input that is empty, holds rows that are
+not judged rows, repeats an (id, run), or mixes models, skills or judge versions is refused
+(`--by` splits such a file into columns). Nothing is kept per row but a byte (bv.tally).
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections import defaultdict
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bv.records import row_key
-from bv.stats import mcnemar_exact, mean, pstdev, wilson
+from bv.errors import BadRecord, Fatal
+from bv.records import check_judged_row, row_key
+from bv.stats import mcnemar_exact
+from bv.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
+
+__all__ = [
+    "BY_FIELDS",
+    "below",
+    "build_report",
+    "chance_of",
+    "input_names",
+    "paired",
+    "summarize",
+    "warnings",
+]
+
+BY_FIELDS = ("model", "skill", "judge_version")
+_SHOWN_DUPLICATES = 5
 
 
-def chance_of(row: dict[str, Any]) -> float:
-    """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
-    if row.get("ans_type") == "choice" and row.get("choices"):
-        return 1 / len(row["choices"])
-    return 0.0
+def by_value(row: dict[str, Any], name: str) -> str:
+    """How a row's model, skill or judge version is named in messages and column names."""
+    value = row.get(name)
+    if name == "skill":
+        if not value:
+            return "no skill"
+        if isinstance(value, dict):
+            return f"{value.get('name')}@{str(value.get('sha256'))[:8]}"
+    return "none" if value is None else str(value)
 
 
-def _cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures of one group of rows (all runs together)."""
-    runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        runs[row.get("run", 0)].append(row)
-    per_run = []
-    for run in sorted(runs):
-        judged = [r for r in runs[run] if r.get("hard") is not None]
-        if judged:
-            per_run.append(sum(r["hard"] for r in judged) / len(judged))
-    judged_rows = [r for r in rows if r.get("hard") is not None]
-    correct = sum(r["hard"] for r in judged_rows)
-    items = {str(r["id"]) for r in rows}
-    cell: dict[str, Any] = {
-        "n": len(items),
-        "rows": len(rows),
-        "runs": len(runs),
-        "correct": correct,
-        "accuracy": round(mean(per_run), 6) if per_run else None,
-        "std": round(pstdev(per_run), 6) if len(per_run) > 1 else None,
-        "per_run": [round(a, 6) for a in per_run],
-        "ci95": None,
-        "chance": round(mean([chance_of(r) for r in rows]), 6) if rows else None,
-        "errors": sum(1 for r in rows if r.get("error")),
-        "judge_errors": sum(1 for r in rows if r.get("decided_by") == "error"),
-        "undecided": sum(1 for r in rows if r.get("undecided")),
-    }
-    if len(runs) == 1 and judged_rows:
-        low, high = wilson(correct, len(judged_rows))
-        cell["ci95"] = [round(low, 6), round(high, 6)]
-    return cell
+def judged_row(where: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """The record if it is a judged row; an error naming the file when it is an item or a rollout row."""
+    if "hard" not in record:
+        kind = "a rollout row" if "run" in record or "response" in record else "not a judged row (an item?)"
+        raise Fatal(
+            f"{where}: {kind}: bv report reads judged rows, the output of bv judge"
+            " (bv prompt ... | bv rollout ... | bv judge > results.jsonl)"
+        )
+    return check_judged_row(record)
 
 
-def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from bv.extract import has_answer
-
-    latencies = [r["latency_s"] for r in rows if isinstance(r.get("latency_s"), (int, float))]
-    return {
-        "prompt_tokens": sum((r.get("usage") or {}).get("prompt_tokens", 0) for r in rows),
-        "completion_tokens": sum((r.get("usage") or {}).get("completion_tokens", 0) for r in rows),
-        "latency_s_mean": round(mean(latencies), 3) if latencies else None,
-        "unboxed": sum(  # replies only: a failed rollout has none
-            1 for r in rows if "response" in r and not r.get("error") and not has_answer(r.get("response"))
-        ),
-    }
+def _as_is(record: dict[str, Any]) -> dict[str, Any]:
+    return record  # checked by judged_row, which names a file of rows that are not judged rows
 
 
-def summarize(rows: Iterable[dict[str, Any]], name: str = "results") -> dict[str, Any]:
-    """Every figure the report shows for one input; judged rows only."""
-    rows = [r for r in rows if "hard" in r]
-    groups: dict[str, dict[str, list[dict[str, Any]]]] = {
-        "by_type": defaultdict(list),
-        "by_subtype": defaultdict(list),
-        "by_ans_type": defaultdict(list),
-    }
-    subtype_type: dict[str, str] = {}
-    for row in rows:
-        groups["by_type"][row.get("type", "unknown")].append(row)
-        groups["by_subtype"][row.get("subtype", "unknown")].append(row)
-        groups["by_ans_type"][row.get("ans_type", "unknown")].append(row)
-        subtype_type.setdefault(row.get("subtype", "unknown"), row.get("type", "unknown"))
-    summary: dict[str, Any] = {"name": name, "overall": _cell(rows)}
-    for group, members in groups.items():
-        summary[group] = {key: _cell(members[key]) for key in sorted(members)}
-    for subtype, cell in summary["by_subtype"].items():
-        cell["type"] = subtype_type[subtype]
-    summary["models"] = sorted({str(r.get("model")) for r in rows if r.get("model")})
-    summary["usage"] = _usage(rows)
-    return summary
+@dataclass(eq=False)
+class Input:
+    """One report input: a name, and where its rows come from (a path, "-" for stdin, or a list)."""
+
+    name: str
+    path: str
+    rows: list[dict[str, Any]] | None = None  # given in-process (tests, library use)
+    spool: Path | None = None  # stdin's good rows, kept for a second pass
+    several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
+
+    def close(self) -> None:
+        """Remove stdin's spool file, once nothing reads the rows again."""
+        if self.spool is not None:
+            self.spool.unlink(missing_ok=True)
+            self.spool = None
+
+    def read(self, problems: Any, first: bool) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """(where, record) for every line that parses; bad lines are reported on the first pass only."""
+        if self.rows is not None:
+            yield from ((f"{self.name}:{n}", record) for n, record in enumerate(self.rows, 1))
+            return
+        from bv.jsonl import Problems, read_records
+
+        if first:
+            yield from read_records([self.path], problems, _as_is)
+            return
+        quiet = Problems(stream=open(os.devnull, "w"))
+        try:
+            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is)
+        finally:
+            quiet.stream.close()
 
 
-def paired(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> dict[str, Any]:
+@dataclass
+class Column:
+    """One column of the report: an input, or one model (skill, judge version) of it with --by."""
+
+    name: str
+    tally: Tally = field(default_factory=Tally)
+    values: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> its values here
+    made_by: tuple[Any, ...] | None = None  # (model, skill, judge version) of the last row
+    duplicates: list[str] = field(default_factory=list)
+    duplicate_count: int = 0
+
+
+def _read_input(
+    source: Input, problems: Any, by: tuple[str, ...], spool_stdin: bool
+) -> dict[tuple[str, ...], Column]:
+    """First pass over one input: tally it into columns (one, or one per --by value) and check it."""
+    columns: dict[tuple[str, ...], Column] = {}
+    spool = None
+    if source.path == "-" and spool_stdin and source.rows is None:
+        spool = tempfile.NamedTemporaryFile("w", prefix="bv-report-", suffix=".jsonl", delete=False)
+        source.spool = Path(spool.name)
+    try:
+        for where, record in source.read(problems, first=True):
+            try:
+                row = judged_row(where, record)
+                item, run = row_key(row)
+            except BadRecord as exc:
+                problems.report(where, str(exc))
+                continue
+            value = tuple(by_value(row, name) for name in by) if by else ()
+            column = columns.get(value)
+            if column is None:
+                label = "/".join(value)
+                name = (f"{source.name}:{label}" if source.several else label) if by else source.name
+                column = columns[value] = Column(name)
+            made_by = (row.get("model"), row.get("skill"), row.get("judge_version"))
+            if made_by != column.made_by:  # a first row, or another model, skill or judge version
+                column.made_by = made_by
+                for name in BY_FIELDS:
+                    if name not in by:
+                        column.values.setdefault(name, {}).setdefault(by_value(row, name), 0)
+            if not column.tally.add(row, item, run):
+                column.duplicate_count += 1
+                if len(column.duplicates) < _SHOWN_DUPLICATES:
+                    column.duplicates.append(f"id {item} run {run} ({where})")
+                continue
+            if spool is not None:
+                spool.write(json.dumps(row) + "\n")
+    finally:
+        if spool is not None:
+            spool.close()
+    _check_input(source, columns, by)
+    return dict(sorted(columns.items()))
+
+
+def _check_input(source: Input, columns: dict[tuple[str, ...], Column], by: tuple[str, ...]) -> None:
+    """Refuse what would pool or double-count: an empty input, repeats, mixed models or judges."""
+    where = "stdin" if source.path == "-" else source.path
+    if not columns:
+        raise Fatal(f"{where}: no judged rows (empty input, or no line could be read): nothing to report")
+    for column in columns.values():
+        for name, values in column.values.items():
+            if len(values) > 1:
+                shown = ", ".join(sorted(values)[:5]) + (", …" if len(values) > 5 else "")
+                raise Fatal(
+                    f"{where}: rows of {len(values)} {name.replace('_', ' ')}s ({shown}) in one input;"
+                    f" one accuracy would pool them. Report them side by side with --by {name}"
+                    " (or give one file each)"
+                )
+        if column.duplicate_count:
+            raise Fatal(
+                f"{where}: {column.duplicate_count} row(s) repeat an (id, run) seen before in this input,"
+                f" first: {', '.join(column.duplicates)}; counting both would count them twice."
+                " Combine runs and shards with bv merge (one row per (id, run), a later file winning)"
+            )
+
+
+def paired(a: Tally | list[dict[str, Any]], b: Tally | list[dict[str, Any]]) -> dict[str, Any]:
     """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
     and the exact McNemar p-value of that split (is the difference more than chance?)."""
-    a_hard = {row_key(r): r["hard"] for r in a_rows if r.get("hard") is not None}
-    b_hard = {row_key(r): r["hard"] for r in b_rows if r.get("hard") is not None}
-    keys = sorted(a_hard.keys() & b_hard.keys())
-    improved = sorted(k for k in keys if b_hard[k] > a_hard[k])
-    regressed = sorted(k for k in keys if b_hard[k] < a_hard[k])
+    a_keys, b_keys = (_tally_of(t).keys for t in (a, b))
+    improved: list[tuple[str, int]] = []
+    regressed: list[tuple[str, int]] = []
+    right = wrong = pairs = 0
+    for key, code_a in a_keys.items():
+        code_b = b_keys.get(*key)
+        if code_a < WRONG or code_b < WRONG:  # absent, or no verdict in one of them
+            continue
+        pairs += 1
+        if code_a == code_b:
+            right += code_a == RIGHT
+            wrong += code_a == WRONG
+        else:
+            (improved if code_b == RIGHT else regressed).append(key)
+    improved.sort()
+    regressed.sort()
     return {
-        "pairs": len(keys),
-        "both_right": sum(1 for k in keys if a_hard[k] == b_hard[k] == 1),
-        "both_wrong": sum(1 for k in keys if a_hard[k] == b_hard[k] == 0),
+        "pairs": pairs,
+        "both_right": right,
+        "both_wrong": wrong,
         "improved": len(improved),
         "regressed": len(regressed),
         "p_value": mcnemar_exact(len(improved), len(regressed)),
@@ -118,27 +209,143 @@ def paired(a_rows: list[dict[str, Any]], b_rows: list[dict[str, Any]]) -> dict[s
     }
 
 
-def build_report(named_rows: list[tuple[str, list[dict[str, Any]]]]) -> tuple[dict[str, Any], list[list]]:
-    """The report of one input, or several side by side; returns it and the rows it covers.
+def _tally_of(rows: Tally | Iterable[dict[str, Any]]) -> Tally:
+    if isinstance(rows, Tally):
+        return rows
+    tally = Tally()
+    for row in rows:
+        if "hard" in row:
+            tally.add(row, *row_key(row))
+    return tally
 
-    Several inputs are compared on the (id, run) rows they all have; the report says how many
-    each one left out. Exactly two inputs also get the paired comparison.
+
+def summarize(
+    rows: Iterable[dict[str, Any]], name: str = "results", exclude_failed: bool = False
+) -> dict[str, Any]:
+    """Every figure the report shows for one set of judged rows (rows without `hard` are skipped)."""
+    return _tally_of(rows).summary(name, exclude_failed)
+
+
+@dataclass(eq=False)
+class ColumnRows:
+    """The judged rows of one column, read again from its input each time they are iterated:
+    what the HTML viewer reads (twice) without the report holding them."""
+
+    source: Input
+    value: tuple[str, ...]
+    by: tuple[str, ...]
+    tables: list[KeyTable]  # the rows every column has, when columns are compared
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for where, record in self.source.read(None, first=False):
+            try:
+                row = judged_row(where, record)
+                item, run = row_key(row)
+            except BadRecord:
+                continue  # reported on the first pass
+            if self.by and tuple(by_value(row, name) for name in self.by) != self.value:
+                continue
+            if all(t.get(item, run) for t in self.tables):
+                yield row
+
+
+def build_report(
+    inputs: list[Input] | list[tuple[str, list[dict[str, Any]]]],
+    problems: Any = None,
+    by: tuple[str, ...] = (),
+    exclude_failed: bool = False,
+    keep_rows: bool = False,
+) -> tuple[dict[str, Any], list[ColumnRows] | None]:
+    """The report of one column, or several side by side; and, with `keep_rows`, each column's
+    rows (read again from the inputs when iterated: close the inputs after).
+
+    Several columns are compared on the (id, run) rows they all have (a second pass over the
+    inputs when they differ); the report says how many each one left out. Exactly two columns
+    also get the paired comparison.
     """
-    judged = [(name, [r for r in rows if "hard" in r]) for name, rows in named_rows]
-    if len(judged) == 1:
-        name, rows = judged[0]
-        return summarize(rows, name), [rows]
-    common = set.intersection(*({row_key(r) for r in rows} for _, rows in judged))
-    kept = [[r for r in rows if row_key(r) in common] for _, rows in judged]
+    from bv.jsonl import Problems
+
+    problems = problems if problems is not None else Problems()
+    sources = [s if isinstance(s, Input) else Input(s[0], s[0], rows=list(s[1])) for s in inputs]
+    columns: list[Column] = []
+    owner: list[tuple[Input, tuple[str, ...]]] = []
+    done = False
+    try:
+        for source in sources:
+            source.several = len(sources) > 1
+            read = _read_input(source, problems, by, len(sources) > 1 or keep_rows)
+            columns += read.values()
+            owner += [(source, value) for value in read]
+        tables = [c.tally.keys for c in columns] if len(columns) > 1 else []
+        rows = [ColumnRows(source, value, by, tables) for source, value in owner] if keep_rows else None
+        if len(columns) == 1:
+            report = columns[0].tally.summary(columns[0].name, exclude_failed)
+        else:
+            report = _compare(columns, owner, problems, by, exclude_failed)
+        done = True
+        return report, rows
+    finally:
+        if not (done and keep_rows):
+            for source in sources:
+                source.close()
+
+
+def _compare(
+    columns: list[Column],
+    owner: list[tuple[Input, tuple[str, ...]]],
+    problems: Any,
+    by: tuple[str, ...],
+    exclude_failed: bool,
+) -> dict[str, Any]:
+    tables = [c.tally.keys for c in columns]
+    smallest = min(tables, key=lambda t: t.size)
+    common_items: set[str] = set()
+    common = 0
+    for (item, run), _ in smallest.items():
+        if all(t.get(item, run) for t in tables):
+            common += 1
+            common_items.add(item)
+    left_out = {c.name: c.tally.keys.size - common for c in columns}
+    final = [c.tally for c in columns]
+    if any(left_out.values()):  # a second pass, counting only the rows every column has
+        final = [Tally() for _ in columns]
+        for i, (source, value) in enumerate(owner):
+            for row in ColumnRows(source, value, by, tables):
+                final[i].add(row, *row_key(row))
     comparison: dict[str, Any] = {
-        "common_rows": len(common),
-        "common_items": len({item for item, _ in common}),
-        "left_out": {name: len(rows) - len(k) for (name, rows), k in zip(judged, kept, strict=True)},
+        "common_rows": common,
+        "common_items": len(common_items),
+        "left_out": left_out,
     }
-    if len(judged) == 2:
-        comparison["paired"] = {"a": judged[0][0], "b": judged[1][0], **paired(kept[0], kept[1])}
-    summaries = [summarize(k, name) for (name, _), k in zip(judged, kept, strict=True)]
-    return {"inputs": summaries, "comparison": comparison}, kept
+    if len(columns) == 2:
+        comparison["paired"] = {"a": columns[0].name, "b": columns[1].name, **paired(final[0], final[1])}
+    summaries = [t.summary(c.name, exclude_failed) for c, t in zip(columns, final, strict=True)]
+    return {"inputs": summaries, "comparison": comparison}
+
+
+def warnings(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per input whose rows did not all finish: how many, and how to fix them."""
+    lines = []
+    for s in summaries:
+        cell, fixes = s["overall"], []
+        if cell["errors"]:
+            fixes.append(
+                f"{cell['errors']} rollout error(s): re-run bv rollout on the same prompts"
+                " (the reply cache replays every finished row), then bv judge"
+            )
+        if cell["judge_errors"]:
+            fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
+        if cell["undecided"]:
+            fixes.append(
+                f"{cell['undecided']} undecided row(s): configure an LLM judge (--judge-model)"
+                " and re-run bv judge"
+            )
+        if fixes:
+            counted = (
+                "left out of" if s.get("accuracy_over", "").startswith("finished") else "counted wrong in"
+            )
+            lines.append(f"{s['name']}: {'; '.join(fixes)} (they are {counted} the accuracy)")
+    return lines
 
 
 def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -142,14 +142,15 @@ def test_every_stage_names_bad_lines(stage, case, stage_inputs, tmp_path):
             "not a prompt record: missing 'id', 'messages' (is this the output of bv prompt?)",
         ),
         ("judge", "prompts", "not a rollout record: missing 'response'"),
-        ("report", "rollouts", "not a judged record: missing 'hard'"),
+        ("report", "rollouts", "a rollout row: bv report reads judged rows"),  # one error, naming the file
     ],
 )
 def test_records_of_the_wrong_stage_are_named(stage, fed, why, stage_inputs, tmp_path):
     command, _ = STAGES[stage]
     path = BAD / "bom.jsonl" if fed == "items" else stage_inputs[fed]
     result = sh(f"{command} {path}")
-    assert result.returncode == 1 and f"{path}:2: {why}" in result.stderr, result.stderr
+    line = 1 if stage == "report" else 2
+    assert result.returncode == 1 and f"{path}:{line}: {why}" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -117,7 +117,7 @@ def test_official_files_survive_import_then_export(tmp_path):
     assert official_scores(tmp_path / "out") == official_scores(OFFICIAL)
 
 
-def test_rows_without_a_verdict_are_left_out_and_named(judged, tmp_path):
+def test_rows_without_a_verdict_are_written_false_and_named(judged, tmp_path):
     rows = jsonl(judged.read_text())
     rows[0].update(hard=None, decided_by="error", judge_error="judge down")
     rows.append(dict(rows[1]))  # a duplicate (id, run)
@@ -126,11 +126,12 @@ def test_rows_without_a_verdict_are_left_out_and_named(judged, tmp_path):
     result = sh(f"bv export {source} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 1
     assert (
-        f"1 row without a verdict (judge errors) left out: {rows[0]['id']}#{rows[0]['run']}" in result.stderr
+        f"1 row without a verdict (judge errors) written as false: {rows[0]['id']}#{rows[0]['run']}"
+        in result.stderr
     )
     assert f"{source}:{len(rows)}: a second row for id {rows[1]['id']} run {rows[1]['run']}" in result.stderr
     run = json.loads((tmp_path / "off" / f"model_results_run_{rows[0]['run'] + 1}.json").read_text())
-    assert len(run) == 11 and str(rows[0]["id"]) not in {str(r["Id"]) for r in run}
+    assert len(run) == 12 and not next(r for r in run if str(r["Id"]) == str(rows[0]["id"]))["LLMJudgeResult"]
     (tmp_path / "once.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
     report = json.loads(sh(f"bv report {tmp_path / 'once.jsonl'} --format json").stdout)
     assert official_scores(tmp_path / "off") == report_scores(report)

@@ -135,9 +135,13 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     assert any("neither True nor False" in r["judge_error"] for r in errors)
     assert any("judge request failed" in r["judge_error"] for r in errors)
     (tmp_path / "judged.jsonl").write_text(result.stdout)
-    report = json.loads(sh(f"bv report --format json {tmp_path}/judged.jsonl").stdout)
-    # Judge errors are counted apart and left out of the accuracy: both judged rows are right.
-    assert report["overall"]["judge_errors"] == 2 and report["overall"]["accuracy"] == 1.0
+    result = sh(f"bv report --format json {tmp_path}/judged.jsonl")
+    # Judge errors are counted apart and count wrong (an outage never raises the score); exit 1.
+    report = json.loads(result.stdout)
+    assert report["overall"]["judge_errors"] == 2 and report["overall"]["accuracy"] == 0.5
+    assert result.returncode == 1 and "2 judge error(s): re-run bv judge" in result.stderr
+    finished = json.loads(sh(f"bv report --format json --exclude-failed {tmp_path}/judged.jsonl").stdout)
+    assert finished["overall"]["accuracy"] == 1.0  # both judged rows are right
 
 
 def test_rerun_after_judge_errors_asks_again_only_for_them(server, tmp_path):

@@ -65,8 +65,11 @@ def test_errors_judge_errors_and_undecided_have_their_own_columns():
     data[3]["undecided"] = True
     overall = summarize(data)["overall"]
     assert (overall["errors"], overall["judge_errors"], overall["undecided"]) == (1, 1, 1)
-    assert overall["accuracy"] == pytest.approx(1 / 3)  # the judge error is left out, the others count wrong
-    assert overall["ci95"] == [round(v, 6) for v in wilson(1, 3)]
+    assert overall["accuracy"] == pytest.approx(1 / 4)  # every failed row counts wrong, as officially
+    assert overall["ci95"] == [round(v, 6) for v in wilson(1, 4)]
+    finished = summarize(data, exclude_failed=True)
+    assert finished["overall"]["accuracy"] == pytest.approx(1 / 1) and finished["overall"]["denominator"] == 1
+    assert finished["accuracy_over"] == "finished rows (--exclude-failed)"
 
 
 def test_paired_comparison_and_intersection():
@@ -81,8 +84,8 @@ def test_paired_comparison_and_intersection():
         0,
     )
     assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2#0", "3#0"]
-    report, kept = build_report([("a", a), ("b", b)])
-    assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(k) for k in kept] == [5, 5]
+    report, kept = build_report([("a", a), ("b", b)], keep_rows=True)
+    assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(list(k)) for k in kept] == [5, 5]
     assert report["inputs"][1]["overall"]["n"] == 5  # compared on the common items only
 
 

@@ -40,6 +40,7 @@ def test_no_key_in_any_output_artifact_or_cache(sample_dir, server, tmp_path):
     # Some rows failed (exit 1), every row was written, and the report of them is made.
     assert "pipeline exit 1" in result.stderr and "Traceback" not in result.stderr
     assert (tmp_path / "report.html").exists(), result.stderr
+    assert result.returncode == 1  # the report of failed rows exits 1 too
     rows = jsonl((tmp_path / "results.jsonl").read_text())
     assert any(r["error"] and "Incorrect API key provided: ***" in r["error"] for r in rows)
     assert any(r["decided_by"] == "llm" for r in rows)

@@ -1,0 +1,202 @@
+"""Judged-rows benchmark: `bv judge --mode rules`, `bv report` and `bv merge` at 100k and 1M rows.
+
+Each command is timed next to a bare Python loop over the same file, run the same way (its own
+process, spawn to exit, alternating with the command so both see the same load; medians of
+--repeat runs): `json.loads` of every line for the report, `json.loads` + `json.dumps`
+(written out) for judge and merge. Peak RSS comes from `os.wait4`, of that process alone. See
+bench/README.md and docs/performance.md.
+
+The rows are made by bv itself: `bv synth` items, `bv prompt | bv rollout --backend chance
+--repeats R | bv judge --mode rules` gives 100k judged rows (with real prompts, file:// image
+URLs and replies); the 1M file is that file ten times over with the runs renumbered, so every
+(id, run) is distinct and every row keeps bv's exact shape.
+
+    python bench/rows_bench.py                      # 100k and 1M rows, medians of 3 (~15 minutes)
+    python bench/rows_bench.py --sizes 100000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BV = str(Path(sys.executable).with_name("bv")) if Path(sys.executable).with_name("bv").exists() else "bv"
+ITEMS = 400
+TARGETS = {"judge": 1.5, "report json": 1.5, "report table": 1.5, "merge": 2.0}
+RSS_TARGET_MB = 150  # for judge and report
+
+BARE_LOADS = "import json,sys\nfor line in open(sys.argv[1],'rb'):\n    json.loads(line)\n"
+BARE_LOADS_DUMPS = (
+    "import json,sys\nout=open(sys.argv[2],'w')\n"
+    "for line in open(sys.argv[1],'rb'):\n    out.write(json.dumps(json.loads(line))+'\\n')\n"
+)
+
+
+def timed(args: list[str], stdin: Path | None = None, stdout: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one process, spawn to exit (RSS from os.wait4)."""
+    started = time.perf_counter()
+    with open(stdin or os.devnull, "rb") as inp, open(stdout or os.devnull, "wb") as out:
+        pid = os.posix_spawn(
+            args[0],
+            args,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, inp.fileno(), 0),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+            ],
+        )
+        _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{' '.join(args)} exited {code}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def make_rows(work: Path, size: int) -> Path:
+    """`size` judged rows made by bv (see the module docstring); reused when already there."""
+    path = work / f"judged-{size}.jsonl"
+    if path.exists():
+        return path
+    base = work / "judged-100000.jsonl"
+    if not base.exists():
+        data = work / "data"
+        subprocess.run([BV, "synth", "--n", str(ITEMS), "--seed", "0", "--out", str(data)], check=True)
+        repeats = 100_000 // ITEMS
+        pipeline = (
+            f"{BV} prompt {data}/meta_data.jsonl | {BV} rollout --backend chance --seed 0 --repeats {repeats}"
+            f" -j 64 --quiet --no-cache | {BV} judge --mode rules --quiet > {base}"
+        )
+        subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], check=True)
+    if size == 100_000:
+        return base
+    copies = -(-size // 100_000)
+    runs = 100_000 // ITEMS
+    with open(path, "w") as out:
+        written = 0
+        for copy in range(copies):
+            for line in open(base, encoding="utf-8"):
+                if written == size:
+                    break
+                row = json.loads(line)
+                row["run"] += copy * runs
+                out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+                written += 1
+    return path
+
+
+def rollout_rows(work: Path, judged: Path) -> Path:
+    """The judged rows minus the judge's fields: what `bv judge` reads."""
+    path = judged.with_name(judged.stem.replace("judged", "rollout") + ".jsonl")
+    if not path.exists():
+        fields = {"extracted", "hard", "decided_by", "undecided", "judge_reason", "judge_model"}
+        fields |= {"judge_reply", "judge_error", "judge_version"}
+        with open(path, "w") as out:
+            for line in open(judged, encoding="utf-8"):
+                row = {k: v for k, v in json.loads(line).items() if k not in fields}
+                out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return path
+
+
+def median_pair(
+    bare: list[str], command: list[str], repeat: int, out: Path, command_out: Path | None
+) -> tuple:
+    """Medians of (bare wall, bare RSS) and (command wall, command RSS), run alternately `repeat`
+    times so that both see the same load."""
+    bares, runs = [], []
+    for _ in range(repeat):
+        bares.append(timed(bare))
+        runs.append(timed(command, stdout=command_out))
+    pick = lambda pairs: (statistics.median(p[0] for p in pairs), max(p[1] for p in pairs))  # noqa: E731
+    return pick(bares), pick(runs)
+
+
+def measure(work: Path, size: int, repeat: int) -> list[dict]:
+    judged = make_rows(work, size)
+    rollout = rollout_rows(work, judged)
+    out = work / "out.jsonl"
+    py = sys.executable
+    loads = [py, "-c", BARE_LOADS, str(judged)]
+    cases = [
+        (
+            "judge",
+            [BV, "judge", "--mode", "rules", "--quiet", str(rollout)],
+            [py, "-c", BARE_LOADS_DUMPS, str(rollout), str(out)],
+            "loads+dumps",
+        ),
+        ("report json", [BV, "report", "--format", "json", str(judged)], loads, "loads"),
+        ("report table", [BV, "report", str(judged)], loads, "loads"),
+        (
+            "merge",
+            [BV, "merge", str(judged), "-o", str(out)],
+            [py, "-c", BARE_LOADS_DUMPS, str(judged), str(out)],
+            "loads+dumps",
+        ),
+    ]
+    results = []
+    for name, args, bare_args, loop in cases:
+        bare, (wall, rss) = median_pair(bare_args, args, repeat, out, out if name == "judge" else None)
+        ratio = wall / bare[0]
+        rss_ok = name == "merge" or rss <= RSS_TARGET_MB
+        results.append(
+            {
+                "rows": size,
+                "command": name,
+                "wall_s": round(wall, 2),
+                "bare_loop": loop,
+                "bare_s": round(bare[0], 2),
+                "bare_rss_mb": round(bare[1], 1),
+                "ratio": round(ratio, 2),
+                "target": TARGETS[name],
+                "rss_mb": round(rss, 1),
+                "verdict": "PASS" if ratio <= TARGETS[name] and rss_ok else "MISS",
+            }
+        )
+        print(f"  {size} {name}: {wall:.2f} s vs {bare[0]:.2f} s, {rss:.0f} MB", file=sys.stderr)
+    out.unlink(missing_ok=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated row counts")
+    parser.add_argument("--work", type=Path, default=Path("build/bench-rows"), help="where the row files go")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each (medians), alternating with its bare loop"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        results += measure(args.work, size, args.repeat)
+    load_after = os.getloadavg()
+    if args.json:
+        print(json.dumps({"load": [load_before, load_after], "results": results}, indent=2))
+        return
+    print(
+        f"judged rows bench on {os.cpu_count()} cores; load average {load_before[0]:.2f} before,"
+        f" {load_after[0]:.2f} after (the machine is shared)"
+    )
+    header = f"{'rows':>8} {'command':<13} {'wall s':>7} {'bare loop':<12} {'bare s':>7} {'ratio':>6}"
+    print(header + f" {'target':>6} {'peak RSS MB':>11} {'bare RSS':>8}  verdict")
+    for r in results:
+        rss_target = "" if r["command"] == "merge" else f" (≤{RSS_TARGET_MB})"
+        print(
+            f"{r['rows']:>8} {r['command']:<13} {r['wall_s']:>7.2f} {r['bare_loop']:<12} {r['bare_s']:>7.2f}"
+            f" {r['ratio']:>6.2f} {'≤' + str(r['target']):>6} {r['rss_mb']:>11.1f} {r['bare_rss_mb']:>8.1f}"
+            f"  {r['verdict']}{rss_target}"
+        )
+
+
+if __name__ == "__main__":
+    main()
