@@ -220,7 +220,7 @@ class Report:
     @property
     def summaries(self) -> list[dict[str, Any]]:
         """One summary per input (docs/formats.md: overall, by_type, by_subtype, …)."""
-        return list(self.data["inputs"]) if "inputs" in self.data else [self.data]
+        return list(self.data["inputs"])
 
     @property
     def accuracy(self) -> dict[str, float]:
@@ -231,7 +231,7 @@ class Report:
     def paired(self) -> dict[str, Any] | None:
         """The paired comparison of two inputs, b against a by (id, run): improved, regressed,
         the exact McNemar `p_value`; None for one input."""
-        return (self.data.get("comparison") or {}).get("paired")
+        return (self.data["comparison"] or {}).get("paired")
 
     def render(self, fmt: str = "table") -> str:
         """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
@@ -246,7 +246,7 @@ class Report:
             "json": render.render_json,
         }
         out = io.StringIO()
-        renderers[fmt](self.data, out)
+        renderers[fmt](self.data, out)  # the renderers read this shape too
         return out.getvalue()
 
 
@@ -254,9 +254,10 @@ def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping
     """The report of judged rows: one input (an iterable of rows), or several by name
     (`{"v1": rows, "v2": rows}`), compared on the rows they all have, as `bv report` does."""
     from bv.records import check_judged_row
+    from bv.render import report_json
     from bv.report import build_report
 
     named = results.items() if isinstance(results, Mapping) else [("results", results)]
     inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
     built, _ = build_report(inputs)
-    return Report(built)
+    return Report(report_json(built))

@@ -272,5 +272,11 @@ def render_csv(report: dict[str, Any], stream: Any) -> None:
     stream.write(buffer.getvalue())
 
 
+def report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """The one shape of `bv report --format json`, whatever the number of inputs: `inputs`, one
+    summary per input (or --by group), and `comparison`, null for one input (docs/formats.md)."""
+    return {"inputs": summaries_of(report), "comparison": report.get("comparison")}
+
+
 def render_json(report: dict[str, Any], stream: Any) -> None:
-    stream.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    stream.write(json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n")

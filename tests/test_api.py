@@ -130,3 +130,22 @@ def test_one_module_reads_the_environment():
         if re.search(r"os\.environ|os\.getenv|getenv\(", path.read_text())
     ]
     assert readers == ["bv/environment.py"]
+
+
+def test_report_json_has_one_shape_whatever_the_number_of_inputs(sample_dir):
+    import io
+
+    from bv.render import render_json
+    from bv.report import build_report
+
+    rows = api.judge(api.rollout(_prompts(sample_dir, 3), backend="chance"), mode="rules")
+    shapes = []
+    for inputs in ([("a", rows)], [("a", rows), ("b", rows)], [("a", rows), ("b", rows), ("c", rows)]):
+        out = io.StringIO()
+        render_json(build_report(inputs)[0], out)
+        report = json.loads(out.getvalue())
+        shapes.append(sorted(report))
+        assert [s["name"] for s in report["inputs"]] == [name for name, _ in inputs]
+        assert (report["comparison"] is None) == (len(inputs) == 1)
+    assert shapes == [["comparison", "inputs"]] * 3
+    assert api.report(rows).data["comparison"] is None and api.report(rows).paired is None

@@ -98,7 +98,7 @@ def test_merge_output_file(tmp_path):
 
 def test_report_formats(tmp_path):
     write(tmp_path / "r.jsonl", rows_for(0, ["1", "2", "3", "4"], 1)[:3] + rows_for(0, ["4"], 0))
-    as_json = json.loads(sh(f"bv report --format json {tmp_path}/r.jsonl").stdout)
+    as_json = json.loads(sh(f"bv report --format json {tmp_path}/r.jsonl").stdout)["inputs"][0]
     assert as_json["overall"]["n"] == 4 and as_json["overall"]["accuracy"] == 0.75
     assert as_json["by_type"]["T"]["correct"] == 3 and as_json["by_subtype"]["S"]["type"] == "T"
     markdown = sh(f"bv report --format markdown {tmp_path}/r.jsonl").stdout
@@ -133,7 +133,9 @@ def test_shards_cover_every_item_once_and_merge_to_the_whole(sample_dir, tmp_pat
         " | bv report --format json"
     )
     whole = sh(f"bv report --format json {tmp_path}/whole.jsonl")
-    assert json.loads(merged.stdout)["overall"] == json.loads(whole.stdout)["overall"]
+    assert (
+        json.loads(merged.stdout)["inputs"][0]["overall"] == json.loads(whole.stdout)["inputs"][0]["overall"]
+    )
     assert "is not K/N" in sh(f"{base} --shard 3/3").stderr
 
 
@@ -169,7 +171,7 @@ def test_lone_surrogates_survive_the_pipeline(tmp_path):
     (tmp_path / "r.jsonl").write_text(json.dumps({**row, "id": "\ud800-odd"}) + "\n")
     result = sh(f"bv merge {tmp_path}/r.jsonl | bv report --format json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["overall"]["n"] == 1
+    assert json.loads(result.stdout)["inputs"][0]["overall"]["n"] == 1
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "markdown", "csv"])

@@ -42,6 +42,7 @@ def official_scores(folder: Path) -> dict:
 
 
 def report_scores(report: dict) -> dict:
+    report = report["inputs"][0]  # bv report --format json: one summary per input
     scores = {("overall", ""): (report["overall"]["accuracy"], report["overall"]["std"])}
     for level, group in (("type", "by_type"), ("subtype", "by_subtype")):
         for name, cell in report[group].items():
@@ -53,6 +54,7 @@ FIGURES = ("n", "rows", "runs", "correct", "accuracy", "std", "per_run", "ci95",
 
 
 def figures(report: dict) -> dict:
+    report = report["inputs"][0]
     out = {"overall": {k: report["overall"][k] for k in FIGURES}}
     for group in ("by_type", "by_subtype", "by_ans_type"):
         out[group] = {name: {k: cell[k] for k in FIGURES} for name, cell in report[group].items()}

@@ -116,7 +116,8 @@ def test_a_reply_over_the_line_limit_stays_a_readable_row(prompts, server, tmp_p
     [row] = jsonl((tmp_path / "r.jsonl").read_text())
     assert row["extracted"] == "B" and row["response"].startswith("[bv: ") and row["error"] is None
     assert (
-        "over the line limit of 32768" in result.stderr and json.loads(result.stdout)["overall"]["rows"] == 1
+        "over the line limit of 32768" in result.stderr
+        and json.loads(result.stdout)["inputs"][0]["overall"]["rows"] == 1
     )
 
 

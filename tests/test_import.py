@@ -43,7 +43,7 @@ def test_results_joined_with_items_get_choices_and_images(sample_dir, tmp_path):
     choice = next(r for r in rows if r["ans_type"] == "choice")
     assert choice["choices"] and choice["answer"][0] in "ABCD" and choice["decided_by"] == "imported"
     assert all(r["images"][0].startswith("/") for r in rows)
-    assert json.loads(result.stdout)["overall"]["correct"] == sum(
+    assert json.loads(result.stdout)["inputs"][0]["overall"]["correct"] == sum(
         i["taskId"] % 2 == 0 for i in read_items(sample_dir)
     )
     page = (tmp_path / "r.html").read_text()

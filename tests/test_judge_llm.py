@@ -137,10 +137,12 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     (tmp_path / "judged.jsonl").write_text(result.stdout)
     result = sh(f"bv report --format json {tmp_path}/judged.jsonl")
     # Judge errors are counted apart and count wrong (an outage never raises the score); exit 1.
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["inputs"][0]
     assert report["overall"]["judge_errors"] == 2 and report["overall"]["accuracy"] == 0.5
     assert result.returncode == 1 and "2 judge error(s): re-run bv judge" in result.stderr
-    finished = json.loads(sh(f"bv report --format json --exclude-failed {tmp_path}/judged.jsonl").stdout)
+    finished = json.loads(sh(f"bv report --format json --exclude-failed {tmp_path}/judged.jsonl").stdout)[
+        "inputs"
+    ][0]
     assert finished["overall"]["accuracy"] == 1.0  # both judged rows are right
 
 

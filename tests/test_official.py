@@ -43,7 +43,7 @@ def test_rules_reach_the_official_verdict_on_all_24():
 def test_import_then_report_reproduces_compute_score():
     result = sh(f"bv import {' '.join(map(str, FILES))} | bv report --format json")
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["inputs"][0]
     overall = report["overall"]
     assert (overall["n"], overall["runs"], overall["rows"]) == (8, 3, 24)
     assert round(overall["accuracy"], 4) == 0.8333 and round(overall["std"], 4) == 0.0589

@@ -53,7 +53,7 @@ def test_official_items_end_to_end(sample_dir, server, tmp_path):
         assert row["hard"] == (0 if row["id"] in wrong else 1), row["judge_reason"]
         assert row["decided_by"] == "rules" and row["error"] is None
         assert row["messages"] and row["response"] and row["model"] == "fake-vl" and row["run"] == 0
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["inputs"][0]
     assert report["overall"]["n"] == len(items)
     assert report["overall"]["accuracy"] == round((len(items) - 2) / len(items), 6)
     assert set(report["by_type"]) == {i["type"] for i in items}
@@ -98,7 +98,7 @@ def test_bv_item_schema_end_to_end(sample_dir, server, tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["inputs"][0]
     assert report["overall"]["n"] == len(items)
     assert report["overall"]["correct"] == len(items) - 1
     # No key given: the placeholder goes to a local server, never an empty header.

@@ -115,7 +115,7 @@ def test_fail_under_is_a_ci_gate(tmp_path):
     assert ok.returncode == 0
     low = sh(f"bv report --format json --fail-under 0.3 {path}")
     assert low.returncode == 1 and "overall accuracy 0.25 is below --fail-under 0.3" in low.stderr
-    assert json.loads(low.stdout)["overall"]["accuracy"] == 0.25  # the report is still printed
+    assert json.loads(low.stdout)["inputs"][0]["overall"]["accuracy"] == 0.25  # the report is still printed
 
 
 @pytest.mark.parametrize("value", ["nan", "2", "30", "-0.1", "inf"])

@@ -85,9 +85,11 @@ def test_sharded_and_merged_inputs_give_the_same_report(tmp_path):
     write(tmp_path / "s1.jsonl", data[1::2])
     merged = sh(f"cd {tmp_path} && bv merge s1.jsonl s0.jsonl --sort -o merged.jsonl")
     assert merged.returncode == 0, merged.stderr
-    one = json.loads(sh(f"bv report --format json {whole}").stdout)
-    two = json.loads(sh(f"bv report --format json {tmp_path}/merged.jsonl").stdout)
-    piped = json.loads(sh(f"cat {tmp_path}/s0.jsonl {tmp_path}/s1.jsonl | bv report --format json").stdout)
+    one = json.loads(sh(f"bv report --format json {whole}").stdout)["inputs"][0]
+    two = json.loads(sh(f"bv report --format json {tmp_path}/merged.jsonl").stdout)["inputs"][0]
+    piped = json.loads(sh(f"cat {tmp_path}/s0.jsonl {tmp_path}/s1.jsonl | bv report --format json").stdout)[
+        "inputs"
+    ][0]
     for other in (two, piped):
         assert {k: v for k, v in other.items() if k != "name"} == {
             k: v for k, v in one.items() if k != "name"
@@ -102,7 +104,7 @@ def test_failed_rows_count_wrong_warn_and_exit_1(tmp_path):
     path = write(tmp_path / "r.jsonl", data)
     result = sh(f"bv report --format json {path}")
     assert result.returncode == 1
-    overall = json.loads(result.stdout)["overall"]
+    overall = json.loads(result.stdout)["inputs"][0]["overall"]
     assert overall["accuracy"] == 0.5 and overall["correct"] == 3 and overall["denominator"] == 6
     assert (overall["errors"], overall["judge_errors"], overall["undecided"]) == (1, 1, 1)
     assert "1 rollout error(s): re-run bv rollout" in result.stderr
@@ -115,7 +117,7 @@ def test_exclude_failed_is_labelled_in_every_format(tmp_path):
     data = [row(i, 0, 1) for i in range(4)]
     data[0].update(error="HTTP 500", hard=0)
     path = write(tmp_path / "r.jsonl", data)
-    report = json.loads(sh(f"bv report --exclude-failed --format json {path}").stdout)
+    report = json.loads(sh(f"bv report --exclude-failed --format json {path}").stdout)["inputs"][0]
     assert report["overall"]["accuracy"] == 1.0 and report["accuracy_over"].startswith("finished rows")
     table = sh(f"bv report --exclude-failed {path}")
     assert "finished rows" in table.stdout and "left out of the accuracy" in table.stderr
@@ -209,7 +211,7 @@ def test_provenance_per_input(tmp_path):
         for i in range(3)
     ] + [row(3, 0, 1)]  # a row made before provenance: shown as far as the rows say
     path = write(tmp_path / "r.jsonl", data)
-    report = json.loads(sh(f"bv report --format json {path}").stdout)
+    report = json.loads(sh(f"bv report --format json {path}").stdout)["inputs"][0]
     assert report["provenance"] == {
         "endpoints": ["http://127.0.0.1:9/v1"],
         "bv_versions": ["0.9"],
