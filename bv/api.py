@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.errors import BadRecord, Fatal
-from bv.records import PromptRecord, RolloutRow, check_prompt_record, check_rollout_record, parse_item
+from bv.records import PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 
@@ -46,6 +46,7 @@ def prompt(
     `skill`: a Markdown file, or a `bv.prompting.Skill(name, text)`; `image_root`: the folder the
     items' image paths are relative to (default: the current folder); `templates`: a
     `bv.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
+    from bv.items import parse_item
     from bv.prompting import PromptOptions, Skill, build_prompt
     from bv.templates import BV_TEMPLATES
 

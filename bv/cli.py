@@ -130,9 +130,9 @@ def prompt(
       bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
       bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
     """
+    from bv.items import parse_item
     from bv.jsonl import JsonlWriter, Problems, read_records
     from bv.prompting import PromptOptions, Skill, build_prompt, load_traces
-    from bv.records import parse_item
     from bv.select import Selection, Unmatched, parse_ids, select
 
     loaded_skill = Skill.load(skill) if skill else None

@@ -144,7 +144,7 @@ def _write_file(path: Path, data: bytes) -> None:
 def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summary, dict[str, str]]:
     """Write the usable rows into `folder`; each unusable one costs only itself, named in
     `problems`. Returns the sizes seen and the sha256 of every file written (by relative path)."""
-    from bv.records import parse_item
+    from bv.items import parse_item
 
     (folder / "images").mkdir()
     used: set[str] = set()
@@ -184,8 +184,8 @@ def check(folder: Path, hashes: dict[str, str], summary: Summary) -> Summary:
     """Read the written set back as bv prompt will (every line an item, every image where it
     says, the very bytes that were decoded) and count it."""
     from bv.images import resolve_image
+    from bv.items import parse_item
     from bv.jsonl import Problems, read_records
-    from bv.records import parse_item
 
     said = io.StringIO()
     problems = Problems(stream=said)

@@ -16,8 +16,8 @@ from typing import Any
 
 from bv.errors import BadRecord
 from bv.images import resolve_image
+from bv.items import parse_item
 from bv.jsonl import Problems, read_records
-from bv.records import parse_item
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
 _RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)

@@ -1,6 +1,6 @@
 """Choosing which items to prompt: try a few on a new endpoint before paying for all 388 × 3.
 
-Plain functions over items (as `records.parse_item` returns them). `--ids`, `--type` and
+Plain functions over items (as `items.parse_item` returns them). `--ids`, `--type` and
 `--subtype` keep matching items; `--sample N` then draws N of them stratified by subtype;
 `--limit N` keeps the first N of what is left. The sample depends only on the seed and the
 set of items, never on their order in the file: each item is ranked by a hash of

@@ -10,8 +10,9 @@ from PIL import Image
 
 from bv.errors import BadRecord
 from bv.images import resolve_image, sniff_format
+from bv.items import parse_item
 from bv.prompting import PromptOptions, Skill, build_prompt, refine_text, system_prompt, user_text
-from bv.records import parse_item, without_stage
+from bv.records import without_stage
 
 OFFICIAL = {
     "taskId": 445,

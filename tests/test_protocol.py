@@ -11,9 +11,9 @@ import pytest
 from conftest import Reply, jsonl, sh
 from PIL import Image
 
+from bv.items import parse_item
 from bv.judge import judge_version
 from bv.prompting import PromptOptions, Skill
-from bv.records import parse_item
 from bv.templates import STAGE_TEMPLATES, Templates, names, packaged
 
 INSTRUCTION = packaged("official_answer").strip()
