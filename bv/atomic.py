@@ -7,16 +7,17 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from bv.errors import Fatal
 
 
 @contextlib.contextmanager
-def atomic_output(path: Path) -> Iterator[IO[str]]:
-    """A text stream whose content replaces `path` only once all of it is written and synced: a
+def atomic_output(path: Path, *, binary: bool = False, newline: str | None = None) -> Iterator[IO[Any]]:
+    """A stream whose content replaces `path` only once all of it is written and synced: a
     temporary file in the same folder, renamed into place. On any error (a full disk, Ctrl-C)
-    the temporary file goes and `path` is left as it was; an OSError becomes one clear Fatal."""
+    the temporary file goes and `path` is left as it was; an OSError becomes one clear Fatal.
+    Text (UTF-8, `newline` as `open` takes it) unless `binary`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -26,7 +27,8 @@ def atomic_output(path: Path) -> Iterator[IO[str]]:
     except OSError as exc:
         raise Fatal(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        opened = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+        with opened as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())

@@ -243,9 +243,10 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 )
 @click.option(
     "--by",
-    type=click.Choice(["model", "skill", "judge_version"]),
+    type=click.Choice(["model", "skill", "style", "prompts", "judge_version"]),
     multiple=True,
-    help="Split each input into side-by-side columns, one per model (skill, judge version).",
+    help="Split each input into side-by-side columns, one per model (skill, prompt style,"
+    " replaced prompt templates, judge version).",
 )
 @click.option(
     "--exclude-failed",

@@ -108,7 +108,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
       bv export results.jsonl --format official --out official/   # model_results_run_K.json
       bv export results.jsonl --format csv > results.csv
     """
-    from bv.export import atomic_write, group_runs, write_csv, write_official
+    from bv.atomic import atomic_output
+    from bv.export import group_runs, write_csv, write_official
     from bv.jsonl import Problems, read_records
     from bv.records import check_judged_row
 
@@ -118,7 +119,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         with reader_may_leave():
             write_csv(export.rows, sys.stdout)
     elif fmt == "csv" and out is not None:
-        atomic_write(out, lambda stream: write_csv(export.rows, stream))
+        with atomic_output(out, newline="") as stream:
+            write_csv(export.rows, stream)
         click.echo(f"bv export: wrote {out} ({len(export.rows)} rows)", err=True)
     else:
         if out is None:
@@ -167,8 +169,8 @@ def models(
     import json
 
     from bv.cli_requests import checked_endpoint
-    from bv.endpoints import escape_controls
     from bv.models import ANY_MODEL, list_models
+    from bv.terminal import printable
 
     endpoint = checked_endpoint(
         backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
@@ -176,6 +178,6 @@ def models(
     found = list_models(endpoint)
     with reader_may_leave():
         for model in found:
-            click.echo(json.dumps(model) if as_json else escape_controls(model["id"]))
+            click.echo(json.dumps(model) if as_json else printable(model["id"]))
     if not found:
         click.echo("bv models: the endpoint lists no models", err=True)

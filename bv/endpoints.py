@@ -9,7 +9,6 @@ wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "ti
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 from bv import environment, secrets
 from bv.errors import Fatal
+from bv.terminal import printable
 
 OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 10.0  # an endpoint that does not accept a connection in this long is unreachable
@@ -73,7 +73,7 @@ PLACEHOLDER_KEY = "no-key"  # local servers (vLLM, SGLang) accept any key
 def check_base_url(url: str, option: str = "--base-url") -> str:
     """The URL if it can work; else BadEndpoint saying why (no scheme, no host, credentials inside)."""
     parts = urlsplit(url.strip())
-    shown = escape_controls(secrets.public_url(url))
+    shown = printable(secrets.public_url(url))
     if parts.scheme not in ("http", "https"):
         hint = f" (did you mean http://{shown}?)" if "://" not in url else ""
         raise BadEndpoint(f"{option} {shown!r} needs an http:// or https:// scheme{hint}")
@@ -204,7 +204,7 @@ def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
 
     where = host_port(url)
     cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc  # the socket's own error
-    detail = escape_controls(secrets.redact(str(getattr(cause, "strerror", None) or cause)))[:160]
+    detail = printable(secrets.redact(str(getattr(cause, "strerror", None) or cause)))[:160]
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return f"DNS failure: cannot resolve {urlsplit(url).hostname} ({detail})", True
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
@@ -232,13 +232,3 @@ def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
     if isinstance(exc, aiohttp.ClientResponseError):
         return f"malformed HTTP from {where} ({detail})", False
     return f"{type(exc).__name__} talking to {where} ({detail})", False
-
-
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def escape_controls(text: str) -> str:
-    """Text safe for a terminal: control characters shown as escapes (\\x1b, \\n), never sent raw.
-
-    A local stand-in until the shared terminal-safety helper lands."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)

@@ -11,19 +11,17 @@ it, and said on stderr. `csv`: one row per (id, run).
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bv.atomic import atomic_output
 from bv.errors import Fatal
 from bv.jsonl import Problems
 from bv.records import natural_key, row_key
@@ -89,31 +87,6 @@ def group_runs(records: Iterable[tuple[Any, dict[str, Any]]], problems: Problems
     return export
 
 
-def atomic_write(path: Path, write: Any) -> None:
-    """Write a file through `write(stream)` into a temporary file beside it, then rename it into
-    place: a reader never sees half a file, and a failure leaves the old one as it was."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)
-    except OSError as exc:
-        raise Fatal(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise Fatal(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
-
-
 def write_official(export: Export, out_dir: Path) -> list[tuple[Path, int]]:
     """Write model_results_run_K.json for every run into `out_dir`; refuse to leave stale run files
     of an earlier, longer export beside them (the scorer would count them as runs)."""
@@ -133,9 +106,8 @@ def write_official(export: Export, out_dir: Path) -> list[tuple[Path, int]]:
     for run in sorted(export.runs):
         path = out_dir / RESULT_NAME.format(k=run + 1)
         results = [official_result(row) for row in export.runs[run]]
-        atomic_write(
-            path, lambda s, results=results: s.write(json.dumps(results, indent=2, ensure_ascii=False))
-        )
+        with atomic_output(path) as stream:
+            stream.write(json.dumps(results, indent=2, ensure_ascii=False))
         written.append((path, len(results)))
     return written
 

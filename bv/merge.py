@@ -12,12 +12,12 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bv.atomic import atomic_output
 from bv.errors import Fatal, StdoutClosed
 from bv.jsonl import Source, without_lone_surrogates
 from bv.records import natural_key, row_key
@@ -140,26 +140,8 @@ def write_rows(result: MergeResult, keys: list[tuple[str, int]], output: Path | 
             silence_stdout()
             raise Fatal(f"cannot write the output: {exc.strerror or exc}") from None
         return
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp, 0o666 & ~umask)  # as an ordinary new file would be, not mkstemp's 0600
-    except OSError as exc:
-        raise Fatal(f"cannot write {output}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            _copy_rows(result, keys, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, output)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        if isinstance(exc, OSError):
-            raise Fatal(f"cannot write {output}: {exc.strerror or exc}") from None
-        raise
+    with atomic_output(output, binary=True) as stream:
+        _copy_rows(result, keys, stream)
 
 
 def check_inputs(inputs: tuple[str, ...]) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from bv import secrets
-from bv.endpoints import Endpoint, escape_controls
+from bv.endpoints import Endpoint
 from bv.errors import Fatal
+from bv.terminal import printable
 
 MAX_MODELS = 10_000
 MAX_ID_CHARS = 300
@@ -84,7 +85,7 @@ def list_models(endpoint: Endpoint) -> list[dict[str, Any]]:
             raise Fatal(f"{where}/models answered HTTP {status}") from None
         except openai.APIConnectionError as exc:
             cause = secrets.redact(str(exc.__cause__ or exc))[:160]
-            raise Fatal(f"cannot reach {where} ({escape_controls(cause)})") from None
+            raise Fatal(f"cannot reach {where} ({printable(cause)})") from None
         except (ValueError, TypeError, AttributeError):
             raise Fatal(f"{where}/models did not answer with a list of models") from None
         finally:

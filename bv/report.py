@@ -38,12 +38,33 @@ __all__ = [
     "warnings",
 ]
 
-BY_FIELDS = ("model", "skill", "judge_version")
+# What makes two rows' verdicts not poolable: who answered, with which skill, prompt layout and
+# replaced templates, and who judged. `prompts` is the replaced templates of every stage.
+BY_FIELDS = ("model", "skill", "style", "prompts", "judge_version")
+_TEMPLATE_FIELDS = ("templates", "rollout_templates", "judge_templates")
+_MADE_BY_FIELDS = ("model", "skill", "style", "judge_version", *_TEMPLATE_FIELDS)
+_PLURALS = {
+    "model": "models",
+    "skill": "skills",
+    "style": "prompt styles",
+    "prompts": "sets of replaced prompt templates",
+    "judge_version": "judge versions",
+}
 _SHOWN_DUPLICATES = 5
 
 
 def by_value(row: dict[str, Any], name: str) -> str:
-    """How a row's model, skill or judge version is named in messages and column names."""
+    """How a row's model, skill, style, replaced prompts or judge version is named in messages and columns."""
+    if name == "style":
+        return str(row.get("style") or "bv")
+    if name == "prompts":
+        replaced = {}
+        for field_name in _TEMPLATE_FIELDS:
+            if isinstance(row.get(field_name), dict):
+                replaced.update(row[field_name])
+        if not replaced:
+            return "bv's own"
+        return ",".join(f"{template}@{str(sha)[:8]}" for template, sha in sorted(replaced.items()))
     value = row.get(name)
     if name == "skill":
         if not value:
@@ -108,7 +129,7 @@ class Column:
     name: str
     tally: Tally = field(default_factory=Tally)
     values: dict[str, dict[str, int]] = field(default_factory=dict)  # field -> its values here
-    made_by: tuple[Any, ...] | None = None  # (model, skill, judge version) of the last row
+    made_by: tuple[Any, ...] | None = None  # how the last row was made (see BY_FIELDS)
     duplicates: list[str] = field(default_factory=list)
     duplicate_count: int = 0
 
@@ -136,8 +157,8 @@ def _read_input(
                 label = "/".join(value)
                 name = (f"{source.name}:{label}" if source.several else label) if by else source.name
                 column = columns[value] = Column(name)
-            made_by = (row.get("model"), row.get("skill"), row.get("judge_version"))
-            if made_by != column.made_by:  # a first row, or another model, skill or judge version
+            made_by = tuple(row.get(name) for name in _MADE_BY_FIELDS)
+            if made_by != column.made_by:  # a first row, or another model, skill, prompt or judge
                 column.made_by = made_by
                 for name in BY_FIELDS:
                     if name not in by:
@@ -166,7 +187,7 @@ def _check_input(source: Input, columns: dict[tuple[str, ...], Column], by: tupl
             if len(values) > 1:
                 shown = ", ".join(sorted(values)[:5]) + (", …" if len(values) > 5 else "")
                 raise Fatal(
-                    f"{where}: rows of {len(values)} {name.replace('_', ' ')}s ({shown}) in one input;"
+                    f"{where}: rows of {len(values)} {_PLURALS[name]} ({shown}) in one input;"
                     f" one accuracy would pool them. Report them side by side with --by {name}"
                     " (or give one file each)"
                 )

@@ -121,7 +121,7 @@ def test_control_characters_in_error_bodies_are_escaped(hostile, two_prompts):
     assert len(rows) == 2
     error = rows[0]["error"]
     assert error.startswith("HTTP 400: bad \\x1b[2J\\x1b[31mrequest\\x07 for ***")
-    assert "\\r\\nbv: forged line" in error and "\x1b" not in error and KEY not in error
+    assert "\\x0d\\x0abv: forged line" in error and "\x1b" not in error and KEY not in error
 
 
 def test_404_names_the_models_served_escaped(hostile, two_prompts):

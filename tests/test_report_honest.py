@@ -192,6 +192,20 @@ def test_several_skills_or_judge_versions_need_by(tmp_path):
     )
 
 
+def test_prompt_styles_or_replaced_templates_need_by(tmp_path):
+    styles = [row(i, 0, 1, **({"style": "official"} if i % 2 else {})) for i in range(4)]
+    result = sh(f"bv report {write(tmp_path / 'a.jsonl', styles)}")
+    assert result.returncode == 1 and "2 prompt styles (bv, official)" in result.stderr
+    assert "--by style" in result.stderr
+    split = json.loads(sh(f"bv report --by style --format json {tmp_path / 'a.jsonl'}").stdout)
+    assert [s["name"] for s in split["inputs"]] == ["bv", "official"]
+    refine = {"rollout_templates": {"refine.md": "ab" * 32}}
+    replaced = [row(i, 0, 1, **(refine if i % 2 else {})) for i in range(4)]
+    result = sh(f"bv report {write(tmp_path / 'b.jsonl', replaced)}")
+    assert result.returncode == 1 and "replaced prompt templates" in result.stderr
+    assert "refine.md@abababab" in result.stderr and "--by prompts" in result.stderr
+
+
 def test_comparison_with_stdin_and_a_second_pass(tmp_path):
     a = [row(i, 0, 1) for i in range(6)]
     b = [row(i, 0, i % 2) for i in range(4)]

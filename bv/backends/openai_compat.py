@@ -19,10 +19,11 @@ from typing import Any
 
 from bv.backends import BV_PARAMS, Reply
 from bv.backends.replies import clean_text, error_message, parse_completion, read_body
-from bv.endpoints import CONNECT_TIMEOUT_S, Endpoint, describe_transport_error, escape_controls, resolve
+from bv.endpoints import CONNECT_TIMEOUT_S, Endpoint, describe_transport_error, resolve
 from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
+from bv.terminal import printable
 
 FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
 
@@ -165,7 +166,7 @@ class OpenAIBackend:
 
     async def _status_error(self, replica: Replica, status: int, headers: Any, raw: bytes) -> Exception:
         """Map an HTTP error status to the retry policy's three kinds."""
-        message = escape_controls(error_message(raw))
+        message = printable(error_message(raw))
         where = replica.url if self.config.kind == "azure" else self.endpoint
         if status == 429:
             return Transient("429 rate limited", retry_after_seconds(headers))
@@ -197,7 +198,7 @@ class OpenAIBackend:
         lacks_v1 = not urlsplit(base).path.rstrip("/").endswith("/v1")
         hints = ""
         if lacks_v1:
-            hints = f" The base URL's path lacks /v1: try --base-url {escape_controls(base)}/v1."
+            hints = f" The base URL's path lacks /v1: try --base-url {printable(base)}/v1."
 
         for url in [f"{base}/v1/models"] * lacks_v1 + [f"{base}/models"]:
             models = await self._list_models(url, replica)
@@ -224,7 +225,7 @@ class OpenAIBackend:
         if not isinstance(items, list):
             return []
         ids = [m.get("id") for m in items if isinstance(m, dict)]
-        return [escape_controls(clean_text(i))[:80] for i in ids if isinstance(i, str)]
+        return [printable(clean_text(i))[:80] for i in ids if isinstance(i, str)]
 
     async def aclose(self) -> None:
         if self._session is not None:
