@@ -28,8 +28,8 @@ from bv.extract import extract_answer, extract_answer_async, off_loop, strip_thi
 from bv.jsonl import JsonlWriter, Problems, read_records
 from bv.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
 from bv.progress import Stats, input_lines, stdin_notice
-from bv.records import RolloutRow, check_rollout_record, choice_lines, without_stage
-from bv.rules import RULES_VERSION, decide
+from bv.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
+from bv.rules import RULES_VERSION, Verdict, decide
 from bv.templates import BV_TEMPLATES, Templates
 
 JUDGE_PARAMS = {"temperature": 0}
@@ -119,47 +119,46 @@ async def judge_one(
     if llm is None:
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
-    row, verdict = _prepared(record, extracted, version, templates)
-    if mode == "llm" or (mode == "auto" and verdict.hard is None):
-        hard, reply, error = await llm.verdict(row, extracted)
-        row.update(
-            hard=hard,
-            decided_by="llm" if error is None else "error",
-            undecided=False,
-            judge_reason=f"LLM judge; rules said: {verdict.reason}",
-            judge_model=llm.model,
-            judge_reply=reply,
-            judge_error=error,
-        )
-        return row
-    return _by_rules(row, verdict)
-
-
-def _prepared(
-    record: Mapping[str, Any], extracted: str | None, version: str, templates: dict[str, str] | None
-) -> tuple[dict, Any]:
-    """The row with the judge fields reset and the extracted answer, and what the rules say."""
     row = without_stage(record, "judge")
     verdict = decide(row, extracted)
-    row.update(
-        extracted=extracted,
-        judge_version=version,
-        judge_model=None,
-        judge_reply=None,
-        judge_error=None,
-    )
+    if mode == "llm" or (mode == "auto" and verdict.hard is None):
+        hard, reply, error = await llm.verdict(row, extracted)
+        fields: JudgeFields = {
+            "extracted": extracted,
+            "judge_version": version,
+            "judge_model": llm.model,
+            "judge_reply": reply,
+            "judge_error": error,
+            "hard": hard,
+            "decided_by": "llm" if error is None else "error",
+            "undecided": False,
+            "judge_reason": f"LLM judge; rules said: {verdict.reason}",
+        }
+        return _judged(row, fields, templates)
+    return _judged(row, _by_rules(extracted, verdict, version), templates)
+
+
+def _by_rules(extracted: str | None, verdict: Verdict, version: str) -> JudgeFields:
+    """The judge fields of a row the rules judged (undecided: counted wrong, and said so)."""
+    return {
+        "extracted": extracted,
+        "judge_version": version,
+        "judge_model": None,
+        "judge_reply": None,
+        "judge_error": None,
+        "hard": verdict.hard if verdict.hard is not None else 0,
+        "decided_by": "rules",
+        "undecided": verdict.hard is None,
+        "judge_reason": verdict.reason,
+    }
+
+
+def _judged(row: dict[str, Any], fields: JudgeFields, templates: dict[str, str] | None) -> dict[str, Any]:
+    """The row (its judge fields already dropped) with these (`templates`: the replaced judge
+    template recorded, by name and SHA-256)."""
     if templates:
-        row["judge_templates"] = templates
-    return row, verdict
-
-
-def _by_rules(row: dict[str, Any], verdict: Any) -> dict[str, Any]:
-    row.update(
-        hard=verdict.hard if verdict.hard is not None else 0,
-        decided_by="rules",
-        undecided=verdict.hard is None,
-        judge_reason=verdict.reason,
-    )
+        fields["judge_templates"] = templates
+    row.update(fields)
     return row
 
 
@@ -167,7 +166,9 @@ def judge_by_rules(
     record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """One row judged by the rules alone (undecided rows count wrong)."""
-    return _by_rules(*_prepared(record, extract_answer(record.get("response")), version, templates))
+    row = without_stage(record, "judge")
+    extracted = extract_answer(record.get("response"))
+    return _judged(row, _by_rules(extracted, decide(row, extracted), version), templates)
 
 
 def run_by_rules(
