@@ -210,6 +210,27 @@ async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[dict
     return await asyncio.to_thread(judge, records, **options)
 
 
+def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict[str, Any]]:
+    """One row per (id, run) from several sets of rows (runs, shards), a later input winning, as
+    `bv merge` does; `sort` orders them by (id, run) naturally. A row replacing one made by
+    another model or judge version is warned about (warnings.warn), as the command says it."""
+    import warnings
+
+    from bv.jsonl import Source
+    from bv.merge import merge_rows, ordered_keys
+    from bv.records import check_row
+
+    def sourced() -> Iterator[tuple[Source, dict[str, Any]]]:
+        for number, rows in enumerate(inputs, 1):
+            for row in _checked(rows, check_row, f"input {number}: row"):
+                yield Source(f"input {number}", 0, None), row
+
+    result = merge_rows(sourced())
+    for conflict in result.conflicts:
+        warnings.warn(f"bv.api.merge: {conflict}", stacklevel=2)
+    return [result.rows[key] for key in ordered_keys(result, sort)]
+
+
 @dataclass(frozen=True)
 class Report:
     """What `bv report` shows, as an object. `data` is exactly what `bv report --format json`
