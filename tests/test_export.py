@@ -11,9 +11,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, jsonl, sh
+from conftest import OFFICIAL_RESULTS, jsonl, needs_official_results, sh
 
-OFFICIAL = SHARED / "babyvision" / "official-results"
+OFFICIAL = OFFICIAL_RESULTS
 KEYS = ["Id", "Question", "ModelReasoning", "ModelResult", "GroundTruth", "ExtractedAnswer", "LLMJudgeResult"]
 KEYS += ["Type", "Subtype"]
 
@@ -73,6 +73,7 @@ def judged(tmp_path_factory, sample_dir) -> Path:
     return out
 
 
+@needs_official_results
 def test_official_export_has_the_official_schema_and_scores_as_bv_report(judged, tmp_path):
     result = sh(f"bv export {judged} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 0, result.stderr
@@ -105,6 +106,7 @@ def test_export_import_round_trip_gives_the_same_report(judged, sample_dir, tmp_
     assert report_scores(bare) == report_scores(before)
 
 
+@needs_official_results
 def test_official_files_survive_import_then_export(tmp_path):
     result = sh(
         f"bv import {OFFICIAL}/model_results_run_*.json > {tmp_path / 'rows.jsonl'}"

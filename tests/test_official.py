@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import SHARED, jsonl, sh
+from conftest import OFFICIAL_FILES, jsonl, needs_official_results, sh
 
 from bv.extract import extract_answer
 from bv.importer import official_extracted
 from bv.rules import decide
 
-RESULTS = SHARED / "babyvision" / "official-results"
-FILES = [RESULTS / f"model_results_run_{k}.json" for k in (1, 2, 3)]
-pytestmark = pytest.mark.skipif(
-    not all(f.exists() for f in FILES),
-    reason="the official result files are in ../shared/babyvision/official-results, not on this machine",
-)
+FILES = OFFICIAL_FILES
+pytestmark = needs_official_results
 
 
 def official_records() -> list[tuple[int, dict]]:
