@@ -185,17 +185,17 @@ def judge(
     """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
     llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
     _no_running_loop("judge")
-    from bv.endpoints import judge_config
+    from bv.endpoints import judge_endpoint
     from bv.judge import run_judge
     from bv.templates import BV_TEMPLATES
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
-    config = judge_config(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+    endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     judged: list[dict[str, Any]] = []
     _, outcome = run_judge(
         (),
         mode,
-        config,
+        endpoint,
         _settings(jobs, retries, timeout, cache, quiet),
         templates or BV_TEMPLATES,
         records=records,

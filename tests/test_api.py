@@ -114,11 +114,14 @@ def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():
-    from bv.endpoints import judge_config
+    from bv.endpoints import judge_endpoint
 
-    config = judge_config("auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"})
-    assert config["endpoint"].api_key == "sk-judge" and config["endpoint"].role == "judge"
-    assert judge_config("rules", "jm", None, None, env={}) == {"model": "jm"}  # no endpoint needed
+    endpoint = judge_endpoint(
+        "auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"}
+    )
+    assert endpoint is not None and endpoint.api_key == "sk-judge" and endpoint.role == "judge"
+    assert judge_endpoint("rules", "jm", None, None, env={}) is None  # no endpoint needed
+    assert judge_endpoint("llm", None, None, None, env={}) is None  # run_judge then says a model is needed
 
 
 def test_one_module_reads_the_environment():
