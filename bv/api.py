@@ -19,7 +19,6 @@ Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +95,8 @@ def _ended(outcome: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _no_running_loop(name: str) -> None:
+    import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -164,6 +165,8 @@ def rollout(
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
     """`rollout` for code inside a running event loop: the same run on a worker thread."""
+    import asyncio
+
     records = list(prompts)
     return await asyncio.to_thread(rollout, records, **options)
 
@@ -206,6 +209,8 @@ def judge(
 
 async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
     """`judge` for code inside a running event loop: the same run on a worker thread."""
+    import asyncio
+
     records = list(rows)
     return await asyncio.to_thread(judge, records, **options)
 

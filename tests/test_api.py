@@ -95,7 +95,7 @@ def test_importing_the_api_is_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ).stdout
     loaded = set(out.split())
     assert {m for m in loaded if m.startswith("bv")} <= {"bv", "bv.api", "bv.errors", "bv.records"}
-    assert not loaded & {"aiohttp", "openai", "PIL", "rich", "click", "jsonlines"}
+    assert not loaded & {"asyncio", "aiohttp", "openai", "PIL", "rich", "click", "jsonlines"}
     assert callable(api.rollout) and api.Report.__name__ == "Report"
 
 
