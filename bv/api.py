@@ -185,17 +185,17 @@ def judge(
     """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
     llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
     _no_running_loop("judge")
-    from bv.endpoints import judge_config
+    from bv.endpoints import judge_endpoint
     from bv.judge import run_judge
     from bv.templates import BV_TEMPLATES
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
-    config = judge_config(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+    endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     judged: list[dict[str, Any]] = []
     _, outcome = run_judge(
         (),
         mode,
-        config,
+        endpoint,
         _settings(jobs, retries, timeout, cache, quiet),
         templates or BV_TEMPLATES,
         records=records,
@@ -208,6 +208,27 @@ async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[dict
     """`judge` for code inside a running event loop: the same run on a worker thread."""
     records = list(rows)
     return await asyncio.to_thread(judge, records, **options)
+
+
+def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict[str, Any]]:
+    """One row per (id, run) from several sets of rows (runs, shards), a later input winning, as
+    `bv merge` does; `sort` orders them by (id, run) naturally. A row replacing one made by
+    another model or judge version is warned about (warnings.warn), as the command says it."""
+    import warnings
+
+    from bv.jsonl import Source
+    from bv.merge import merge_rows, ordered_keys
+    from bv.records import check_row
+
+    def sourced() -> Iterator[tuple[Source, dict[str, Any]]]:
+        for number, rows in enumerate(inputs, 1):
+            for row in _checked(rows, check_row, f"input {number}: row"):
+                yield Source(f"input {number}", 0, None), row
+
+    result = merge_rows(sourced())
+    for conflict in result.conflicts:
+        warnings.warn(f"bv.api.merge: {conflict}", stacklevel=2)
+    return [result.rows[key] for key in ordered_keys(result, sort)]
 
 
 @dataclass(frozen=True)

@@ -260,12 +260,12 @@ def judge(
       bv judge rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
     """
-    from bv.endpoints import BadEndpoint, judge_config
+    from bv.endpoints import BadEndpoint, judge_endpoint
     from bv.engine import RunSettings
     from bv.judge import run_judge
 
     try:
-        config = judge_config(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+        endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
     settings = RunSettings(
@@ -275,5 +275,5 @@ def judge(
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
-    problems, outcome = run_judge(inputs, mode, config, settings, templates)
+    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates)
     leave(finish(outcome, problems, skip_bad))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from bv import environment, secrets
@@ -165,7 +164,7 @@ def resolve(
     )
 
 
-def judge_config(
+def judge_endpoint(
     mode: str,
     model: str | None,
     base_url: str | None,
@@ -173,23 +172,22 @@ def judge_config(
     timeout: float = 600.0,
     jobs: int = 8,
     env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """What bv judge's run takes of its LLM judge: the model, and its endpoint resolved and checked
-    (BV_JUDGE_API_KEY when no key is given) when the mode asks an LLM and a model is given."""
+) -> Endpoint | None:
+    """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
+    when the mode may ask an LLM and a model is given; None otherwise."""
+    if mode == "rules" or not model:
+        return None
     env = environment.variables() if env is None else env
-    config: dict[str, Any] = {"model": model}
-    if mode != "rules" and model:
-        config["endpoint"] = resolve(
-            "openai",
-            model=model,
-            base_urls=[base_url] if base_url else [],
-            api_key=api_key or env.get("BV_JUDGE_API_KEY"),
-            timeout=timeout,
-            jobs=jobs,
-            role="judge",
-            env=env,
-        )
-    return config
+    return resolve(
+        "openai",
+        model=model,
+        base_urls=[base_url] if base_url else [],
+        api_key=api_key or env.get("BV_JUDGE_API_KEY"),
+        timeout=timeout,
+        jobs=jobs,
+        role="judge",
+        env=env,
+    )
 
 
 def host_port(url: str) -> str:

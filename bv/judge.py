@@ -21,7 +21,7 @@ from typing import Any
 
 from bv import secrets
 from bv.backends import make_backend
-from bv.endpoints import resolve
+from bv.endpoints import Endpoint
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
 from bv.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
@@ -211,7 +211,7 @@ def run_by_rules(
 def run_judge(
     inputs: tuple[str, ...],
     mode: str,
-    judge_config: dict[str, Any],
+    endpoint: Endpoint | None,
     settings: RunSettings,
     templates: Templates = BV_TEMPLATES,
     records: list[RolloutRow] | None = None,
@@ -222,9 +222,7 @@ def run_judge(
     problems = Problems()
     backend = None
     if mode != "rules":
-        if judge_config.get("model"):
-            options = {k: v for k, v in judge_config.items() if k != "endpoint"}
-            endpoint = judge_config.get("endpoint") or resolve("openai", role="judge", **options)
+        if endpoint is not None:  # bv.endpoints.judge_endpoint: resolved and checked there, once
             backend = make_backend("openai", endpoint=endpoint)
         elif mode == "llm":
             raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")

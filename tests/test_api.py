@@ -114,11 +114,14 @@ def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():
-    from bv.endpoints import judge_config
+    from bv.endpoints import judge_endpoint
 
-    config = judge_config("auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"})
-    assert config["endpoint"].api_key == "sk-judge" and config["endpoint"].role == "judge"
-    assert judge_config("rules", "jm", None, None, env={}) == {"model": "jm"}  # no endpoint needed
+    endpoint = judge_endpoint(
+        "auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"}
+    )
+    assert endpoint is not None and endpoint.api_key == "sk-judge" and endpoint.role == "judge"
+    assert judge_endpoint("rules", "jm", None, None, env={}) is None  # no endpoint needed
+    assert judge_endpoint("llm", None, None, None, env={}) is None  # run_judge then says a model is needed
 
 
 def test_one_module_reads_the_environment():
@@ -149,3 +152,23 @@ def test_report_json_has_one_shape_whatever_the_number_of_inputs(sample_dir):
         assert (report["comparison"] is None) == (len(inputs) == 1)
     assert shapes == [["comparison", "inputs"]] * 3
     assert api.report(rows).data["comparison"] is None and api.report(rows).paired is None
+
+
+def test_merge_keeps_one_row_per_id_and_run_the_later_input_winning():
+    a = [
+        {"id": "item10", "run": 0, "hard": 0, "model": "m"},
+        {"id": "item2", "run": 0, "hard": 0, "model": "m"},
+    ]
+    b = [
+        {"id": "item2", "run": 0, "hard": 1, "model": "m2"},
+        {"id": "item2", "run": 1, "hard": 1, "model": "m"},
+    ]
+    with pytest.warns(UserWarning, match="item2 run 0 replaces a row with model 'm'"):
+        merged = api.merge(a, b, sort=True)
+    assert [(r["id"], r["run"], r["hard"]) for r in merged] == [
+        ("item2", 0, 1),
+        ("item2", 1, 1),
+        ("item10", 0, 0),
+    ]
+    with pytest.raises(BadRecord, match="input 2: row 0: 'run' must be an integer"):
+        api.merge(a, [{"id": "x", "run": "0"}])
