@@ -81,18 +81,20 @@ def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[s
 def read_official_results(path: Path) -> list[Any]:
     """The records of an official result file (a JSON array), read no further than the line
     limit of JSONL input and checked as JSONL lines are (bv.jsonl.checked_value)."""
-    from bv.jsonl import MAX_LINE_BYTES, checked_value, unparsable
+    from bv.jsonl import MAX_LINE_BYTES, checked_value, parse_json, unparsable
 
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_LINE_BYTES + 1)
         if len(raw) > MAX_LINE_BYTES:
             raise BadRecord(f"larger than {MAX_LINE_BYTES} bytes (BV_MAX_LINE_BYTES)")
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise BadRecord(f"cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise BadRecord(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except BadRecord:
+        raise
     except (RecursionError, ValueError) as exc:
         raise BadRecord(unparsable(exc)) from None
     data, _ = checked_value(data, raw)  # a lone surrogate is replaced quietly here
