@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 
 from conftest import BIN, Reply, jsonl, sh
+from terminal import on_terminal
 
 
 def test_bar_on_a_terminal(sample_dir, server, tmp_path):
     server.responder = lambda seen: Reply(content="\\boxed{A}", delay=0.3)
     prompts = tmp_path / "p.jsonl"
     sh(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
-    master, slave = pty.openpty()
-    process = subprocess.Popen(
+    status, text, out = on_terminal(
         [BIN / "bv", "rollout", "--base-url", server.base_url, "-m", "m", "-j", "2", "--no-cache", prompts],
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env={**os.environ, "COLUMNS": "160", "TERM": "xterm"},
+        columns=160,
+        stdin_terminal=False,
+        stdin=subprocess.DEVNULL,
+        stdout_terminal=False,
     )
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    rows = jsonl(process.stdout.read().decode())
-    assert process.wait(30) == 0 and len(rows) == 12
-    text = seen.decode("utf-8", errors="replace")
+    rows = jsonl(out.decode())
+    assert status == 0 and len(rows) == 12
     assert "bv rollout" in text and "/12" in text and "req/s" in text  # the bar: done/total, rate
     assert "━" in text or "╸" in text
     assert "12 rows, 0 errors" in text  # and the summary line at the end
