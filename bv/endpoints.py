@@ -9,6 +9,7 @@ wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "ti
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -217,9 +218,9 @@ def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
         return f"connect timeout: no connection to {where} within {CONNECT_TIMEOUT_S:g} s", True
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"connection closed by {where} before it answered", False
-    if isinstance(exc, aiohttp.ClientOSError) and isinstance(exc.__cause__ or exc, ConnectionResetError):
-        return f"connection reset by {where}", False
-    if isinstance(exc, aiohttp.ClientOSError) and exc.errno == 104:
+    if isinstance(exc, aiohttp.ClientOSError) and (
+        isinstance(exc.__cause__ or exc, ConnectionResetError) or exc.errno == errno.ECONNRESET
+    ):
         return f"connection reset by {where}", False
     if isinstance(exc, (aiohttp.SocketTimeoutError, TimeoutError)):
         return f"read timeout: {where} stopped sending", False
