@@ -117,7 +117,7 @@ def median_pair(
     return pick(bares), pick(runs)
 
 
-def measure(work: Path, size: int, repeat: int) -> list[dict]:
+def measure(work: Path, size: int, repeat: int, only: set[str] | None = None) -> list[dict]:
     judged = make_rows(work, size)
     rollout = rollout_rows(work, judged)
     out = work / "out.jsonl"
@@ -141,6 +141,8 @@ def measure(work: Path, size: int, repeat: int) -> list[dict]:
     ]
     results = []
     for name, args, bare_args, loop in cases:
+        if only and name not in only:
+            continue
         bare, (wall, rss) = median_pair(bare_args, args, repeat, out, out if name == "judge" else None)
         ratio = wall / bare[0]
         rss_ok = name == "merge" or rss <= RSS_TARGET_MB
@@ -173,12 +175,15 @@ def main() -> None:
         "--repeat", type=int, default=3, help="runs of each (medians), alternating with its bare loop"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--only", help="comma-separated commands to time (judge, report json, report table, merge)"
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        results += measure(args.work, size, args.repeat)
+        results += measure(args.work, size, args.repeat, set(args.only.split(",")) if args.only else None)
     load_after = os.getloadavg()
     if args.json:
         print(json.dumps({"load": [load_before, load_after], "results": results}, indent=2))

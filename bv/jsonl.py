@@ -193,29 +193,29 @@ def checked_value(value: Any, raw: bytes) -> tuple[Any, str | None]:
 # longer one (or NaN, Infinity, 1e999) is refused while it is parsed rather than crash a sum or
 # a float() later. The parser's own hooks see each number once, so the common line costs
 # nothing more than json.loads (a regular expression over every line cost 5x the parse).
-_TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
+TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
 
 
 def _checked_int(text: str) -> int:
     if len(text) > 20:  # more digits than any value within ±2^63
         if len(text.lstrip("-")) > sys.get_int_max_str_digits():
             raise BadRecord(f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits")
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     value = int(text)
     if not -(2**63) <= value < 2**63:
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     return value
 
 
 def _checked_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     return value
 
 
 def _refuse_constant(text: str) -> Any:
-    raise BadRecord(_TOO_LARGE)
+    raise BadRecord(TOO_LARGE)
 
 
 _DECODER = json.JSONDecoder(
