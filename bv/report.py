@@ -113,12 +113,13 @@ class Input:
             return
         from bv.jsonl import Problems, read_records
 
+        # fast: parsed by orjson; _judged_key refuses a number beyond ±2^63 in `run` (docs/formats.md)
         if first:
-            yield from read_records([self.path], problems, _as_is)
+            yield from read_records([self.path], problems, _as_is, fast=True)
             return
         quiet = Problems(stream=open(os.devnull, "w"))
         try:
-            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is)
+            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is, fast=True)
         finally:
             quiet.stream.close()
 
