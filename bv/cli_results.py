@@ -52,7 +52,8 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
         )
         sys.exit(outcome.ROWS_FAILED)
     keys = ordered_keys(result, sort)
-    write_rows(result, keys, output)
+    with reader_may_leave():
+        write_rows(result, keys, output)
     click.echo(
         f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced",
         err=True,
@@ -158,9 +159,15 @@ def report(
 
             paths = [row_source.source.path for row_source in rows or []]
             roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
-            refused = write_html(
-                html_path, summaries, rows or [], built.get("comparison"), None if allow_any_path else roots
-            )  # rows read again from the inputs, not held
+            refused = 0
+            with reader_may_leave():  # the page to stdout ('-'): its reader may leave too
+                refused = write_html(
+                    html_path,
+                    summaries,
+                    rows or [],
+                    built.get("comparison"),
+                    None if allow_any_path else roots,
+                )  # rows read again from the inputs, not held
             if not page_to_stdout:
                 click.echo(f"bv report: wrote {html_path}", err=True)
             if refused:
