@@ -37,15 +37,13 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.merge import check_inputs, merge_rows, ordered_keys, write_rows
     from bv.progress import stdin_notice
     from bv.records import check_row
-    from bv.terminal import printable
 
     check_inputs(inputs)
     stdin_notice(inputs, "rows")
     problems = Problems()
-    result = merge_rows(read_records(inputs, problems, check_row))
-    for conflict in result.conflicts:
-        click.echo(printable(f"bv merge: warning: {conflict}"), err=True)
+    result = merge_rows(read_records(inputs, problems, check_row), problems)
     if output is not None and problems.count and not skip_bad:
+        problems.finish()
         error(
             f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
             " rows with --skip-bad)"
