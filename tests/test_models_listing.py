@@ -7,7 +7,7 @@ import asyncio
 import gzip
 import json
 
-from conftest import Reply, sh
+from conftest import Reply, bv_inproc
 from fakeopenai import models_body
 
 from bv.endpoints import MAX_MODEL_ID_CHARS, NoModelList, fetch_models, resolve
@@ -23,7 +23,7 @@ def test_azure_lists_its_models_with_its_key_header_and_api_version(server):
         "AZURE_OPENAI_API_KEY": KEY,
         "AZURE_OPENAI_API_VERSION": "2024-10-21",
     }
-    result = sh("bv models --backend azure --json", env=env)
+    result = bv_inproc("bv models --backend azure --json", env=env)
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["gpt-4o-deploy", "o3"]
     assert json.loads(result.stdout.splitlines()[0])["endpoint"] == root
@@ -31,13 +31,13 @@ def test_azure_lists_its_models_with_its_key_header_and_api_version(server):
     assert seen.path == "/openai/models?api-version=2024-10-21"
     assert seen.headers["api-key"] == KEY and "authorization" not in seen.headers
     assert KEY not in result.stdout + result.stderr
-    missing = sh("bv models --backend azure", env={**env, "AZURE_OPENAI_API_VERSION": ""})
+    missing = bv_inproc("bv models --backend azure", env={**env, "AZURE_OPENAI_API_VERSION": ""})
     assert missing.returncode == 1 and "needs AZURE_OPENAI_API_VERSION" in missing.stderr
 
 
 def test_openai_headers_from_the_environment_and_every_replica(server):
     env = {"OPENAI_API_KEY": KEY, "OPENAI_ORG_ID": "org-1", "OPENAI_PROJECT_ID": "proj-1"}
-    result = sh(f"bv models --base-url {server.base_url} --base-url {server.base_url}/", env=env)
+    result = bv_inproc(f"bv models --base-url {server.base_url} --base-url {server.base_url}/", env=env)
     assert result.returncode == 0 and result.stdout.splitlines() == ["fake-model", "fake-model"]
     assert [s.path for s in server.seen] == ["/v1/models", "/v1/models"]
     headers = server.seen[0].headers
@@ -56,7 +56,7 @@ def test_what_the_server_lists_is_checked(server):
     ]
     body = gzip.compress(json.dumps({"data": entries}).encode())
     server.responder = lambda seen: Reply(body=body, headers={"content-encoding": "gzip"})
-    result = sh(f"bv models --base-url {server.base_url} --json")
+    result = bv_inproc(f"bv models --base-url {server.base_url} --json")
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in result.stdout.splitlines()] == [
         {"id": "kept", "owned_by": None, "created": None, "endpoint": server.base_url},
@@ -67,11 +67,11 @@ def test_what_the_server_lists_is_checked(server):
 def test_an_answer_that_is_not_a_list_of_models_is_said(server):
     for body in (b"<html>hello</html>", b'{"data": {"id": "m"}}', b"[" * 100_000 + b"]" * 100_000):
         server.responder = lambda seen, body=body: Reply(body=body)
-        result = sh(f"bv models --base-url {server.base_url}")
+        result = bv_inproc(f"bv models --base-url {server.base_url}")
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert f"{server.base_url}/models did not answer with a list of models" in result.stderr
     server.responder = lambda seen: Reply(status=503)
-    busy = sh(f"bv models --base-url {server.base_url}")
+    busy = bv_inproc(f"bv models --base-url {server.base_url}")
     assert busy.returncode == 1 and f"{server.base_url}/models answered HTTP 503" in busy.stderr
 
 
@@ -102,13 +102,13 @@ def test_a_rollout_404_names_what_bv_models_lists(sample_dir, server):
     server.responder = lambda seen: (
         Reply(body=models_body(server.models)) if seen.path.endswith("/models") else Reply(status=404)
     )
-    rollout = sh(
+    rollout = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | head -1"
         f" | bv rollout --base-url {server.base_url} --api-key {KEY} -m nope --no-cache -q"
     )
     assert rollout.returncode == 1
     assert f"{server.base_url}/models serves: served-a, served-b." in rollout.stderr
-    listed = sh(f"bv models --base-url {server.base_url} --api-key {KEY}")
+    listed = bv_inproc(f"bv models --base-url {server.base_url} --api-key {KEY}")
     assert listed.stdout.splitlines() == ["served-a", "served-b"]
     models_requests = [s for s in server.seen if s.path.endswith("/models")]
     assert len(models_requests) == 2  # asked once by each, the same way

@@ -7,11 +7,9 @@ import io
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
-from conftest import sh
+from conftest import bv_inproc
 
 from bv.artifacts import Artifacts
-from bv.cli import cli
 from bv.jsonl import SHOWN_ALIKE, Problems, Source
 from bv.merge import merge_rows
 
@@ -31,8 +29,8 @@ def test_merge_conflicts_shown_a_few_times_then_counted(tmp_path):
     a = write(tmp_path / "a.jsonl", [judged(i) for i in ids])
     b = write(tmp_path / "b.jsonl", [judged(i, model="other") for i in ids])
     c = write(tmp_path / "c.jsonl", [judged(i, model="other", judge_version="j2") for i in ids[:50]])
-    result = CliRunner().invoke(cli, ["merge", str(a), str(b), str(c)])
-    assert result.exit_code == 0, result.stderr
+    result = bv_inproc(f"bv merge {a} {b} {c}")
+    assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     models = [line for line in lines if "model 'm' by one with 'other'" in line]
     versions = [line for line in lines if "judge_version 'j1' by one with 'j2'" in line]
@@ -52,8 +50,8 @@ def test_merge_conflicts_counted_even_when_bad_lines_stop_the_output(tmp_path):
     with b.open("a") as stream:
         stream.write("not json\n")
     out = tmp_path / "all.jsonl"
-    result = CliRunner().invoke(cli, ["merge", str(a), str(b), "-o", str(out)])
-    assert result.exit_code == 1 and not out.exists()
+    result = bv_inproc(f"bv merge {a} {b} -o {out}")
+    assert result.returncode == 1 and not out.exists()
     assert f"bv: … and {20 - SHOWN_ALIKE} more lines like this" in result.stderr
     assert f"1 bad input line(s): {out} not written" in result.stderr
 
@@ -117,10 +115,9 @@ def test_written_artifacts_say_nothing(tmp_path, capsys):
 
 
 def test_bv_rollout_counts_the_artifacts_it_could_not_write(sample_dir, tmp_path):
-    """bv rollout leaves through os._exit, so this one runs as users type it."""
     blocker = tmp_path / "blocker"
     blocker.write_text("")
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl"
         f" | bv rollout --backend chance --repeats 4 --artifacts {blocker}/runs -q"
     )
