@@ -10,7 +10,6 @@ import click
 
 from bv.cli_common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
 from bv.outcome import ROWS_FAILED, finish_rows
-from bv.stats import counted
 
 
 @click.command("data")
@@ -112,6 +111,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     from bv.export import group_runs, write_csv, write_official
     from bv.jsonl import Problems, read_records
     from bv.records import check_judged_row
+    from bv.stats import counted
 
     problems = Problems()
     export = group_runs(read_records(inputs, problems, check_judged_row), problems)

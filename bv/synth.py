@@ -10,16 +10,34 @@ Item ``i`` depends only on ``(seed, i)``: a smaller ``n`` is a prefix of a large
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
+
+from bv.synth_draw import (
+    COLORS,
+    CUBE_FACES,
+    DISTRACTOR_COLORS,
+    INK,
+    LETTERS,
+    VARIANTS,
+    WHITE,
+    all_distinct,
+    draw_cell,
+    draw_cube,
+    draw_options,
+    draw_shape,
+    draw_text,
+    glyph_tile,
+    glyph_variant,
+    random_glyph,
+    smooth_path,
+)
 
 # (type, subtype, ansType) in the order items cycle through them. The first four cover all four
 # categories and both answer types; six families (coprime with 5 and 7) make the JPEG and WebP
@@ -33,129 +51,20 @@ TASK_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("Visual Pattern Recognition", "Rotation Patterns", "choice"),
 )
 
-WHITE = (255, 255, 255)
-INK = (0, 0, 0)  # grid lines, markers and labels; no shape is ever this dark
-COLORS = {
-    "red": (220, 50, 50),
-    "blue": (50, 100, 220),
-    "green": (40, 160, 70),
-    "yellow": (240, 200, 40),
-    "purple": (150, 70, 200),
-    "orange": (240, 130, 30),
-}
-# Cube face shades (top, left, right). Distractors never use these, so counting cube tops in the
-# picture gives the answer; tests rely on that.
-CUBE_FACES = (
-    ((250, 120, 120), (200, 40, 40), (130, 20, 20)),
-    ((130, 170, 250), (40, 80, 200), (20, 40, 120)),
-    ((140, 230, 140), (40, 160, 60), (20, 90, 30)),
-)
-DISTRACTOR_COLORS = ((160, 160, 160), (190, 120, 230), (150, 110, 60))
-LETTERS = "ABCDEFGH"
-
-# Asymmetric glyphs in tenths of a unit (y down): outline polygon and "detail" dots inside it.
-# None of them looks the same after a quarter turn or a mirror, so variants are really different.
-GLYPHS: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
-    "flag": ([(-5.5, 9), (-5.5, -9), (8, -4.5), (-2.5, 0), (-2.5, 9)], [(-4, 5.5), (-0.5, -4.5), (3, -4.5)]),
-    "boot": ([(-7, -9), (-1, -9), (-1, 3), (8, 3), (8, 9), (-7, 9)], [(-4, -5), (-4, 6), (4.5, 6)]),
-    "arrow": (
-        [(-9, -2.5), (1.5, -2.5), (1.5, -7), (9, 0), (1.5, 7), (1.5, 2.5), (-9, 2.5)],
-        [(-6, 0), (-2, 0), (4, -2)],
-    ),
-    "house": (
-        [(-8, 9), (-8, -1), (0, -9), (3.5, -5.5), (3.5, -8.5), (6, -8.5), (6, -3), (8, -1), (8, 9)],
-        [(-4.5, 3), (4.5, 3), (0, -3)],
-    ),
-}
-VARIANTS = ("rotated", "mirrored", "missing a dot", "smaller")
-# Pillow's bundled font, so output never depends on system fonts; one cached instance per size.
-_font = cache(ImageFont.load_default)
-
 
 def _a(phrase: str) -> str:
     return ("an " if phrase[0] in "aeiou" else "a ") + phrase
-
-
-def _text(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int = 16) -> None:
-    draw.text(xy, text, fill=INK, font=_font(size=size), anchor="mm")
-
-
-def _glyph(size: int, spec: dict[str, Any]) -> Image.Image:
-    """Draw one glyph tile; identical specs give identical pixels (no anti-aliasing)."""
-    tile = Image.new("RGB", (size, size), WHITE)
-    draw = ImageDraw.Draw(tile)
-    outline, dots = GLYPHS[spec["glyph"]]
-    unit = size * 0.038 * spec.get("scale", 1.0)  # a tenth; leaves room for a 45-degree turn
-    ang = math.radians(spec["angle"])
-    cos, sin = math.cos(ang), math.sin(ang)
-
-    def place(x: float, y: float) -> tuple[float, float]:
-        x = -x if spec["mirror"] else x
-        return size / 2 + unit * (x * cos - y * sin), size / 2 + unit * (x * sin + y * cos)
-
-    draw.polygon([place(x, y) for x, y in outline], fill=spec["color"])
-    r = unit * 1.3
-    for i, (x, y) in enumerate(dots):
-        if i != spec.get("drop"):
-            cx, cy = place(x, y)
-            draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=WHITE)
-    return tile
-
-
-def _variant(spec: dict[str, Any], kind: str, rng: random.Random) -> dict[str, Any]:
-    """A subtly changed copy of a glyph spec."""
-    if kind == "rotated":
-        return dict(spec, angle=spec["angle"] + rng.choice((90, 180, 270)))
-    if kind == "mirrored":
-        return dict(spec, mirror=not spec["mirror"])
-    if kind == "missing a dot":
-        return dict(spec, drop=rng.randrange(len(GLYPHS[spec["glyph"]][1])))
-    return dict(spec, scale=0.78)
-
-
-def _base_glyph(rng: random.Random) -> dict[str, Any]:
-    name = rng.choice(sorted(COLORS))
-    return {
-        "glyph": rng.choice(sorted(GLYPHS)),
-        "color": COLORS[name],
-        "color_name": name,
-        "angle": rng.choice((0, 90, 180, 270)),
-        "mirror": rng.random() < 0.5,
-    }
-
-
-def _distinct(tiles: list[Image.Image]) -> bool:
-    return len({t.tobytes() for t in tiles}) == len(tiles)
-
-
-def _cell(draw: ImageDraw.ImageDraw, x: int, y: int, size: int) -> None:
-    draw.rectangle((x, y, x + size, y + size), outline=INK, width=2)
-
-
-def _option_row(img: Image.Image, tiles: list[Image.Image], y: int, gap: int, rng: random.Random) -> int:
-    """Draw tiles[0] (the right answer) and its distractors in shuffled, lettered boxes; return gold."""
-    order = list(range(len(tiles)))
-    rng.shuffle(order)
-    draw = ImageDraw.Draw(img)
-    size = tiles[0].width
-    x0 = (img.width - len(tiles) * (size + gap) + gap) // 2  # centred under the picture
-    for slot, k in enumerate(order):
-        x = x0 + slot * (size + gap)
-        _cell(draw, x - 4, y - 4, size + 8)
-        img.paste(tiles[k], (x, y))
-        _text(draw, (x + size / 2, y + size + 18), LETTERS[slot])
-    return order.index(0)
 
 
 # --- Fine-grained Discrimination ---------------------------------------------------------------
 def _find_different(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """Grid of identical glyphs with one subtly changed; answer (row,col), 1-based."""
     rows, cols, cell = rng.randint(3, 5), rng.randint(4, 7), rng.choice((56, 64, 72))
-    base = _base_glyph(rng)
-    normal = _glyph(cell - 8, base)
+    base = random_glyph(rng)
+    normal = glyph_tile(cell - 8, base)
     for kind in rng.sample(VARIANTS, len(VARIANTS)):
-        odd = _glyph(cell - 8, _variant(base, kind, rng))
-        if _distinct([normal, odd]):
+        odd = glyph_tile(cell - 8, glyph_variant(base, kind, rng))
+        if all_distinct([normal, odd]):
             break
     r, c = rng.randrange(rows), rng.randrange(cols)
     width = max(360, cols * cell + 50)  # keep pictures at least ~360 px wide
@@ -163,10 +72,10 @@ def _find_different(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     img = Image.new("RGB", (width, y0 + rows * cell + 16), WHITE)
     draw = ImageDraw.Draw(img)
     for i in range(rows):
-        _text(draw, (x0 - 16, y0 + i * cell + cell / 2), str(i + 1))
+        draw_text(draw, (x0 - 16, y0 + i * cell + cell / 2), str(i + 1))
         for j in range(cols):
-            _text(draw, (x0 + j * cell + cell / 2, y0 - 16), str(j + 1))
-            _cell(draw, x0 + j * cell, y0 + i * cell, cell)
+            draw_text(draw, (x0 + j * cell + cell / 2, y0 - 16), str(j + 1))
+            draw_cell(draw, x0 + j * cell, y0 + i * cell, cell)
             img.paste(odd if (i, j) == (r, c) else normal, (x0 + j * cell + 4, y0 + i * cell + 4))
     shape = f"{base['color_name']} {base['glyph']}"
     return {
@@ -181,20 +90,20 @@ def _find_different(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """A target glyph above four candidates; exactly one candidate is identical to it."""
     size, gap = 72, 24
-    base = _base_glyph(rng)
+    base = random_glyph(rng)
     while True:
         kinds = rng.sample(VARIANTS, 3)
-        tiles = [_glyph(size, s) for s in [base, *(_variant(base, k, rng) for k in kinds)]]
-        if _distinct(tiles):
+        tiles = [glyph_tile(size, s) for s in [base, *(glyph_variant(base, k, rng) for k in kinds)]]
+        if all_distinct(tiles):
             break
     width = 4 * size + 5 * gap
     img = Image.new("RGB", (width, 2 * size + 100), WHITE)
     draw = ImageDraw.Draw(img)
     tx = (width - size) // 2
-    _text(draw, (width / 2, 16), "Target")
-    _cell(draw, tx - 4, 28, size + 8)
+    draw_text(draw, (width / 2, 16), "Target")
+    draw_cell(draw, tx - 4, 28, size + 8)
     img.paste(tiles[0], (tx, 32))
-    gold = _option_row(img, tiles, size + 60, gap, rng)
+    gold = draw_options(img, tiles, size + 60, gap, rng)
     return {
         "question": "Which of the figures A-D below is exactly the same as the target figure at the top?",
         "options": [f"Figure {LETTERS[i]}" for i in range(4)],
@@ -205,18 +114,6 @@ def _find_same(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Visual Tracking ---------------------------------------------------------------------------
-def _smooth(points: list[tuple[float, float]], steps: int = 14) -> list[tuple[float, float]]:
-    """Catmull-Rom spline through the points, so lines look hand-drawn rather than jagged."""
-    pts = [points[0], *points, points[-1]]
-    out: list[tuple[float, float]] = []
-    for seg in zip(pts, pts[1:], pts[2:], pts[3:], strict=False):
-        for t in (s / steps for s in range(steps)):
-            w = (t * ((2 - t) * t - 1), t * t * (3 * t - 5) + 2, t * ((4 - 3 * t) * t + 1), t * t * (t - 1))
-            x, y = (sum(k * p[d] for k, p in zip(w, seg, strict=True)) / 2 for d in (0, 1))
-            out.append((x, y))
-    return [*out, points[-1]]
-
-
 def _connect_lines(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """Tangled coloured lines from numbered starts (left) to lettered ends (right)."""
     k = rng.randint(3, 5)
@@ -229,12 +126,12 @@ def _connect_lines(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     draw = ImageDraw.Draw(img)
     for i in range(k):
         mids = [(left + (right - left) * f, rng.uniform(30, height - 30)) for f in (0.25, 0.5, 0.75)]
-        path = _smooth([(left, ys[i]), *mids, (right, ys[ends[i]])])
+        path = smooth_path([(left, ys[i]), *mids, (right, ys[ends[i]])])
         draw.line(path, fill=COLORS[colors[i]], width=5)
     for i, y in enumerate(ys):
         for x, label, dx in ((left, str(i + 1), -24), (right, LETTERS[i], 24)):
             draw.ellipse((x - 7, y - 7, x + 7, y + 7), fill=INK)
-            _text(draw, (x + dx, y), label, 22)
+            draw_text(draw, (x + dx, y), label, 22)
     q = rng.randrange(k)
     return {
         "question": f"Each line joins a numbered point on the left to a lettered point on the right. "
@@ -246,16 +143,6 @@ def _connect_lines(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Spatial Perception ------------------------------------------------------------------------
-def _cube(draw: ImageDraw.ImageDraw, cx: float, cy: float, a: float, faces: tuple) -> None:
-    """Isometric cube whose top-face centre-bottom vertex is (cx, cy)."""
-    h = a * math.sqrt(3) / 2
-    top = [(cx, cy - a), (cx + h, cy - a / 2), (cx, cy), (cx - h, cy - a / 2)]
-    lft = [(cx - h, cy - a / 2), (cx, cy), (cx, cy + a), (cx - h, cy + a / 2)]
-    rgt = [(cx, cy), (cx + h, cy - a / 2), (cx + h, cy + a / 2), (cx, cy + a)]
-    for poly, color in zip((top, lft, rgt), faces, strict=True):
-        draw.polygon(poly, fill=color, outline=INK)
-
-
 def _count_blocks(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """Separate isometric cubes among flat distractor shapes; answer the number of cubes."""
     k, extra = rng.randint(2, 9), rng.randint(2, 5)
@@ -268,11 +155,11 @@ def _count_blocks(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
         cx = 10 + c * sw + sw / 2 + rng.uniform(-10, 10)
         cy = 10 + r * sh + sh / 2 + rng.uniform(-8, 8)
         if n < k:
-            _cube(draw, cx, cy, rng.choice((24, 28, 32)), rng.choice(CUBE_FACES))
+            draw_cube(draw, cx, cy, rng.choice((24, 28, 32)), rng.choice(CUBE_FACES))
             continue
         kind = rng.choice(("circle", "square", "triangle"))
         kinds.add(kind + "s")
-        _shape(draw, kind, cx, cy, rng.choice((20, 24)), rng.choice(DISTRACTOR_COLORS))
+        draw_shape(draw, kind, cx, cy, rng.choice((20, 24)), rng.choice(DISTRACTOR_COLORS))
     return {
         "question": "How many cubes (3D blocks) are in the picture? Flat shapes do not count. "
         "Answer with a number.",
@@ -282,23 +169,6 @@ def _count_blocks(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 
 
 # --- Visual Pattern Recognition ----------------------------------------------------------------
-def _shape(draw: ImageDraw.ImageDraw, kind: str, cx: float, cy: float, s: float, fill: tuple) -> None:
-    """A flat outlined shape of half-size s centred on (cx, cy)."""
-    box = (cx - s, cy - s, cx + s, cy + s)
-    if kind == "circle":
-        draw.ellipse(box, fill=fill, outline=INK)
-    elif kind == "square":
-        draw.rectangle(box, fill=fill, outline=INK)
-    elif kind == "triangle":
-        draw.polygon([(cx, cy - s), (cx + s, cy + s), (cx - s, cy + s)], fill=fill, outline=INK)
-    elif kind == "diamond":
-        draw.polygon([(cx, cy - s), (cx + s, cy), (cx, cy + s), (cx - s, cy)], fill=fill, outline=INK)
-    else:  # star
-        rays = enumerate([s, s * 0.45] * 5)
-        pts = [(cx + r * math.sin(i * math.pi / 5), cy - r * math.cos(i * math.pi / 5)) for i, r in rays]
-        draw.polygon(pts, fill=fill, outline=INK)
-
-
 def _logic_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """A row of shapes cycling in shape and/or colour; which description fills the '?' cell."""
     p_shape, p_color = rng.choice(((1, 2), (2, 1), (2, 2), (3, 1), (1, 3), (2, 3), (3, 2), (3, 3)))
@@ -312,11 +182,11 @@ def _logic_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     draw = ImageDraw.Draw(img)
     for i, (shape, color) in enumerate(seq):
         x = 20 + i * cell
-        _cell(draw, x, 20, cell)
+        draw_cell(draw, x, 20, cell)
         if i < shown:
-            _shape(draw, shape, x + cell / 2, 20 + cell / 2, cell * 0.32, COLORS[color])
+            draw_shape(draw, shape, x + cell / 2, 20 + cell / 2, cell * 0.32, COLORS[color])
         else:
-            _text(draw, (x + cell / 2, 20 + cell / 2), "?", 40)
+            draw_text(draw, (x + cell / 2, 20 + cell / 2), "?", 40)
     pool = [(s, c) for s in shape_pool for c in color_pool if (s, c) != answer]
     options = [answer, *rng.sample(pool, 3)]
     rng.shuffle(options)
@@ -335,15 +205,15 @@ def _logic_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
 def _rotation_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]:
     """A glyph turning by a fixed step per box; pick the figure that comes next."""
     size, gap = 64, 16
-    base = _base_glyph(rng)
+    base = random_glyph(rng)
     step = rng.choice((45, 90, -45, -90))
     seq = [dict(base, angle=base["angle"] + step * i) for i in range(5)]
     answer = seq[4]
-    tiles = [_glyph(size, answer)]
+    tiles = [glyph_tile(size, answer)]
     # Wrong options as (extra turn, flip the mirror): a step short, half a turn off, mirrored, a step too far.
     for turn, flip in ((-step, False), (180, False), (0, True), (step, False)):
-        tile = _glyph(size, dict(answer, angle=answer["angle"] + turn, mirror=answer["mirror"] != flip))
-        if len(tiles) < 4 and _distinct([*tiles, tile]):
+        tile = glyph_tile(size, dict(answer, angle=answer["angle"] + turn, mirror=answer["mirror"] != flip))
+        if len(tiles) < 4 and all_distinct([*tiles, tile]):
             tiles.append(tile)
     assert len(tiles) == 4, "glyphs are asymmetric, so at least three wrong turns differ"
     width = 5 * size + 6 * gap
@@ -351,12 +221,12 @@ def _rotation_patterns(rng: random.Random) -> tuple[dict[str, Any], Image.Image]
     draw = ImageDraw.Draw(img)
     for i in range(5):
         x = gap + i * (size + gap)
-        _cell(draw, x - 4, 16, size + 8)
+        draw_cell(draw, x - 4, 16, size + 8)
         if i < 4:
-            img.paste(_glyph(size, seq[i]), (x, 20))
+            img.paste(glyph_tile(size, seq[i]), (x, 20))
         else:
-            _text(draw, (x + size / 2, 20 + size / 2), "?", 36)
-    gold = _option_row(img, tiles, size + 56, gap, rng)
+            draw_text(draw, (x + size / 2, 20 + size / 2), "?", 36)
+    gold = draw_options(img, tiles, size + 56, gap, rng)
     turning = f"{abs(step)} degrees {'clockwise' if step > 0 else 'counterclockwise'}"
     return {
         "question": "The figure turns by the same amount from each box to the next. "
