@@ -22,10 +22,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bv.errors import BadRecord, Fatal
-from bv.records import PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
+from bv.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
+
+if TYPE_CHECKING:  # the report's types, for the checker: `import bv.api` stays cheap
+    from bv.report_types import Paired, ReportData, Summary
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 
@@ -39,7 +42,7 @@ def prompt(
     image_detail: str = "auto",
     templates: Any = None,
     allow_any_path: bool = False,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[PromptRecord]:
     """Prompt records for items (official or bv form), lazily, as `bv prompt` writes them.
 
     `skill`: a Markdown file, or a `bv.prompting.Skill(name, text)`; `image_root`: the folder the
@@ -60,7 +63,7 @@ def prompt(
     )
     for index, item in enumerate(items):
         try:
-            yield build_prompt(parse_item(dict(item)), None, options)
+            yield cast(PromptRecord, build_prompt(parse_item(dict(item)), None, options))
         except BadRecord as exc:
             raise BadRecord(f"item {index}: {exc}") from None
 
@@ -85,7 +88,7 @@ def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> lis
     return checked
 
 
-def _ended(outcome: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ended(outcome: Any, rows: list[Any]) -> list[Any]:
     """The rows, or what stopped the run raised (rows already finished are in the cache)."""
     if outcome.fatal is not None:
         raise Fatal(outcome.fatal)
@@ -124,7 +127,7 @@ def rollout(
     seed: int | None = None,
     templates: Any = None,
     quiet: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
     `bv rollout --ordered` writes them. `backend`: openai, azure, exec or chance; the endpoint
     comes from `base_url`/`api_key` or the environment, as for the command (OPENAI_BASE_URL,
@@ -150,7 +153,7 @@ def rollout(
     options = RolloutOptions(
         max_turns=max_turns, repeats=repeats, params=dict(params or {}), templates=templates or BV_TEMPLATES
     )
-    rows: list[dict[str, Any]] = []
+    rows: list[RolloutRow] = []
     _, outcome = run_rollout(
         (),
         backend,
@@ -158,12 +161,12 @@ def rollout(
         options,
         _settings(jobs, retries, timeout, cache, quiet),
         records=records,
-        write=lambda row: rows.append(dict(row)),
+        write=lambda row: rows.append(cast(RolloutRow, dict(row))),
     )
     return _ended(outcome, rows)
 
 
-async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
+async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
     """`rollout` for code inside a running event loop: the same run on a worker thread."""
     import asyncio
 
@@ -184,7 +187,7 @@ def judge(
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
     llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
     _no_running_loop("judge")
@@ -194,7 +197,7 @@ def judge(
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
     endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
-    judged: list[dict[str, Any]] = []
+    judged: list[JudgedRow] = []
     _, outcome = run_judge(
         (),
         mode,
@@ -202,12 +205,12 @@ def judge(
         _settings(jobs, retries, timeout, cache, quiet),
         templates or BV_TEMPLATES,
         records=records,
-        write=lambda row: judged.append(dict(row)),
+        write=lambda row: judged.append(cast(JudgedRow, dict(row))),
     )
     return _ended(outcome, judged)
 
 
-async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[dict[str, Any]]:
+async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
     """`judge` for code inside a running event loop: the same run on a worker thread."""
     import asyncio
 
@@ -241,23 +244,25 @@ class Report:
     """What `bv report` shows, as an object. `data` is exactly what `bv report --format json`
     writes; the properties read it: `accuracy` by input name, `paired` for two inputs."""
 
-    data: dict[str, Any] = field(repr=False)
+    data: ReportData = field(repr=False)
 
     @property
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[Summary]:
         """One summary per input (docs/formats.md: overall, by_type, by_subtype, …)."""
         return list(self.data["inputs"])
 
     @property
     def accuracy(self) -> dict[str, float]:
-        """Avg@k accuracy by input name."""
-        return {s["name"]: s["overall"]["accuracy"] for s in self.summaries}
+        """Avg@k accuracy by input name (never None here: every row counts, and an empty input
+        is refused)."""
+        return {s["name"]: cast(float, s["overall"]["accuracy"]) for s in self.summaries}
 
     @property
-    def paired(self) -> dict[str, Any] | None:
+    def paired(self) -> Paired | None:
         """The paired comparison of two inputs, b against a by (id, run): improved, regressed,
         the exact McNemar `p_value`; None for one input."""
-        return (self.data["comparison"] or {}).get("paired")
+        comparison = self.data["comparison"]
+        return comparison.get("paired") if comparison else None
 
     def render(self, fmt: str = "table") -> str:
         """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""

@@ -19,12 +19,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from bv.atomic import atomic_output
 from bv.errors import Fatal
 from bv.jsonl import Problems
-from bv.records import natural_key, row_key
+from bv.records import JudgedRow, natural_key, row_key
 
 RESULT_NAME = "model_results_run_{k}.json"
 _RESULT_FILE = re.compile(r"model_results_run_(\d+)\.json")
@@ -35,8 +35,8 @@ CSV_COLUMNS = ("id", "run", "type", "subtype", "gold", "extracted", "hard", "dec
 class Export:
     """Rows grouped by run, and what was left out (judge errors), for the message on stderr."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)  # every row once, in input order
-    runs: dict[int, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    rows: list[JudgedRow] = field(default_factory=list)  # every row once, in input order
+    runs: dict[int, list[JudgedRow]] = field(default_factory=lambda: defaultdict(list))
     unjudged: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -46,14 +46,14 @@ def official_id(item_id: Any) -> int | str:
     return int(text) if text.isascii() and text.isdecimal() else text
 
 
-def gold_answer(row: dict[str, Any]) -> str:
+def gold_answer(row: JudgedRow) -> str:
     """The official GroundTruth: the label of a choice item, the accepted answer of a blank one
     (several joined by ` | `)."""
     answer = row.get("answer") or []
     return " | ".join(str(a) for a in answer) if isinstance(answer, list) else str(answer)
 
 
-def official_result(row: dict[str, Any]) -> dict[str, Any]:
+def official_result(row: JudgedRow) -> dict[str, Any]:
     """One judged row as an official result record (the official files' key order)."""
     return {
         "Id": official_id(row["id"]),
@@ -70,10 +70,11 @@ def official_result(row: dict[str, Any]) -> dict[str, Any]:
 
 def group_runs(records: Iterable[tuple[Any, dict[str, Any]]], problems: Problems) -> Export:
     """(source, row) pairs by run, in natural id order; rows without a verdict set apart, and a
-    second row for the same (id, run) reported as a bad line (`bv merge` says which to keep)."""
+    second row for the same (id, run) reported as a bad line (`bv merge` says which to keep).
+    The rows are judged rows (bv.records.check_judged_row has read them)."""
     export, seen = Export(), set()
-    for source, row in records:
-        key = row_key(row)
+    for source, record in records:
+        key, row = row_key(record), cast(JudgedRow, record)
         if key in seen:
             problems.report(source, f"a second row for id {key[0]} run {key[1]} (bv merge keeps one)")
             continue
@@ -125,7 +126,7 @@ def csv_cell(value: Any) -> str:
     return text
 
 
-def write_csv(rows: Iterable[dict[str, Any]], stream: IO[str]) -> int:
+def write_csv(rows: Iterable[JudgedRow], stream: IO[str]) -> int:
     """One CSV row per (id, run); returns how many."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -10,39 +10,61 @@ what a card shows (long texts shortened). The page says when items or runs were 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from bv import environment
 from bv.images import image_paths
+from bv.records import Choice, JudgedRow
 from bv.records import natural_key as natural  # re-exported: html_parts and html_report sort by it
 
 MAX_ITEMS = environment.integer("BV_HTML_MAX_ITEMS", 500)  # cards on one page
 MAX_RUNS = 10  # rows per input shown on one card; the card's score still counts every run
 MAX_TEXT = 6000  # characters of a response, judge reply or reasoning shown
-CARD_FIELDS = (
-    "id",
-    "run",
-    "type",
-    "subtype",
-    "ans_type",
-    "question",
-    "choices",
-    "answer",
-    "hard",
-    "undecided",
-    "decided_by",
-    "judge_reason",
-    "judge_error",
-    "judge_model",
-    "error",
-    "extracted",
-)
+
+
+class CardRow(TypedDict, total=False):
+    """What a card keeps of a judged row (bv.records.JudgedRow's fields and types, a test checks):
+    its verdict fields, the long texts shortened, the images as paths. Any may be missing from
+    an old or hand-made row."""
+
+    id: str
+    run: int
+    type: str
+    subtype: str
+    ans_type: str
+    question: str
+    choices: list[Choice]
+    answer: list[str]
+    hard: int | None
+    undecided: bool
+    decided_by: str
+    judge_reason: str
+    judge_error: str | None
+    judge_model: str | None
+    error: str | None
+    extracted: str | None
+    response: str | None  # LONG_FIELDS: shortened
+    judge_reply: str | None
+    cot: str
+    images: list[str]
+
+
 LONG_FIELDS = ("response", "judge_reply", "cot")
+CARD_FIELDS = tuple(name for name in CardRow.__annotations__ if name not in (*LONG_FIELDS, "images"))
+ShownRow = JudgedRow | CardRow  # what the viewer's readers take: a row as read, or as a card keeps it
 
 
-def verdict(row: dict[str, Any]) -> str:
+class Item(TypedDict):
+    """One item's card: its first row, its rows by input, and (right, total) runs by input."""
+
+    row: CardRow
+    runs: defaultdict[int, list[CardRow]]
+    tally: list[tuple[int, int]]
+
+
+def verdict(row: ShownRow) -> str:
     """right, wrong, judge_error, undecided or error (the rollout failed), as `bv report` counts them."""
     if row.get("decided_by") == "error" or row.get("hard") is None:
         return "judge_error"
@@ -53,12 +75,17 @@ def verdict(row: dict[str, Any]) -> str:
     return "right" if row.get("hard") == 1 else "wrong"
 
 
-def row_images(row: dict[str, Any]) -> list[str]:
+def row_images(row: JudgedRow) -> list[str]:
     """The row's image files: the `file://` URLs of its messages, else its `images` as written."""
     messages = row.get("messages")
     messages = messages if isinstance(messages, list) else []
     paths = [str(p) for p in image_paths([m for m in messages if isinstance(m, dict)])]
     return paths or [str(p) for p in row.get("images") or [] if isinstance(p, str)]
+
+
+def card_images(row: CardRow) -> list[str]:
+    """The image files of a card's row (row_images of the row it was made from)."""
+    return list(row.get("images") or [])
 
 
 def shorten(text: Any) -> Any:
@@ -67,19 +94,20 @@ def shorten(text: Any) -> Any:
     return text
 
 
-def card_row(row: dict[str, Any]) -> dict[str, Any]:
+def card_row(row: JudgedRow) -> CardRow:
     """What a card shows of a row: its verdict fields, long texts shortened, images as paths."""
-    out = {key: row[key] for key in CARD_FIELDS if key in row}
-    out.update({key: shorten(row[key]) for key in LONG_FIELDS if key in row})
+    fields: Mapping[str, Any] = row
+    out = {key: fields[key] for key in CARD_FIELDS if key in fields}
+    out.update({key: shorten(fields[key]) for key in LONG_FIELDS if key in fields})
     out["images"] = row_images(row)
-    return out
+    return cast(CardRow, out)
 
 
 @dataclass
 class Selection:
     """The items to show, in order, each {"row": first row, "runs": {input: rows}, "tally": ...}."""
 
-    items: dict[str, dict[str, Any]]
+    items: dict[str, Item]
     order: list[str]
     differs: set[str]
     total: int  # items in the inputs
@@ -90,11 +118,12 @@ class Selection:
         return len(self.order) < self.total
 
 
-def _judged(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
-    return (row for row in rows if isinstance(row, dict) and "hard" in row)
+def _judged(rows: Iterable[Mapping[str, Any]]) -> Iterator[JudgedRow]:
+    """The judged rows among `rows` (bv report has checked them: bv.records.check_judged_row)."""
+    return (cast(JudgedRow, row) for row in rows if isinstance(row, dict) and "hard" in row)
 
 
-def select_items(rows_by_input: Sequence[Iterable[dict[str, Any]]], limit: int = MAX_ITEMS) -> Selection:
+def select_items(rows_by_input: Sequence[Iterable[Mapping[str, Any]]], limit: int = MAX_ITEMS) -> Selection:
     """Rank every item, keep the rows of the first `limit` and show them differing first, then by
     id; each input is iterated twice."""
     seen: dict[str, list[dict[Any, str]]] = {}
@@ -124,20 +153,24 @@ def select_items(rows_by_input: Sequence[Iterable[dict[str, Any]]], limit: int =
         ),
     )[:limit]
     order = sorted(chosen, key=lambda key: (key not in differs, natural(key), key))  # shown by id
-    items: dict[str, dict[str, Any]] = {
+    shown_by_key: dict[str, defaultdict[int, list[CardRow]]] = {key: defaultdict(list) for key in order}
+    first: dict[str, CardRow] = {}
+    for index, rows in enumerate(rows_by_input):
+        for row in _judged(rows):
+            key = str(row.get("id"))
+            shown_runs = shown_by_key.get(key)
+            if shown_runs is None or len(shown_runs.get(index, ())) >= MAX_RUNS:
+                continue
+            shown = card_row(row)
+            shown_runs[index].append(shown)
+            first.setdefault(key, shown)
+    order = [key for key in order if key in first]  # all of them, unless an input changed meanwhile
+    items: dict[str, Item] = {
         key: {
-            "row": None,
-            "runs": defaultdict(list),
+            "row": first[key],
+            "runs": shown_by_key[key],
             "tally": [(sum(v == "right" for v in runs.values()), len(runs)) for runs in seen[key]],
         }
         for key in order
     }
-    for index, rows in enumerate(rows_by_input):
-        for row in _judged(rows):
-            item = items.get(str(row.get("id")))
-            if item is None or len(item["runs"].get(index, ())) >= MAX_RUNS:
-                continue
-            shown = card_row(row)
-            item["runs"][index].append(shown)
-            item["row"] = item["row"] or shown
     return Selection(items, order, differs & set(order), len(seen), counts)

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from bv.html_items import MAX_RUNS, Selection, natural
 from bv.render import paired_sentence
+from bv.report_types import Comparison, Summary
 from bv.stats import counted
 
 
@@ -16,7 +17,7 @@ def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def comparison_section(comparison: dict[str, Any], shown: set[str]) -> str:
+def comparison_section(comparison: Comparison, shown: set[str]) -> str:
     """The paired comparison as the terminal says it, a 2×2 table, and links to the items that moved."""
     out = ['<h2 id="paired">Paired comparison</h2>']
     pair = comparison.get("paired")
@@ -63,7 +64,7 @@ def _moved_links(keys: list[str], shown: set[str], limit: int = 200) -> str:
     return ", ".join(links) + more
 
 
-def input_facts(summary: dict[str, Any]) -> str:
+def input_facts(summary: Summary) -> str:
     """`40 items, 3 runs, model m; 2 rollout errors, 0 judge errors, 1 undecided`."""
     overall = summary["overall"]
     return (

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,13 @@ from urllib.parse import quote
 from bv import __version__
 from bv.atomic import atomic_output
 from bv.errors import StdoutClosed
+from bv.html_items import CardRow, Item, card_images, select_items, verdict
 from bv.html_items import natural as _natural
-from bv.html_items import row_images, select_items, verdict
 from bv.html_parts import cap_note, comparison_section, input_facts
 from bv.images import MAX_IMAGE_PIXELS, ImageError, pillow, read_image, sniff_format
 from bv.records import gold_text
 from bv.render import grid
+from bv.report_types import Comparison, Summary
 
 THUMB_PX = 320  # longest side of an embedded thumbnail
 QUALITY = 70
@@ -186,7 +187,7 @@ def _summary_table(headers: list[str], rows: list[list[str]], levels: list[str])
     return "".join(out) + "</tbody></table>"
 
 
-def _run_line(row: dict[str, Any] | None, who: str) -> str:
+def _run_line(row: CardRow | None, who: str) -> str:
     if row is None:
         label, cls = VERDICTS["missing"]
         who_html = f'<span class="who">{_esc(who)}</span>'
@@ -207,9 +208,9 @@ def _run_line(row: dict[str, Any] | None, who: str) -> str:
     return f'<details class="run"><summary>{head}</summary>{body}</details>'
 
 
-def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
+def _pictures(row: CardRow, thumbs: Thumbnails) -> str:
     out = []
-    for path in row_images(row):
+    for path in card_images(row):
         thumb = thumbs.get(path)
         if path in thumbs.refused:
             why = "image outside the results file's folder (--image-root, --allow-any-path)"
@@ -224,12 +225,12 @@ def _pictures(row: dict[str, Any], thumbs: Thumbnails) -> str:
     return "".join(out) or '<div class="noimg">no image</div>'
 
 
-def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: bool) -> str:
+def _card(item: Item, names: list[str], thumbs: Thumbnails, differs: bool) -> str:
     """One item: picture, question, choices, gold, then one line per run (runs of two inputs paired)."""
     row, runs = item["row"], item["runs"]
     # Inputs may come from different machines: show the images of the first input that has them all.
     firsts = [runs[i][0] for i in sorted(runs)]
-    pictured = next((r for r in firsts if all(thumbs.get(p) for p in row_images(r))), row)
+    pictured = next((r for r in firsts if all(thumbs.get(p) for p in card_images(r))), row)
     gold = set(row.get("answer") or [])
     choices = "".join(
         f"<li{' class=gold' if c.get('label') in gold else ''}><b>{_esc(c.get('label'))}.</b> "
@@ -245,7 +246,7 @@ def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: b
         for index, name in enumerate(names):
             who = (f"{name} · " if len(names) > 1 else "") + f"run {run}"
             matching = [r for r in runs.get(index, []) if r.get("run", 0) == run]
-            lines += [_run_line(r, who) for r in matching or [None]]
+            lines += [_run_line(r, who) for r in matching] or [_run_line(None, who)]
     scores, any_wrong = [], False
     for index, name in enumerate(names):
         right, total = item["tally"][index]  # every run, also those not shown
@@ -279,7 +280,7 @@ def _card(item: dict[str, Any], names: list[str], thumbs: Thumbnails, differs: b
     )
 
 
-def _filters(items: dict[str, dict[str, Any]], n_differing: int | None) -> str:
+def _filters(items: dict[str, Item], n_differing: int | None) -> str:
     subtypes: dict[str, set[str]] = defaultdict(set)
     for item in items.values():
         subtypes[str(item["row"].get("type", "unknown"))].add(str(item["row"].get("subtype", "unknown")))
@@ -301,7 +302,7 @@ def _filters(items: dict[str, dict[str, Any]], n_differing: int | None) -> str:
     )
 
 
-def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
+def _summary(summaries: list[Summary], names: list[str]) -> str:
     meta = " · ".join(_esc(f"{n}: {input_facts(s)}") for n, s in zip(names, summaries, strict=True))
     if len(summaries) == 1:
         return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}'
@@ -314,9 +315,9 @@ def _summary(summaries: list[dict[str, Any]], names: list[str]) -> str:
 
 def write_html(
     path: Path | str,
-    summaries: list[dict[str, Any]],
-    rows_by_input: Sequence[Iterable[dict[str, Any]]],
-    comparison: dict[str, Any] | None = None,
+    summaries: list[Summary],
+    rows_by_input: Sequence[Iterable[Mapping[str, Any]]],
+    comparison: Comparison | None = None,
     image_roots: list[Path] | None = None,
 ) -> int:
     """Write the viewer for these inputs (`-`: to stdout): `summaries[i]` summarizes `rows_by_input[i]`.
@@ -333,7 +334,7 @@ def write_html(
     items, differs = selection.items, selection.differs
     pair = len(rows_by_input) == 2
     runs = [(i, rows[0]) for item in items.values() for i, rows in item["runs"].items()]
-    named = {(p, i) for i, first in runs for p in row_images(first)}
+    named = {(p, i) for i, first in runs for p in card_images(first)}
     allowed = {p for p, i in named if image_roots is None or inside(p, image_roots[i])}
     thumbs = Thumbnails(allowed, refused={p for p, _ in named} - allowed)
     data = json.dumps(thumbs.by_hash, separators=(",", ":")).replace("<", "\\u003c")

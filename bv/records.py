@@ -184,7 +184,7 @@ def message_text(content: Any, image_marks: bool = False) -> str:
     return "\n\n".join(parts)
 
 
-def gold_text(record: dict[str, Any]) -> str:
+def gold_text(record: Mapping[str, Any]) -> str:
     """The gold answer as a person reads it: `B. red circle` for choice items, `a | b` for blank."""
     if record.get("ans_type") == "choice":
         label = record["answer"][0]

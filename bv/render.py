@@ -9,9 +9,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from bv.errors import StdoutClosed
+from bv.report_types import Comparison, Figures, Paired, Provenance, ReportData, Summary
 from bv.stats import counted, human_count
 from bv.terminal import markup_safe, printable
 
@@ -34,7 +36,11 @@ FIGURES = (
 )
 
 
-def _groups(summary: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+# What bv.report.build_report makes: one input's Summary, or several compared (a ReportData).
+Built = Summary | ReportData
+
+
+def _groups(summary: Summary) -> list[tuple[str, str, Figures]]:
     """(level, label, cell) in display order: overall, then each type followed by its subtypes."""
     out = [("overall", "Overall", summary["overall"])]
     for type_name, cell in summary["by_type"].items():
@@ -51,7 +57,7 @@ def pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def accuracy_text(cell: dict[str, Any]) -> str:
+def accuracy_text(cell: Figures) -> str:
     if cell["accuracy"] is None:
         return "–"
     if cell["std"] is not None:
@@ -59,16 +65,16 @@ def accuracy_text(cell: dict[str, Any]) -> str:
     return pct(cell["accuracy"])
 
 
-def finished_only(summaries: list[dict[str, Any]]) -> bool:
+def finished_only(summaries: list[Summary]) -> bool:
     """Whether the accuracies are over finished rows only (--exclude-failed), which every format says."""
     return any(str(s.get("accuracy_over", "")).startswith("finished") for s in summaries)
 
 
-def failures_text(cell: dict[str, Any]) -> str:
+def failures_text(cell: Figures) -> str:
     return f"{cell['errors']}/{cell['judge_errors']}/{cell['undecided']}"
 
 
-def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], list[str]]:
+def grid(summaries: list[Summary]) -> tuple[list[str], list[list[str]], list[str]]:
     """Headers, rows and each row's level, for the table and Markdown formats."""
     accuracy_label = "accuracy % (finished rows)" if finished_only(summaries) else "accuracy %"
     if len(summaries) == 1:
@@ -136,18 +142,30 @@ def grid(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], l
     return headers, rows, levels
 
 
-def _find(summary: dict[str, Any], level: str, label: str) -> dict[str, Any] | None:
+def _find(summary: Summary, level: str, label: str) -> Figures | None:
     for lvl, lab, cell in _groups(summary):
         if lvl == level and lab == label:
             return cell
     return None
 
 
-def summaries_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+def built(report: Built | Mapping[str, Any]) -> Built:
+    """A report as bv.report.build_report makes it, typed (its producers are not typed yet)."""
+    return cast(Built, report)
+
+
+def summaries_of(report: Built | Mapping[str, Any]) -> list[Summary]:
+    """One summary per input (or --by group)."""
+    report = built(report)
     return report["inputs"] if "inputs" in report else [report]
 
 
-def notes(report: dict[str, Any]) -> list[str]:
+def comparison_of(report: Built) -> Comparison | None:
+    """How the inputs compare; None for one input."""
+    return report["comparison"] if "inputs" in report else None
+
+
+def notes(report: Built) -> list[str]:
     """The lines under the table: what each input cost, and how inputs compare."""
     lines = []
     for summary in summaries_of(report):
@@ -169,7 +187,7 @@ def notes(report: dict[str, Any]) -> list[str]:
             "Accuracy over finished rows only (--exclude-failed): rollout errors, judge errors and"
             " undecided rows are left out of it, and counted in their own columns."
         )
-    comparison = report.get("comparison")
+    comparison = comparison_of(report)
     if comparison:
         if any(comparison["left_out"].values()):
             left = ", ".join(f"{name} {n}" for name, n in comparison["left_out"].items())
@@ -183,7 +201,7 @@ def notes(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def provenance_parts(provenance: dict[str, Any]) -> list[str]:
+def provenance_parts(provenance: Provenance) -> list[str]:
     """Where and when an input's rows were made, as far as its rows say (older rows do not)."""
     parts = []
     if provenance.get("endpoints"):
@@ -197,7 +215,7 @@ def provenance_parts(provenance: dict[str, Any]) -> list[str]:
     return parts
 
 
-def paired_sentence(pair: dict[str, Any]) -> str:
+def paired_sentence(pair: Paired) -> str:
     """The paired comparison in one sentence, the same in the terminal and the HTML viewer."""
     return (
         f"{pair['b']} vs {pair['a']}, paired by (id, run) over {counted(pair['pairs'], 'row')}:"
@@ -207,7 +225,7 @@ def paired_sentence(pair: dict[str, Any]) -> str:
     )
 
 
-def render_table(report: dict[str, Any], stream: Any) -> None:
+def render_table(report: Built | Mapping[str, Any], stream: Any) -> None:
     from rich.console import Console
 
     from bv.table_fit import fitted_table
@@ -218,6 +236,7 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
 
     # On a terminal the table fits the window (bv.table_fit); in a pipe or file nothing needs wrapping.
     console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
+    report = built(report)
     summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
     title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
@@ -237,7 +256,8 @@ def render_table(report: dict[str, Any], stream: Any) -> None:
         console.print(printable(line), markup=False, highlight=False)
 
 
-def render_markdown(report: dict[str, Any], stream: Any) -> None:
+def render_markdown(report: Built | Mapping[str, Any], stream: Any) -> None:
+    report = built(report)
     headers, rows, levels = grid(summaries_of(report))
     stream.write("| " + " | ".join(headers) + " |\n")
     stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
@@ -248,17 +268,17 @@ def render_markdown(report: dict[str, Any], stream: Any) -> None:
     stream.write("\n" + "".join(f"- {printable(line)}\n" for line in notes(report)))
 
 
-def render_csv(report: dict[str, Any], stream: Any) -> None:
+def render_csv(report: Built | Mapping[str, Any], stream: Any) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["input", "level", "group", *FIGURES])
     for summary in summaries_of(report):
         for level, label, cell in _groups(summary):
-            ci = cell.get("ci95") or [None, None]
+            ci = cell.get("ci95")
             figures = {
                 **cell,
-                "ci_low": ci[0],
-                "ci_high": ci[1],
+                "ci_low": ci[0] if ci else None,
+                "ci_high": ci[1] if ci else None,
                 "accuracy_over": summary.get("accuracy_over"),
             }
             writer.writerow(
@@ -272,11 +292,12 @@ def render_csv(report: dict[str, Any], stream: Any) -> None:
     stream.write(buffer.getvalue())
 
 
-def report_json(report: dict[str, Any]) -> dict[str, Any]:
+def report_json(report: Built | Mapping[str, Any]) -> ReportData:
     """The one shape of `bv report --format json`, whatever the number of inputs: `inputs`, one
     summary per input (or --by group), and `comparison`, null for one input (docs/formats.md)."""
-    return {"inputs": summaries_of(report), "comparison": report.get("comparison")}
+    report = built(report)
+    return {"inputs": summaries_of(report), "comparison": comparison_of(report)}
 
 
-def render_json(report: dict[str, Any], stream: Any) -> None:
+def render_json(report: Built | Mapping[str, Any], stream: Any) -> None:
     stream.write(json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n")

@@ -24,6 +24,7 @@ from typing import Any
 
 from bv.errors import BadRecord, Fatal
 from bv.records import check_judged_row, row_key
+from bv.report_types import Summary
 from bv.stats import mcnemar_exact
 from bv.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
 
@@ -344,7 +345,7 @@ def _compare(
     return {"inputs": summaries, "comparison": comparison}
 
 
-def warnings(summaries: list[dict[str, Any]]) -> list[str]:
+def warnings(summaries: list[Summary]) -> list[str]:
     """One line per input whose rows did not all finish: how many, and how to fix them."""
     lines = []
     for s in summaries:
@@ -385,7 +386,7 @@ def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-def below(summaries: list[dict[str, Any]], threshold: float) -> list[str]:
+def below(summaries: list[Summary], threshold: float) -> list[str]:
     """What a CI gate says of each input whose overall accuracy is below `threshold`
     (a fraction, or a percentage when above 1)."""
     fraction = threshold / 100 if threshold > 1 else threshold
