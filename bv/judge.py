@@ -279,5 +279,5 @@ def run_judge(
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
     outcome.failed_what = "got a judge error"
     if llm is not None and llm.caller.cache is not None:
-        outcome.cached = stats.done - stats.errors
+        outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return problems, outcome
