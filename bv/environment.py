@@ -24,7 +24,7 @@ def debug() -> bool:
 
 
 def number(name: str, default: float) -> float:
-    """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S (docs/rollout.md)."""
+    """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S, BV_PROGRESS_EVERY_S (docs/rollout.md)."""
     return float(os.environ.get(name, default))
 
 

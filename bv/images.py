@@ -7,11 +7,14 @@ by the requests in flight. Formats are told from the bytes, never from the file 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import io
 import os
+import re
 import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from bv.errors import BadRecord
+from bv.image_header import png_header
 
 # Formats chat APIs accept as they are; anything else is converted to PNG before sending.
 SENDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
@@ -85,10 +89,23 @@ def file_url(path: Path) -> str:
 
 def path_of(url: str) -> Path:
     """The local path a `file://` URL names."""
+    return Path(url_path(url))
+
+
+# What makes a file URL's path need urllib and pathlib: %-escapes, a query or fragment, characters
+# urlsplit drops, and the spellings pathlib normalises (//, /./, a trailing /).
+_NOT_PLAIN = re.compile(r"[%?#\t\r\n]|//|/\.(?:/|\Z)|/\Z")
+
+
+def url_path(url: str) -> str:
+    """The local path a `file://` URL names, as a string: for the plain URLs bv prompt writes, the
+    URL's own text (no urllib, no pathlib: this runs for every image of every request)."""
+    if url.startswith("file:///") and not _NOT_PLAIN.search(url, 7):
+        return url[7:]
     parsed = urlparse(url)
     if parsed.scheme != "file":
         raise ValueError(f"not a file URL: {url[:80]}")
-    return Path(unquote(parsed.path))
+    return str(Path(unquote(parsed.path)))
 
 
 @dataclass(frozen=True)
@@ -106,15 +123,24 @@ class ImageError(Exception):
         self.why = why or message  # the reason without the file name
 
 
-def open_image(path: Path) -> BinaryIO:
+def _name(path: Path | str) -> str:
+    return os.path.basename(path)
+
+
+def open_image(path: Path | str) -> BinaryIO:
     """Open an image file for reading: only a regular file of at most MAX_IMAGE_BYTES.
 
     Opened without blocking and checked on the open file, so a FIFO, a device such as
     /dev/zero, or a file swapped in after a check is refused at once instead of hanging or
     being read until memory runs out. Every image read in bv goes through here."""
+    return os.fdopen(_open_checked(path)[0], "rb")
+
+
+def _open_checked(path: Path | str) -> tuple[int, os.stat_result]:
+    """`open_image`'s descriptor and the open file's status."""
 
     def refuse(why: str) -> ImageError:
-        return ImageError(f"{path.name}: {why}", why)
+        return ImageError(f"{_name(path)}: {why}", why)
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -128,29 +154,29 @@ def open_image(path: Path) -> BinaryIO:
             raise refuse("not a regular file")
         if info.st_size > MAX_IMAGE_BYTES:
             raise refuse(f"{info.st_size} bytes is over the image size limit of {MAX_IMAGE_BYTES}")
-        return os.fdopen(fd, "rb")
+        return fd, info
     except BaseException:
         os.close(fd)
         raise
 
 
-def _blocks(path: Path) -> Iterator[bytes]:
+def _blocks(path: Path | str, opened: BinaryIO | None = None) -> Iterator[bytes]:
     """An image file's bytes in blocks (see `open_image`), never past MAX_IMAGE_BYTES even if it grows."""
     total = 0
-    with open_image(path) as f:
+    with opened or open_image(path) as f:
         while block := f.read(1 << 20):
             total += len(block)
             if total > MAX_IMAGE_BYTES:
-                raise ImageError(f"{path.name}: over the image size limit of {MAX_IMAGE_BYTES} bytes")
+                raise ImageError(f"{_name(path)}: over the image size limit of {MAX_IMAGE_BYTES} bytes")
             yield block
 
 
-def read_image(path: Path) -> bytes:
+def read_image(path: Path | str, opened: BinaryIO | None = None) -> bytes:
     """An image file's bytes, read as `open_image` allows."""
-    return b"".join(_blocks(path))
+    return b"".join(_blocks(path, opened))
 
 
-def content_hash(path: Path) -> str:
+def content_hash(path: Path | str) -> str:
     """sha256 of the file's bytes: what the cache key holds in place of the image."""
     digest = hashlib.sha256()
     for block in _blocks(path):
@@ -158,14 +184,25 @@ def content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
-def encode_image(path: Path, options: ImageOptions = ImageOptions()) -> str:
+def encode_image(path: Path | str, options: ImageOptions = ImageOptions()) -> str:
     """Read an image and return it as a data URI, converted and downscaled where needed."""
-    data = read_image(path)
+    return _encode(path, read_image(path), options)
+
+
+class DataURI(str):
+    """A data URI bv made (`data:image/...;base64,...`): nothing in it needs escaping in JSON,
+    so a request body can take it as it is (bv.backends.openai_compat)."""
+
+    __slots__ = ()
+
+
+def _encode(path: Path | str, data: bytes, options: ImageOptions) -> DataURI:
     fmt = sniff_format(data[:16])
     if fmt is None:
-        raise ImageError(f"{path.name}: not an image")
-    data, fmt = _prepare(data, fmt, options, path.name)
-    return f"data:{SENDABLE[fmt]};base64,{base64.b64encode(data).decode('ascii')}"
+        raise ImageError(f"{_name(path)}: not an image")
+    data, fmt = _prepare(data, fmt, options, _name(path))
+    head = f"data:{SENDABLE[fmt]};base64,".encode()
+    return DataURI(head + binascii.b2a_base64(data, newline=False), "ascii")  # one copy fewer than str
 
 
 def pillow() -> tuple[Any, Any]:
@@ -193,19 +230,38 @@ def _orientation(img: Any, fmt: str) -> int:
     return img.getexif().get(0x0112, 1)
 
 
+# Modes chat APIs may not take: converted to RGB(A) or L(A) before sending.
+_ODD_MODES = ("P", "PA", "CMYK", "I;16", "I", "F", "1")
+
+
+def _check_pixels(width: int, height: int, name: str) -> None:
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ImageError(f"{name}: {width}x{height} pixels is over the limit (decompression bomb?)")
+
+
+def _as_is(fmt: str, pixels: int, mode: str, orientation: int, options: ImageOptions) -> bool:
+    """Whether an image goes as it is: a format and mode APIs take, upright, not too big."""
+    too_big = options.max_pixels is not None and pixels > options.max_pixels
+    return fmt in SENDABLE and orientation == 1 and not too_big and mode not in _ODD_MODES
+
+
 def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
-    """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow."""
+    """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow.
+    A plain PNG is judged from its header alone (see `png_header`); everything else by Pillow."""
+    header = png_header(data) if fmt == "PNG" else None
+    if header is not None:
+        width, height, mode = header
+        _check_pixels(width, height, name)
+        if _as_is(fmt, width * height, mode, 1, options):
+            return data, fmt
     Image, ImageOps = pillow()
     try:
         with Image.open(io.BytesIO(data), formats=[fmt]) as img:
             width, height = img.size
-            if width * height > MAX_IMAGE_PIXELS:
-                raise ImageError(f"{name}: {width}x{height} pixels is over the limit (decompression bomb?)")
-            orientation = _orientation(img, fmt)
-            too_big = options.max_pixels is not None and width * height > options.max_pixels
-            odd_mode = img.mode in ("P", "PA", "CMYK", "I;16", "I", "F", "1")
-            if fmt in SENDABLE and orientation == 1 and not too_big and not odd_mode:
+            _check_pixels(width, height, name)
+            if _as_is(fmt, width * height, img.mode, _orientation(img, fmt), options):
                 return data, fmt
+            too_big = options.max_pixels is not None and width * height > options.max_pixels
             img.load()
             out = ImageOps.exif_transpose(img) or img
             if out.mode not in ("RGB", "RGBA", "L", "LA"):
@@ -223,40 +279,85 @@ def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[b
         raise ImageError(f"{name}: cannot be decoded ({exc})") from None
 
 
-def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list[dict]:
-    """A copy of the messages with each `file://` image URL replaced by `replace(path)`."""
-    out = []
-    for message in messages:
+class EncodedImages:
+    """The data URIs of a run's images, kept (up to `budget` characters, least recently used out
+    first) so that an image sent again, by an item's repeats, its later turns or another item, is
+    not read, checked and encoded again. Keyed by the file's identity and version (device, inode,
+    size, mtime, ctime) and the options: an edited or replaced file is read anew. Big images are
+    not kept (the memory of a run stays bounded by the requests in flight)."""
+
+    def __init__(self, budget: int = 8 * 1024 * 1024, largest: int = 1024 * 1024) -> None:
+        self.budget, self.largest = budget, largest
+        self._kept: OrderedDict[tuple, DataURI] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()  # big images are encoded in worker threads
+
+    def __call__(self, path: str, options: ImageOptions) -> DataURI:
+        fd, info = _open_checked(path)
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, options)
+        with self._lock:
+            uri = self._kept.get(key)
+            if uri is not None:
+                self._kept.move_to_end(key)
+        if uri is not None:
+            os.close(fd)
+            return uri
+        uri = _encode(path, read_image(path, os.fdopen(fd, "rb")), options)
+        if len(uri) <= self.largest:
+            with self._lock:
+                if key not in self._kept:
+                    self._kept[key] = uri
+                    self._size += len(uri)
+                while self._size > self.budget:
+                    self._size -= len(self._kept.popitem(last=False)[1])
+        return uri
+
+
+def _image_urls(messages: list[dict]) -> list[tuple[int, int, str]]:
+    """(message, part, url) of each `file://` image of the messages, in order; any shape is
+    tolerated (a plain string part, a part without a dict image_url)."""
+    found = []
+    for m, message in enumerate(messages):
         content = message.get("content")
         if isinstance(content, list):
-            parts = []
-            for part in content:  # any shape: a plain string part, a part without a dict image_url
-                is_image = isinstance(part, dict) and part.get("type") == "image_url"
-                image = part.get("image_url") if is_image else None
-                url = image.get("url") if isinstance(image, dict) else None
-                if isinstance(url, str) and url.startswith("file:"):
-                    part = {**part, "image_url": {**part["image_url"], "url": replace(path_of(url))}}
-                parts.append(part)
-            message = {**message, "content": parts}
-        out.append(message)
+            for p, part in enumerate(content):
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    image = part.get("image_url")
+                    url = image.get("url") if isinstance(image, dict) else None
+                    if isinstance(url, str) and url.startswith("file:"):
+                        found.append((m, p, url))
+    return found
+
+
+def _with_urls(messages: list[dict], found: list[tuple[int, int, str]], urls: list[str]) -> list[dict]:
+    """A copy of the messages with the found image URLs replaced by `urls`, copying only what changes."""
+    out = list(messages)
+    for (m, p, _), url in zip(found, urls, strict=True):
+        if out[m] is messages[m]:
+            out[m] = {**messages[m], "content": list(messages[m]["content"])}
+        part = out[m]["content"][p]
+        out[m]["content"][p] = {**part, "image_url": {**part["image_url"], "url": url}}
     return out
 
 
-def inline_images(messages: list[dict], options: ImageOptions = ImageOptions()) -> list[dict]:
+def map_image_urls(messages: list[dict], replace: Callable[[Path], str]) -> list[dict]:
+    """A copy of the messages with each `file://` image URL replaced by `replace(path)`."""
+    found = _image_urls(messages)
+    return _with_urls(messages, found, [replace(path_of(url)) for _, _, url in found])
+
+
+def inline_images(
+    messages: list[dict], options: ImageOptions = ImageOptions(), encoded: EncodedImages | None = None
+) -> list[dict]:
     """The messages ready to send: each `file://` image replaced by its data URI."""
-    return map_image_urls(messages, lambda path: encode_image(path, options))
+    found = _image_urls(messages)
+    encode = encoded or (lambda path, options: encode_image(path, options))
+    return _with_urls(messages, found, [encode(url_path(url), options) for _, _, url in found])
 
 
 def image_paths(messages: list[dict]) -> list[Path]:
     """The local image files the messages refer to."""
-    paths: list[Path] = []
-
-    def note(path: Path) -> str:
-        paths.append(path)
-        return ""
-
-    map_image_urls(messages, note)
-    return paths
+    return [path_of(url) for _, _, url in _image_urls(messages)]
 
 
 # Below this many bytes of images a request is encoded on the event loop: a thread would cost
@@ -264,14 +365,21 @@ def image_paths(messages: list[dict]) -> list[Path]:
 ENCODE_IN_LOOP_BYTES = 512 * 1024
 
 
-async def inline_images_async(messages: list[dict], options: ImageOptions = ImageOptions()) -> list[dict]:
+async def inline_images_async(
+    messages: list[dict], options: ImageOptions = ImageOptions(), encoded: EncodedImages | None = None
+) -> list[dict]:
     """`inline_images`, in a worker thread when the images are big enough to stall the loop."""
+    found = _image_urls(messages)
+    if not found:
+        return messages
+    size = 0
+    for _, _, url in found:
+        try:
+            size += os.stat(url_path(url)).st_size
+        except (OSError, ValueError):
+            pass  # inline_images says what is wrong with the file
+    if size < ENCODE_IN_LOOP_BYTES:
+        return inline_images(messages, options, encoded)
     import asyncio
 
-    try:
-        size = sum(path.stat().st_size for path in image_paths(messages))
-    except (OSError, ValueError):
-        size = 0  # inline_images says what is wrong with the file
-    if size < ENCODE_IN_LOOP_BYTES:
-        return inline_images(messages, options)
-    return await asyncio.to_thread(inline_images, messages, options)
+    return await asyncio.to_thread(inline_images, messages, options, encoded)

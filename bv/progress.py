@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from bv import environment
 from bv.stats import counted, human_count
 from bv.terminal import printable
 
@@ -142,13 +143,14 @@ class ProgressDisplay:
         label: str,
         quiet: bool = False,
         stream: IO[str] | None = None,
-        every_s: float = 5.0,
+        every_s: float | None = None,
     ) -> None:
         self.stats = stats
         self.label = label
         self.quiet = quiet
         self.stream = stream or sys.stderr
-        self.every_s = every_s
+        # Seconds between plain lines (a log, CI); BV_PROGRESS_EVERY_S changes the default of 5.
+        self.every_s = environment.number("BV_PROGRESS_EVERY_S", 5) if every_s is None else every_s
         self._task: asyncio.Task | None = None
         self._bar: Any = None  # a rich Progress, imported only when shown
 
@@ -186,7 +188,7 @@ class ProgressDisplay:
         """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
         last_line, last_waiting = time.monotonic(), ""
         while True:
-            await asyncio.sleep(0.2 if self._bar else 1.0)
+            await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))
             if self._bar is not None:
                 info = printable(self.stats.line().split(", ", 1)[1])
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)

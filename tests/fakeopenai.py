@@ -32,6 +32,7 @@ class Reply:
     delay: float = 0.0
     drop: bool = False  # close the connection without answering
     hang: bool = False  # never answer
+    release: threading.Event | None = None  # answer only once the test sets this
     finish_reason: str = "stop"
     usage: tuple[int, int] = (10, 5)
 
@@ -188,6 +189,8 @@ class FakeOpenAI:
                 await asyncio.sleep(self.latency + reply.delay)
             if reply.hang:
                 await asyncio.sleep(3600)
+            while reply.release is not None and not reply.release.is_set():
+                await asyncio.sleep(0.01)
             if reply.drop:
                 return False
             if reply.stream is not None:
@@ -209,10 +212,15 @@ class FakeOpenAI:
                 f"content-length: {len(payload)}",
             ]
             head_lines += [f"{k}: {v}" for k, v in reply.headers.items()]
-            writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode() + payload)
-            await writer.drain()
-            seen.status = reply.status
-            seen.finished = time.monotonic()
+            # Marked before the write: a client in this process may read the reply before this
+            # thread runs again; a connection that fails meanwhile unmarks it.
+            seen.status, seen.finished = reply.status, time.monotonic()
+            try:
+                writer.write(("\r\n".join(head_lines) + "\r\n\r\n").encode() + payload)
+                await writer.drain()
+            except BaseException:
+                seen.finished = None
+                raise
             return True
         finally:
             self.in_flight -= 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Reply, sh
+from conftest import Reply, bv_inproc
 
 
 def test_conversation_has_the_follow_up_prompt(sample_dir, server, tmp_path):
@@ -14,7 +14,7 @@ def test_conversation_has_the_follow_up_prompt(sample_dir, server, tmp_path):
 
     server.responder = answer
     out = tmp_path / "art"
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | head -2 | bv rollout --base-url {server.base_url} -m m"
         f" --max-turns 2 --no-cache --artifacts {out} -q"
     )

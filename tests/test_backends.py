@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import FakeOpenAI, Reply, jsonl, sh
+from conftest import FakeOpenAI, Reply, bv_inproc, jsonl
 
 KEY = "sk-live-ZZZZsecretkeyvalue0123456789"
 
@@ -17,7 +17,7 @@ def test_replicas_share_load_and_a_failing_one_rests(sample_dir, tmp_path):
     )
     good.start(), bad.start()
     try:
-        result = sh(
+        result = bv_inproc(
             f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {bad.base_url}"
             f" --base-url {good.base_url} -m m -j 4 --no-cache --retries 8",
             env={"BV_RETRY_BASE_S": "0.01"},
@@ -35,7 +35,7 @@ def test_replicas_least_in_flight(sample_dir):
     fast = FakeOpenAI(lambda seen: Reply(content="\\boxed{A}"))
     slow.start(), fast.start()
     try:
-        result = sh(
+        result = bv_inproc(
             f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {slow.base_url}"
             f" --base-url {fast.base_url} -m m -j 2 --no-cache"
         )
@@ -54,7 +54,7 @@ def test_azure_backend_routes_to_the_deployment(sample_dir, server, tmp_path):
         "AZURE_OPENAI_API_KEY": KEY,
         "AZURE_OPENAI_API_VERSION": "2024-10-21",
     }
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend azure -m my-deployment -j 2"
         " --no-cache",
         env=env,
@@ -68,7 +68,7 @@ def test_azure_backend_routes_to_the_deployment(sample_dir, server, tmp_path):
 
 
 def test_azure_without_settings_names_what_is_missing(sample_dir):
-    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend azure -m d")
+    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend azure -m d")
     assert (
         result.returncode == 1
         and "AZURE_OPENAI_ENDPOINT" in result.stderr
@@ -79,7 +79,7 @@ def test_azure_without_settings_names_what_is_missing(sample_dir):
 def test_cache_holds_replies_not_keys_and_can_be_inspected(sample_dir, server, tmp_path):
     server.responder = lambda seen: Reply(content="\\boxed{D}")
     cache = tmp_path / "cache.sqlite"
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url}"
         f" --api-key {KEY} -m model-x --cache {cache} > /dev/null"
     )
@@ -91,17 +91,19 @@ def test_cache_holds_replies_not_keys_and_can_be_inspected(sample_dir, server, t
     db.close()
     for path in tmp_path.glob("cache.sqlite*"):
         assert KEY.encode() not in path.read_bytes() and KEY[-12:].encode() not in path.read_bytes()
-    stats = json.loads(sh(f"bv cache stats --cache {cache}").stdout)
+    stats = json.loads(bv_inproc(f"bv cache stats --cache {cache}").stdout)
     assert stats["replies"] == n and stats["models"][0]["model"] == "model-x"
-    assert "deleted 0 replies" in sh(f"bv cache clear --cache {cache} --model other").stderr
-    assert f"deleted {n} replies" in sh(f"bv cache clear --cache {cache} --all").stderr
-    assert json.loads(sh(f"bv cache stats --cache {cache}").stdout)["replies"] == 0
+    assert "deleted 0 replies" in bv_inproc(f"bv cache clear --cache {cache} --model other").stderr
+    assert f"deleted {n} replies" in bv_inproc(f"bv cache clear --cache {cache} --all").stderr
+    assert json.loads(bv_inproc(f"bv cache stats --cache {cache}").stdout)["replies"] == 0
 
 
 def test_default_cache_follows_xdg(sample_dir, server, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     server.responder = lambda seen: Reply(content="\\boxed{A}")
-    sh(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m > /dev/null")
+    bv_inproc(
+        f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m > /dev/null"
+    )
     assert (tmp_path / "xdg" / "bv" / "cache.sqlite").exists()
 
 
@@ -111,9 +113,9 @@ def test_max_pixels_is_part_of_the_request(sample_dir, server, tmp_path):
     cache = tmp_path / "cache.sqlite"
     base = f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m"
     base += f" --cache {cache}"
-    assert sh(f"{base} > /dev/null").returncode == 0
+    assert bv_inproc(f"{base} > /dev/null").returncode == 0
     first = len(server.seen)
-    rows = jsonl(sh(f"{base} --max-pixels 5000").stdout)
+    rows = jsonl(bv_inproc(f"{base} --max-pixels 5000").stdout)
     assert len(server.seen) == 2 * first
     assert all(r["params"] == {"max_pixels": 5000} for r in rows)
     assert all("max_pixels" not in s.body for s in server.seen)  # bv's own parameter, not the API's

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl, sh
 
 DATA = Path(__file__).parent / "data"
 BAD = DATA / "bad"
@@ -54,6 +54,22 @@ LINE_CASES = [
 ENV = {"BV_MAX_LINE_BYTES": "16384"}
 
 
+@pytest.fixture(autouse=True)
+def line_limit(monkeypatch):
+    """In process, the limit BV_MAX_LINE_BYTES sets when bv is imported (the first test checks
+    that the variable does set it)."""
+    import bv.jsonl
+
+    monkeypatch.setattr(bv.jsonl, "MAX_LINE_BYTES", int(ENV["BV_MAX_LINE_BYTES"]))
+
+
+def test_the_line_limit_is_set_from_the_environment():
+    path = BAD / "over-long-line.jsonl"
+    result = sh(f"bv prompt {path}", env=ENV)
+    assert_clean_failure(result, f"{path}:2", "line longer than 16384 bytes", good=2)
+    assert "line longer than" not in sh(f"bv prompt {path}").stderr
+
+
 def assert_clean_failure(result, where: str, why: str, good: int, code: int = 1) -> None:
     assert result.returncode == code, result.stderr
     assert f"{where}: {why}" in result.stderr, result.stderr
@@ -65,20 +81,20 @@ def assert_clean_failure(result, where: str, why: str, good: int, code: int = 1)
 def test_prompt_names_each_bad_item(name):
     line, why = ITEM_CASES[name]
     path = BAD / name
-    result = sh(f"bv prompt {path}", env=ENV)
+    result = bv_inproc(f"bv prompt {path}")
     assert_clean_failure(result, f"{path}:{line}", why, good=2)
-    assert sh(f"bv prompt --skip-bad {path}", env=ENV).returncode == 0
+    assert bv_inproc(f"bv prompt --skip-bad {path}").returncode == 0
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(ITEM_CASES) if not n.startswith(("image-", "path-"))])
 def test_import_names_each_bad_item(name):
     line, why = ITEM_CASES[name]
     path = BAD / name
-    assert_clean_failure(sh(f"bv import {path}", env=ENV), f"{path}:{line}", why, good=2)
+    assert_clean_failure(bv_inproc(f"bv import {path}"), f"{path}:{line}", why, good=2)
 
 
 def test_bom_is_named_but_not_an_error():
-    result = sh(f"bv prompt {BAD / 'bom.jsonl'}")
+    result = bv_inproc(f"bv prompt {BAD / 'bom.jsonl'}")
     assert result.returncode == 0 and len(jsonl(result.stdout)) == 3
     assert f"{BAD / 'bom.jsonl'}:1: warning: UTF-8 byte order mark ignored" in result.stderr
 
@@ -96,7 +112,7 @@ def stage_inputs(tmp_path_factory) -> dict[str, Path]:
     paths = {}
     for name, command in commands.items():
         paths[name] = folder / f"{name}.jsonl"
-        paths[name].write_text(sh(command).stdout)
+        paths[name].write_text(bv_inproc(command).stdout)
     return paths
 
 
@@ -126,7 +142,7 @@ def test_every_stage_names_bad_lines(stage, case, stage_inputs, tmp_path):
     else:
         path = spliced(good, (BAD / case).read_bytes().splitlines(keepends=True)[1], tmp_path / "in.jsonl")
         line, why = ITEM_CASES[case]
-    result = sh(f"{command} {path}", env=ENV)
+    result = bv_inproc(f"{command} {path}")
     assert result.returncode == 1 and f"{path}:{line}: {why}" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     if stage != "report":
@@ -148,7 +164,7 @@ def test_every_stage_names_bad_lines(stage, case, stage_inputs, tmp_path):
 def test_records_of_the_wrong_stage_are_named(stage, fed, why, stage_inputs, tmp_path):
     command, _ = STAGES[stage]
     path = BAD / "bom.jsonl" if fed == "items" else stage_inputs[fed]
-    result = sh(f"{command} {path}")
+    result = bv_inproc(f"{command} {path}")
     line = 1 if stage == "report" else 2
     assert result.returncode == 1 and f"{path}:{line}: {why}" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
@@ -170,20 +186,22 @@ def test_path_escapes_never_send_the_file(server, tmp_path):
     lines.append((BAD / "bom.jsonl").read_bytes().splitlines()[1])  # one good item
     items.write_bytes(b"\n".join(lines) + b"\n")
     server.responder = lambda seen: Reply(content="\\boxed{1}")
-    result = sh(f"bv prompt --skip-bad {items} | bv rollout --base-url {server.base_url} -m m --no-cache")
+    result = bv_inproc(
+        f"bv prompt --skip-bad {items} | bv rollout --base-url {server.base_url} -m m --no-cache"
+    )
     assert result.returncode == 0 and len(jsonl(result.stdout)) == 1
     assert result.stderr.count("resolves outside") == 2 and "absolute paths are refused" in result.stderr
     secret = base64.b64encode(SECRET.read_bytes()).decode()
     assert len(server.seen) == 1 and secret not in json.dumps(server.seen[0].body)
     # --allow-any-path is the explicit way to lift the confinement.
-    assert len(jsonl(sh(f"bv prompt --allow-any-path {items}").stdout)) == 4
+    assert len(jsonl(bv_inproc(f"bv prompt --allow-any-path {items}").stdout)) == 4
 
 
 def test_debug_shows_a_traceback_only_when_asked(tmp_path):
     items = BAD / "bom.jsonl"
-    quiet = sh(f"bv prompt {items} | bv rollout -m m")
+    quiet = bv_inproc(f"bv prompt {items} | bv rollout -m m")
     assert quiet.returncode == 1 and "Traceback" not in quiet.stderr and "no model endpoint" in quiet.stderr
-    loud = sh(f"bv prompt {items} | bv rollout -m m", env={"BV_DEBUG": "1"})
+    loud = sh(f"bv prompt {items} | bv rollout -m m", env={"BV_DEBUG": "1"})  # the interpreter's traceback
     assert loud.returncode == 1 and "Traceback" in loud.stderr
 
 
@@ -200,6 +218,6 @@ def test_full_disk_and_unwritable_output_are_clear_errors(stage_inputs, tmp_path
         )
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = sh(f"bv merge {stage_inputs['judged']} -o {blocker}/out.jsonl")
+    result = bv_inproc(f"bv merge {stage_inputs['judged']} -o {blocker}/out.jsonl")
     assert result.returncode == 1 and f"cannot write {blocker}/out.jsonl" in result.stderr
     assert "Traceback" not in result.stderr

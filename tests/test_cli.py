@@ -8,13 +8,13 @@ import json
 import shutil
 
 import pytest
-from conftest import jsonl, sh
+from conftest import bv_inproc, jsonl, sh
 
 COMMANDS = ["prompt", "rollout", "judge", "merge", "report", "synth", "import", "cache"]
 
 
 def test_help_lists_every_stage():
-    result = sh("bv --help")
+    result = bv_inproc("bv --help")
     assert result.returncode == 0
     for command in COMMANDS:
         assert f"  {command} " in result.stdout
@@ -22,7 +22,7 @@ def test_help_lists_every_stage():
 
 @pytest.mark.parametrize("command", [*COMMANDS, "cache stats", "cache clear"])
 def test_every_help_shows_an_example(command):
-    result = sh(f"bv {command} --help")
+    result = bv_inproc(f"bv {command} --help")
     assert result.returncode == 0
     assert "Example" in result.stdout and f"bv {command}" in result.stdout
 
@@ -45,12 +45,12 @@ def test_bad_line_named_by_file_and_line_and_exit_1(sample_dir, tmp_path):
     bad = tmp_path / "items.jsonl"
     bad.write_text("\n".join([lines[0], "{not json", lines[1], "[1,2]"]) + "\n")
     shutil.copytree(sample_dir / "images", tmp_path / "images")
-    result = sh(f"bv prompt {bad}")
+    result = bv_inproc(f"bv prompt {bad}")
     assert result.returncode == 1
     assert f"{bad}:2: invalid JSON" in result.stderr and f"{bad}:4: expected a JSON object" in result.stderr
     assert len(jsonl(result.stdout)) == 2  # the good lines still came through
     assert "Traceback" not in result.stderr
-    assert sh(f"bv prompt --skip-bad {bad}").returncode == 0
+    assert bv_inproc(f"bv prompt --skip-bad {bad}").returncode == 0
 
 
 def rows_for(run: int, ids: list[str], hard: int, model: str = "m") -> list[dict]:
@@ -79,7 +79,7 @@ def write(path, rows):
 def test_merge_later_file_wins_and_reports(tmp_path):
     write(tmp_path / "a.jsonl", rows_for(0, ["1", "2", "10"], 0))
     write(tmp_path / "b.jsonl", rows_for(0, ["2"], 1, model="other") + rows_for(1, ["1"], 1))
-    result = sh(f"bv merge {tmp_path}/a.jsonl {tmp_path}/b.jsonl --sort")
+    result = bv_inproc(f"bv merge {tmp_path}/a.jsonl {tmp_path}/b.jsonl --sort")
     assert result.returncode == 0, result.stderr
     rows = jsonl(result.stdout)
     assert [(r["id"], r["run"]) for r in rows] == [("1", 0), ("1", 1), ("2", 0), ("10", 0)]
@@ -90,7 +90,7 @@ def test_merge_later_file_wins_and_reports(tmp_path):
 
 def test_merge_output_file(tmp_path):
     write(tmp_path / "a.jsonl", rows_for(0, ["1", "2"], 1))
-    result = sh(f"bv merge {tmp_path}/a.jsonl -o {tmp_path}/out/all.jsonl")
+    result = bv_inproc(f"bv merge {tmp_path}/a.jsonl -o {tmp_path}/out/all.jsonl")
     assert result.returncode == 0 and result.stdout == ""
     assert len(jsonl((tmp_path / "out" / "all.jsonl").read_text())) == 2
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["all.jsonl"]  # no temp file left
@@ -98,14 +98,14 @@ def test_merge_output_file(tmp_path):
 
 def test_report_formats(tmp_path):
     write(tmp_path / "r.jsonl", rows_for(0, ["1", "2", "3", "4"], 1)[:3] + rows_for(0, ["4"], 0))
-    as_json = json.loads(sh(f"bv report --format json {tmp_path}/r.jsonl").stdout)["inputs"][0]
+    as_json = json.loads(bv_inproc(f"bv report --format json {tmp_path}/r.jsonl").stdout)["inputs"][0]
     assert as_json["overall"]["n"] == 4 and as_json["overall"]["accuracy"] == 0.75
     assert as_json["by_type"]["T"]["correct"] == 3 and as_json["by_subtype"]["S"]["type"] == "T"
-    markdown = sh(f"bv report --format markdown {tmp_path}/r.jsonl").stdout
+    markdown = bv_inproc(f"bv report --format markdown {tmp_path}/r.jsonl").stdout
     assert markdown.startswith("| group |") and "| **Overall** | 4 | 3/4 | 75.0 |" in markdown
-    table = sh(f"bv report {tmp_path}/r.jsonl").stdout
+    table = bv_inproc(f"bv report {tmp_path}/r.jsonl").stdout
     assert "Overall" in table and "75.0" in table
-    rows = list(csv.DictReader(io.StringIO(sh(f"bv report --format csv {tmp_path}/r.jsonl").stdout)))
+    rows = list(csv.DictReader(io.StringIO(bv_inproc(f"bv report --format csv {tmp_path}/r.jsonl").stdout)))
     overall = next(r for r in rows if r["level"] == "overall")
     assert overall["accuracy"] == "0.75" and overall["n"] == "4"
 
@@ -113,30 +113,35 @@ def test_report_formats(tmp_path):
 def test_report_side_by_side(tmp_path):
     write(tmp_path / "a.jsonl", rows_for(0, ["1", "2"], 0))
     write(tmp_path / "b.jsonl", rows_for(0, ["1", "2"], 1))
-    report = json.loads(sh(f"bv report --format json v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout)
+    report = json.loads(
+        bv_inproc(f"bv report --format json v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout
+    )
     assert [s["name"] for s in report["inputs"]] == ["v1", "v2"]
-    markdown = sh(f"bv report --format markdown v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout
+    markdown = bv_inproc(f"bv report --format markdown v1={tmp_path}/a.jsonl v2={tmp_path}/b.jsonl").stdout
     assert "v1 %" in markdown and "v2 %" in markdown and "+100.0" in markdown
 
 
 def test_shards_cover_every_item_once_and_merge_to_the_whole(sample_dir, tmp_path):
     base = f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance --repeats 2"
     for k in range(3):
-        assert sh(f"{base} --shard {k}/3 | bv judge --mode rules > {tmp_path}/part{k}.jsonl").returncode == 0
-    assert sh(f"{base} | bv judge --mode rules > {tmp_path}/whole.jsonl").returncode == 0
+        assert (
+            bv_inproc(f"{base} --shard {k}/3 | bv judge --mode rules > {tmp_path}/part{k}.jsonl").returncode
+            == 0
+        )
+    assert bv_inproc(f"{base} | bv judge --mode rules > {tmp_path}/whole.jsonl").returncode == 0
     parts = [jsonl((tmp_path / f"part{k}.jsonl").read_text()) for k in range(3)]
     assert all(parts)  # 12 items spread over 3 shards
     ids = [r["id"] for part in parts for r in part if r["run"] == 0]
     assert sorted(ids) == sorted({r["id"] for r in jsonl((tmp_path / "whole.jsonl").read_text())})
-    merged = sh(
+    merged = bv_inproc(
         f"bv merge {tmp_path}/part0.jsonl {tmp_path}/part1.jsonl {tmp_path}/part2.jsonl"
         " | bv report --format json"
     )
-    whole = sh(f"bv report --format json {tmp_path}/whole.jsonl")
+    whole = bv_inproc(f"bv report --format json {tmp_path}/whole.jsonl")
     assert (
         json.loads(merged.stdout)["inputs"][0]["overall"] == json.loads(whole.stdout)["inputs"][0]["overall"]
     )
-    assert "is not K/N" in sh(f"{base} --shard 3/3").stderr
+    assert "is not K/N" in bv_inproc(f"{base} --shard 3/3").stderr
 
 
 @pytest.mark.parametrize(

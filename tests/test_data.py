@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import jsonl, read_items, sh
+from conftest import bv_inproc, jsonl, read_items, sh
 from PIL import Image
 
 from bv.dataset import PUBLISHED
@@ -76,7 +76,7 @@ def same_items(out: Path, sample_dir: Path, cot: bool) -> None:
 def test_parquet_becomes_the_official_layout(sample_dir, tmp_path):
     source = sample_parquet(sample_dir, tmp_path / "train-00000-of-00001.parquet")
     out = tmp_path / "set"
-    result = sh(f"bv data --from {source} --out {out}")
+    result = bv_inproc(f"bv data --from {source} --out {out}")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(out)
     same_items(out, sample_dir, cot=False)
@@ -85,7 +85,7 @@ def test_parquet_becomes_the_official_layout(sample_dir, tmp_path):
     assert marker["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
     assert "12 items (8 choice, 4 blank), 6 subtypes; images from" in result.stderr
     assert "published" not in result.stderr  # a file of another name does not claim to be the official set
-    prompts = sh(f"bv prompt {out / 'meta_data.jsonl'}")
+    prompts = bv_inproc(f"bv prompt {out / 'meta_data.jsonl'}")
     assert prompts.returncode == 0 and len(jsonl(prompts.stdout)) == 12
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set", source.name]  # nothing left beside it
 
@@ -93,15 +93,15 @@ def test_parquet_becomes_the_official_layout(sample_dir, tmp_path):
 def test_zip_with_a_top_folder_and_idempotence(sample_dir, tmp_path):
     source = zip_of(sample_dir, tmp_path / "data.zip")
     out = tmp_path / "set"
-    assert sh(f"bv data --from {source} --out {out}").returncode == 0
+    assert bv_inproc(f"bv data --from {source} --out {out}").returncode == 0
     same_items(out, sample_dir, cot=True)
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
-    again = sh(f"bv data --from {source} --out {out}")
+    again = bv_inproc(f"bv data --from {source} --out {out}")
     assert again.returncode == 0 and f"already up to date: {out}" in again.stderr
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
     # The same items from the parquet file, which has no coT: a different set, so it is replaced.
     parquet = sample_parquet(sample_dir, tmp_path / "x.parquet")
-    assert f"wrote {out}" in sh(f"bv data --from {parquet} --out {out}").stderr
+    assert f"wrote {out}" in bv_inproc(f"bv data --from {parquet} --out {out}").stderr
 
 
 def test_changed_source_replaces_the_set_and_foreign_folders_are_kept(sample_dir, tmp_path):
@@ -109,17 +109,19 @@ def test_changed_source_replaces_the_set_and_foreign_folders_are_kept(sample_dir
     images = [(sample_dir / r["image"]).read_bytes() for r in records]
     out = tmp_path / "set"
     assert (
-        sh(f"bv data --from {write_parquet(tmp_path / 'a.parquet', records, images)} --out {out}").returncode
+        bv_inproc(
+            f"bv data --from {write_parquet(tmp_path / 'a.parquet', records, images)} --out {out}"
+        ).returncode
         == 0
     )
     fewer = write_parquet(tmp_path / "b.parquet", records[:5], images[:5])
-    result = sh(f"bv data --from {fewer} --out {out}")
+    result = bv_inproc(f"bv data --from {fewer} --out {out}")
     assert result.returncode == 0 and f"wrote {out}" in result.stderr
     assert len(read_items(out)) == 5 and len(list((out / "images").iterdir())) == 5
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("years of work")
-    refused = sh(f"bv data --from {fewer} --out {foreign}")
+    refused = bv_inproc(f"bv data --from {fewer} --out {foreign}")
     assert refused.returncode == 1 and "not written by bv data" in refused.stderr
     assert sorted(p.name for p in foreign.iterdir()) == ["thesis.tex"]
 
@@ -128,7 +130,7 @@ def test_columns_that_do_not_fit_are_refused(sample_dir, tmp_path):
     records = read_items(sample_dir)
     images = [(sample_dir / r["image"]).read_bytes() for r in records]
     source = write_parquet(tmp_path / "odd.parquet", records, images, drop=("blankAns", "choices"))
-    result = sh(f"bv data --from {source} --out {tmp_path / 'set'}")
+    result = bv_inproc(f"bv data --from {source} --out {tmp_path / 'set'}")
     assert result.returncode == 1
     assert "do not fit the BabyVision layout: missing options or choices, blankAns" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "set").exists()
@@ -151,11 +153,11 @@ def test_bad_rows_cost_the_set_unless_skipped(sample_dir, tmp_path):
         (parquet, "bad.parquet: row 4: the image cannot be decoded"),
         (zipped, "is not in the zip"),
     ):
-        refused = sh(f"bv data --from {source} --out {out}")
+        refused = bv_inproc(f"bv data --from {source} --out {out}")
         assert refused.returncode == 1 and why in refused.stderr, refused.stderr
         assert "nothing written (--skip-bad writes the rest)" in refused.stderr
         assert not out.exists() and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
-    kept = sh(f"bv data --from {parquet} --out {out} --skip-bad")
+    kept = bv_inproc(f"bv data --from {parquet} --out {out} --skip-bad")
     assert kept.returncode == 0, kept.stderr
     assert [r["taskId"] for r in read_items(out)] == [r["taskId"] for r in records if r["taskId"] != 4]
 
@@ -163,7 +165,7 @@ def test_bad_rows_cost_the_set_unless_skipped(sample_dir, tmp_path):
 def test_stale_partial_folders_of_dead_runs_are_cleaned(sample_dir, tmp_path):
     stale = tmp_path / ".set.partial-999999999-abc"
     (stale / "images").mkdir(parents=True)
-    result = sh(
+    result = bv_inproc(
         f"bv data --from {sample_parquet(sample_dir, tmp_path / 'a.parquet')} --out {tmp_path / 'set'}"
     )
     assert result.returncode == 0 and not stale.exists()
@@ -270,7 +272,7 @@ def test_fetch_offline_without_a_cache_fails_clearly(tmp_path):
 def test_fetch_without_network_fails_clearly(tmp_path):
     """Online mode, but the Hub endpoint is a closed loopback port: no network is ever used."""
     env = {"HF_HOME": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"}
-    result = sh(f"bv data --out {tmp_path / 'set'}", env=env, timeout=60)
+    result = sh(f"bv data --out {tmp_path / 'set'}", env=env)
     assert result.returncode == 1
     assert "cannot fetch UnipatAI/BabyVision" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "set").exists()
@@ -294,7 +296,7 @@ def test_an_interrupted_write_leaves_the_old_set_whole(sample_dir, tmp_path):
     from bv.dataset import write_set
 
     out = tmp_path / "set"
-    assert sh(f"bv data --from {zip_of(sample_dir, tmp_path / 'a.zip')} --out {out}").returncode == 0
+    assert bv_inproc(f"bv data --from {zip_of(sample_dir, tmp_path / 'a.zip')} --out {out}").returncode == 0
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
     def interrupt() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Reply, sh
+from conftest import Reply, bv_inproc
 
 from bv.dryrun import image_tokens
 from bv.images import encode_image
@@ -17,11 +17,11 @@ def test_image_tokens_follow_openais_published_examples():
 def test_dry_run_sends_nothing_and_counts_what_the_cache_holds(server, sample_dir, tmp_path):
     items = sample_dir / "meta_data.jsonl"
     rollout = f"bv rollout -m m --base-url {server.base_url} --repeats 2 -q"
-    first = sh(f"bv prompt {items} --limit 2 | {rollout} > {tmp_path / 'r.jsonl'}")
+    first = bv_inproc(f"bv prompt {items} --limit 2 | {rollout} > {tmp_path / 'r.jsonl'}")
     assert first.returncode == 0, first.stderr
     assert len(server.seen) == 4  # 2 rows × 2 repeats, now cached
     server.seen.clear()
-    dry = sh(f"bv prompt {items} --limit 6 | {rollout} --dry-run")
+    dry = bv_inproc(f"bv prompt {items} --limit 6 | {rollout} --dry-run")
     assert dry.returncode == 0, dry.stderr
     assert server.seen == []  # nothing sent
     assert dry.stdout == ""
@@ -42,14 +42,14 @@ def test_dry_run_follows_cached_refinement_turns(server, sample_dir, tmp_path):
     )
     items = sample_dir / "meta_data.jsonl"
     rollout = f"bv rollout -m m --base-url {server.base_url} --max-turns 3 -q"
-    assert sh(f"bv prompt {items} --limit 1 | {rollout} > {tmp_path / 'r.jsonl'}").returncode == 0
+    assert bv_inproc(f"bv prompt {items} --limit 1 | {rollout} > {tmp_path / 'r.jsonl'}").returncode == 0
     assert len(server.seen) == 2  # a refinement turn, then a boxed answer
     server.seen.clear()
-    dry = sh(f"bv prompt {items} --limit 2 | {rollout} --dry-run")
+    dry = bv_inproc(f"bv prompt {items} --limit 2 | {rollout} --dry-run")
     assert server.seen == [] and dry.returncode == 0
     assert "requests:      2 (2 rows × 1 repeats; up to 6 with --max-turns 3)" in dry.stderr
     assert "in the cache:  2 of these requests" in dry.stderr
     assert "to send:       1 (and up to 2 refinement turns)" in dry.stderr
-    no_cache = sh(f"bv prompt {items} --limit 2 | {rollout} --dry-run --no-cache")
+    no_cache = bv_inproc(f"bv prompt {items} --limit 2 | {rollout} --dry-run --no-cache")
     assert "in the cache:  off (--no-cache)" in no_cache.stderr and "to send:       2 " in no_cache.stderr
     assert server.seen == []

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl
 
 from bv.endpoints import BadEndpoint, check_base_url
 
@@ -23,14 +23,14 @@ def dead_port() -> int:
 @pytest.fixture
 def prompts(sample_dir, tmp_path):
     path = tmp_path / "prompts.jsonl"
-    assert sh(f"bv prompt {sample_dir}/meta_data.jsonl > {path}").returncode == 0
+    assert bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}").returncode == 0
     return path
 
 
 def test_refused_connection_stops_the_run_at_once_named(prompts):
     port = dead_port()
     started = time.monotonic()
-    result = sh(f"bv rollout --base-url http://127.0.0.1:{port}/v1 -m m -j 4 --no-cache {prompts}")
+    result = bv_inproc(f"bv rollout --base-url http://127.0.0.1:{port}/v1 -m m -j 4 --no-cache {prompts}")
     elapsed = time.monotonic() - started
     assert result.returncode == 1 and elapsed < 10, (elapsed, result.stderr)
     assert f"connection refused by 127.0.0.1:{port}" in result.stderr
@@ -42,7 +42,7 @@ def test_refused_connection_stops_the_run_at_once_named(prompts):
 def test_refused_connection_fails_fast_even_one_at_a_time(prompts):
     port = dead_port()
     started = time.monotonic()
-    result = sh(f"bv rollout --base-url http://127.0.0.1:{port}/v1 -m m -j 1 --no-cache {prompts}")
+    result = bv_inproc(f"bv rollout --base-url http://127.0.0.1:{port}/v1 -m m -j 1 --no-cache {prompts}")
     assert result.returncode == 1 and time.monotonic() - started < 15
     assert f"connection refused by 127.0.0.1:{port}" in result.stderr
 
@@ -61,7 +61,9 @@ def test_tls_to_a_plain_http_server_is_a_tls_failure(prompts):
     threading.Thread(target=listener.serve_forever, daemon=True).start()
     try:
         started = time.monotonic()
-        result = sh(f"bv rollout --base-url https://127.0.0.1:{port}/v1 -m m -j 2 --no-cache {prompts}")
+        result = bv_inproc(
+            f"bv rollout --base-url https://127.0.0.1:{port}/v1 -m m -j 2 --no-cache {prompts}"
+        )
     finally:
         listener.shutdown()
         listener.server_close()
@@ -71,7 +73,7 @@ def test_tls_to_a_plain_http_server_is_a_tls_failure(prompts):
 
 def test_closed_connection_is_named_and_retried_not_fatal(prompts, server):
     server.responder = lambda seen: Reply(drop=True) if len(server.seen) <= 2 else Reply()
-    result = sh(
+    result = bv_inproc(
         f"bv rollout --base-url {server.base_url} -m m -j 1 --no-cache --retries 0 {prompts}",
         env={"BV_RETRY_BASE_S": "0.01"},
     )
@@ -95,7 +97,7 @@ def test_closed_connection_is_named_and_retried_not_fatal(prompts, server):
     ],
 )
 def test_bad_base_urls_exit_2_before_any_work(prompts, server, url, why):
-    result = sh(f"bv rollout --base-url '{url}' -m m --no-cache {prompts}")
+    result = bv_inproc(f"bv rollout --base-url '{url}' -m m --no-cache {prompts}")
     assert result.returncode == 2 and why in result.stderr, result.stderr
     assert "hunter2pass" not in result.stderr and result.stdout == ""
     with pytest.raises(BadEndpoint):
@@ -103,27 +105,27 @@ def test_bad_base_urls_exit_2_before_any_work(prompts, server, url, why):
 
 
 def test_bad_base_url_from_the_environment_exits_2(prompts):
-    result = sh(f"bv rollout -m m {prompts}", env={"OPENAI_BASE_URL": "localhost:8000/v1"})
+    result = bv_inproc(f"bv rollout -m m {prompts}", env={"OPENAI_BASE_URL": "localhost:8000/v1"})
     assert result.returncode == 2 and "OPENAI_BASE_URL" in result.stderr and "scheme" in result.stderr
 
 
 def test_bad_judge_url_exits_2(tmp_path):
     rows = tmp_path / "r.jsonl"
     rows.write_text("")
-    result = sh(f"bv judge --judge-model j --judge-base-url 'localhost:1/v1' {rows}")
+    result = bv_inproc(f"bv judge --judge-model j --judge-base-url 'localhost:1/v1' {rows}")
     assert result.returncode == 2 and "--judge-base-url" in result.stderr
 
 
 def test_judge_endpoint_down_stops_fast_with_a_clear_message(sample_dir, server, tmp_path):
     rollouts = tmp_path / "rollouts.jsonl"
-    made = sh(
+    made = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m --no-cache"
         f" > {rollouts}"
     )
     assert made.returncode == 0, made.stderr
     port = dead_port()
     started = time.monotonic()
-    result = sh(
+    result = bv_inproc(
         f"bv judge --mode llm --judge-model j --judge-base-url http://127.0.0.1:{port}/v1"
         f" --no-cache {rollouts}"
     )
@@ -134,7 +136,7 @@ def test_judge_endpoint_down_stops_fast_with_a_clear_message(sample_dir, server,
 
 def test_http_proxy_from_the_environment_is_used(prompts, server):
     """HTTP_PROXY is honoured as the SDK honours it: the request goes to the proxy, for the real host."""
-    result = sh(
+    result = bv_inproc(
         f"bv rollout --base-url http://upstream.invalid/v1 -m m -j 2 --no-cache {prompts}",
         env={"HTTP_PROXY": f"http://127.0.0.1:{server.port}", "NO_PROXY": "", "no_proxy": ""},
     )

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import jsonl, read_items, sh
+from conftest import bv_inproc, jsonl, read_items
 from PIL import Image
 
 from bv import secrets
@@ -245,7 +245,7 @@ def pipeline(sample_dir: Path, exec_cmd: str, *options: str, items: int | None =
 
 def test_pipeline_answers_every_item(sample_dir, tmp_path):
     cmd = agent_cmd("ok", "--answers", str(answers_file(sample_dir, tmp_path)))
-    result = sh(pipeline(sample_dir, cmd, "-j 4"))
+    result = bv_inproc(pipeline(sample_dir, cmd, "-j 4"))
     assert result.returncode == 0, result.stderr
     rows = jsonl(result.stdout)
     assert len(rows) == len(read_items(sample_dir))
@@ -257,7 +257,7 @@ def test_pipeline_answers_every_item(sample_dir, tmp_path):
 
 
 def test_pipeline_failing_agent_gives_error_rows(sample_dir):
-    result = sh(pipeline(sample_dir, agent_cmd("fail"), items=2))
+    result = bv_inproc(pipeline(sample_dir, agent_cmd("fail"), items=2))
     assert result.returncode == 1, result.stderr  # rows failed; each is still written
     rows = jsonl(result.stdout)
     assert len(rows) == 2
@@ -269,7 +269,7 @@ def test_pipeline_failing_agent_gives_error_rows(sample_dir):
 def test_pipeline_timeout_gives_error_rows_and_leaves_no_process(sample_dir, tmp_path):
     cmd = agent_cmd("sleep", "--piddir", str(tmp_path / "pids"))
     started = time.monotonic()
-    result = sh(pipeline(sample_dir, cmd, "--timeout 1 --retries 0", items=2))
+    result = bv_inproc(pipeline(sample_dir, cmd, "--timeout 1 --retries 0", items=2))
     assert result.returncode == 1, result.stderr  # rows failed; each is still written
     assert time.monotonic() - started < 10
     rows = jsonl(result.stdout)
@@ -282,7 +282,7 @@ def test_pipeline_timeout_gives_error_rows_and_leaves_no_process(sample_dir, tmp
 
 
 def test_pipeline_missing_agent_stops_with_a_message(sample_dir):
-    result = sh(pipeline(sample_dir, "no-such-agent-xyz {prompt}", items=1))
+    result = bv_inproc(pipeline(sample_dir, "no-such-agent-xyz {prompt}", items=1))
     assert result.returncode == 1
     assert "no-such-agent-xyz" in result.stderr and "cannot be run" in result.stderr
     assert "Traceback" not in result.stderr
@@ -293,7 +293,7 @@ def test_relative_program_path_is_taken_from_where_bv_runs(sample_dir, tmp_path)
     script = tmp_path / "agent.sh"
     script.write_text('#!/bin/sh\nprintf "%s" "from the script \\boxed{A}" > "$1"\n')
     script.chmod(0o755)
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | head -1"
         " | bv rollout --backend exec --exec-cmd './agent.sh {last_message}' --no-cache",
         cwd=tmp_path,
@@ -311,8 +311,8 @@ def test_finished_agent_runs_are_cached(sample_dir, tmp_path):
         f"bv prompt {sample_dir}/meta_data.jsonl | head -2"
         f" | bv rollout --backend exec --exec-cmd {shlex.quote(cmd)} -m fake --cache {cache}"
     )
-    first = sh(rollout)
-    second = sh(rollout)
+    first = bv_inproc(rollout)
+    second = bv_inproc(rollout)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert [r["turns"][0]["cached"] for r in jsonl(first.stdout)] == [False, False]
     assert [r["turns"][0]["cached"] for r in jsonl(second.stdout)] == [True, True]

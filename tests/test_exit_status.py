@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import BIN, Reply, jsonl, sh
+from conftest import BIN, Reply, bv_inproc, jsonl, sh
 
 import bv
 from bv.outcome import Outcome, exit_status, summary
@@ -83,7 +83,7 @@ def test_some_rows_failing_exits_1_with_every_row_written(sample_dir, server, tm
     # One request at a time, every third one refused: some rows fail, the others succeed.
     server.responder = lambda seen: Reply(status=503) if len(server.seen) % 3 == 0 else Reply()
     out = tmp_path / "out.jsonl"
-    result = sh(
+    result = sh(  # the real entry point's exit status, through a real pipeline
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m -j 1"
         f" --retries 0 --cache {tmp_path}/c.sqlite > {out}"
     )
@@ -95,7 +95,7 @@ def test_some_rows_failing_exits_1_with_every_row_written(sample_dir, server, tm
         f" {12 - failed} rows are cached"
     )
     # The judge passes every row on, and fails too: its output holds rows that are not results.
-    judged = sh(f"bv judge --mode rules {out}")
+    judged = bv_inproc(f"bv judge --mode rules {out}")
     assert judged.returncode == 1 and len(jsonl(judged.stdout)) == 12
     assert f"bv judge: {failed} rows came in with a rollout error" in judged.stderr
 
@@ -105,7 +105,7 @@ def test_a_dead_judge_endpoint_fails_the_stage_with_every_row_written(tmp_path):
 
     path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(9)] + ["(2,3)"])  # 9 undecided by rules
     port = closed_port()
-    result = sh(
+    result = bv_inproc(
         f"bv judge --judge-model j --judge-base-url http://127.0.0.1:{port}/v1 --no-cache {path}",
         env={"BV_RETRY_BASE_S": "0.01"},
     )
@@ -147,7 +147,7 @@ def test_sigterm_in_a_stage_without_requests_exits_143(sample_dir):
 def test_on_a_terminal_the_messages_start_on_a_fresh_line_below_the_bar(sample_dir, server, tmp_path):
     server.responder = lambda seen: Reply(delay=0.5)
     prompts = tmp_path / "p.jsonl"
-    sh(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
+    bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
     master, slave = pty.openpty()
     rollout = subprocess.Popen(
         [BIN / "bv", "rollout", "--base-url", server.base_url, "-m", "m", "-j", "2", "--no-cache", prompts],
@@ -202,7 +202,7 @@ def test_a_bad_option_is_refused_before_reading_stdin(args):
 def test_provenance_in_every_rollout_row_free_of_credentials(sample_dir, server, tmp_path):
     key = "sk-provenance-0123456789abcdef"
     before = datetime.now(UTC).replace(microsecond=0)
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --base-url {server.base_url} -m m"
         f" --api-key {key} --no-cache"
     )
@@ -214,10 +214,10 @@ def test_provenance_in_every_rollout_row_free_of_credentials(sample_dir, server,
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row["started_at"])
         started = datetime.strptime(row["started_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         assert before <= started <= datetime.now(UTC)
-    chance = jsonl(sh(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance").stdout)
+    chance = jsonl(bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance").stdout)
     assert {r["endpoint"] for r in chance} == {"chance"}
     # Re-judging keeps the provenance; re-running the rollout replaces it.
-    judged = jsonl(sh("bv judge --mode rules", input=result.stdout).stdout)
+    judged = jsonl(bv_inproc("bv judge --mode rules", input=result.stdout).stdout)
     assert [r["started_at"] for r in judged] == [r["started_at"] for r in rows]
 
 

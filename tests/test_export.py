@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import OFFICIAL_RESULTS, jsonl, needs_official_results, sh
+from conftest import OFFICIAL_RESULTS, bv_inproc, jsonl, needs_official_results, sh
 
 OFFICIAL = OFFICIAL_RESULTS
 KEYS = ["Id", "Question", "ModelReasoning", "ModelResult", "GroundTruth", "ExtractedAnswer", "LLMJudgeResult"]
@@ -65,7 +65,7 @@ def figures(report: dict) -> dict:
 def judged(tmp_path_factory, sample_dir) -> Path:
     """Three chance runs over the sample, judged by rules: rights and wrongs in every group."""
     out = tmp_path_factory.mktemp("judged") / "results.jsonl"
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir / 'meta_data.jsonl'} | bv rollout --backend chance --repeats 3 --seed 2 -q"
         f" | bv judge --mode rules -q > {out}"
     )
@@ -75,7 +75,7 @@ def judged(tmp_path_factory, sample_dir) -> Path:
 
 @needs_official_results
 def test_official_export_has_the_official_schema_and_scores_as_bv_report(judged, tmp_path):
-    result = sh(f"bv export {judged} --format official --out {tmp_path / 'off'}")
+    result = bv_inproc(f"bv export {judged} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 0, result.stderr
     files = sorted(p.name for p in (tmp_path / "off").iterdir())
     assert files == ["model_results_run_1.json", "model_results_run_2.json", "model_results_run_3.json"]
@@ -88,27 +88,31 @@ def test_official_export_has_the_official_schema_and_scores_as_bv_report(judged,
             for key in KEYS:
                 if record[key] is not None and reference[key] is not None:
                     assert type(record[key]) is type(reference[key]), key
-    report = json.loads(sh(f"bv report {judged} --format json").stdout)
+    report = json.loads(bv_inproc(f"bv report {judged} --format json").stdout)
     scores = official_scores(tmp_path / "off")
     assert scores == report_scores(report)
     assert 0 < scores[("overall", "")][0] < 1 and scores[("overall", "")][1] > 0  # a real test of std
 
 
 def test_export_import_round_trip_gives_the_same_report(judged, sample_dir, tmp_path):
-    assert sh(f"bv export {judged} --format official --out {tmp_path}").returncode == 0
-    before = json.loads(sh(f"bv report {judged} --format json").stdout)
+    assert bv_inproc(f"bv export {judged} --format official --out {tmp_path}").returncode == 0
+    before = json.loads(bv_inproc(f"bv report {judged} --format json").stdout)
     items = sample_dir / "meta_data.jsonl"
-    after = sh(f"bv import {tmp_path}/model_results_run_*.json --items {items} | bv report --format json")
+    after = bv_inproc(
+        f"bv import {tmp_path}/model_results_run_*.json --items {items} | bv report --format json"
+    )
     assert after.returncode == 0, after.stderr
     assert figures(json.loads(after.stdout)) == figures(before)
     # Without the items file the answer types are unknown, but what compute_score.py prints is kept.
-    bare = json.loads(sh(f"bv import {tmp_path}/model_results_run_*.json | bv report --format json").stdout)
+    bare = json.loads(
+        bv_inproc(f"bv import {tmp_path}/model_results_run_*.json | bv report --format json").stdout
+    )
     assert report_scores(bare) == report_scores(before)
 
 
 @needs_official_results
 def test_official_files_survive_import_then_export(tmp_path):
-    result = sh(
+    result = bv_inproc(
         f"bv import {OFFICIAL}/model_results_run_*.json > {tmp_path / 'rows.jsonl'}"
         f" && bv export {tmp_path / 'rows.jsonl'} --format official --out {tmp_path / 'out'}"
     )
@@ -127,7 +131,7 @@ def test_rows_without_a_verdict_are_written_false_and_named(judged, tmp_path):
     rows.append(dict(rows[1]))  # a duplicate (id, run)
     source = tmp_path / "rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = sh(f"bv export {source} --format official --out {tmp_path / 'off'}")
+    result = bv_inproc(f"bv export {source} --format official --out {tmp_path / 'off'}")
     assert result.returncode == 1
     assert (
         f"1 row without a verdict (judge errors) written as false: {rows[0]['id']}#{rows[0]['run']}"
@@ -137,13 +141,13 @@ def test_rows_without_a_verdict_are_written_false_and_named(judged, tmp_path):
     run = json.loads((tmp_path / "off" / f"model_results_run_{rows[0]['run'] + 1}.json").read_text())
     assert len(run) == 12 and not next(r for r in run if str(r["Id"]) == str(rows[0]["id"]))["LLMJudgeResult"]
     (tmp_path / "once.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
-    report = json.loads(sh(f"bv report {tmp_path / 'once.jsonl'} --format json").stdout)
+    report = json.loads(bv_inproc(f"bv report {tmp_path / 'once.jsonl'} --format json").stdout)
     assert official_scores(tmp_path / "off") == report_scores(report)
 
 
 def test_stale_run_files_are_refused(judged, tmp_path):
     (tmp_path / "model_results_run_4.json").write_text("[]")
-    result = sh(f"bv export {judged} --format official --out {tmp_path}")
+    result = bv_inproc(f"bv export {judged} --format official --out {tmp_path}")
     assert result.returncode == 1
     assert "model_results_run_4.json" in result.stderr and "empty folder" in result.stderr
     assert not (tmp_path / "model_results_run_1.json").exists()
@@ -156,7 +160,7 @@ def test_csv_one_row_per_id_and_run_formulas_defused(judged, tmp_path):
     rows[2]["extracted"] = "-cmd"
     source = tmp_path / "rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = sh(f"bv export {source} --format csv")
+    result = bv_inproc(f"bv export {source} --format csv")
     assert result.returncode == 0, result.stderr
     table = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(table[0]) == [
@@ -175,6 +179,6 @@ def test_csv_one_row_per_id_and_run_formulas_defused(judged, tmp_path):
     assert table[0]["extracted"] == "'" + rows[0]["extracted"]
     assert table[1]["extracted"] == "-3" and table[2]["extracted"] == "'-cmd"
     assert table[3]["hard"] == str(rows[3]["hard"]) and table[3]["model"] == "chance"
-    to_file = sh(f"bv export {source} --format csv -o {tmp_path / 'r.csv'}")
+    to_file = bv_inproc(f"bv export {source} --format csv -o {tmp_path / 'r.csv'}")
     assert to_file.returncode == 0 and (tmp_path / "r.csv").read_text() == result.stdout
     assert sh(f"bv export {source} --format csv | head -1").returncode == 0

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl, sh
 
 BAD = Path(__file__).parent / "data" / "bad"
 
@@ -19,7 +19,7 @@ BAD = Path(__file__).parent / "data" / "bad"
 @pytest.fixture
 def prompts(sample_dir, tmp_path) -> Path:
     path = tmp_path / "prompts.jsonl"
-    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
+    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
     assert result.returncode == 0, result.stderr
     return path
 
@@ -47,7 +47,7 @@ def test_fifo_and_device_images_are_item_errors_not_hangs(prompts, server, tmp_p
     path.write_text("".join(json.dumps(r) + "\n" for r in [*hostile, good[1]]))
     cache = cache.format(tmp=tmp_path)
     started = time.monotonic()
-    result = sh(f"bv rollout --base-url {server.base_url} -m m {cache} --retries 0 {path}", timeout=60)
+    result = bv_inproc(f"bv rollout --base-url {server.base_url} -m m {cache} --retries 0 {path}")
     assert time.monotonic() - started < 30 and "Traceback" not in result.stderr
     rows = {r["id"]: r for r in jsonl(result.stdout)}
     assert rows["zero"]["error"].endswith("zero: not a regular file")
@@ -59,14 +59,14 @@ def test_fifo_and_device_images_are_item_errors_not_hangs(prompts, server, tmp_p
 def test_a_corrupt_cache_is_named_with_its_fix_before_any_request(prompts, server, tmp_path):
     cache = tmp_path / "cache.sqlite"
     cache.write_bytes(b"this is not a database, it only has the name of one" * 4)
-    result = sh(f"bv rollout --base-url {server.base_url} -m m --cache {cache} {prompts}")
+    result = bv_inproc(f"bv rollout --base-url {server.base_url} -m m --cache {cache} {prompts}")
     assert (
         result.returncode == 1 and "Traceback" not in result.stderr and "DatabaseError" not in result.stderr
     )
     assert f"the reply cache {cache} cannot be used (file is not a database)" in result.stderr
     assert f"delete {cache}, or run with --no-cache" in result.stderr and not server.seen
     for command in ("stats", "clear"):
-        named = sh(f"bv cache {command} --cache {cache}")
+        named = bv_inproc(f"bv cache {command} --cache {cache}")
         assert named.returncode == 1 and f"the reply cache {cache} cannot be used" in named.stderr
 
 
@@ -89,7 +89,7 @@ def tiny_disk(tmp_path):
 def test_a_full_cache_disk_never_costs_a_paid_reply(prompts, server, tiny_disk, sample_dir):
     server.responder = lambda seen: Reply(content="x" * 6000 + " \\boxed{A}")
     cache = tiny_disk / "cache.sqlite"
-    result = sh(f"bv rollout --base-url {server.base_url} -m m --repeats 3 --cache {cache} {prompts}")
+    result = bv_inproc(f"bv rollout --base-url {server.base_url} -m m --repeats 3 --cache {cache} {prompts}")
     rows = jsonl(result.stdout)
     items = len(jsonl(prompts.read_text()))
     assert len(rows) == 3 * items and len({(r["id"], r["run"]) for r in rows}) == len(rows)
@@ -126,8 +126,9 @@ def test_a_looping_model_is_judged_fast(prompts, server, tmp_path):
     replies = iter(["\\boxed{" * 20_000, "<think>" * 32_000 + "\\boxed{A}"] * 50)
     server.responder = lambda seen: Reply(content=next(replies))
     started = time.monotonic()
-    result = sh(
-        f"head -4 {prompts} | bv rollout --base-url {server.base_url} -m m --no-cache | bv judge --mode rules"
+    first_four = "".join(prompts.read_text().splitlines(keepends=True)[:4])
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} -m m --no-cache | bv judge --mode rules", input=first_four
     )
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 20 and len(jsonl(result.stdout)) == 4
@@ -143,9 +144,11 @@ def surrogate_line(record: dict) -> bytes:
 @pytest.fixture(scope="module")
 def stage_records(tmp_path_factory) -> dict[str, list[dict]]:
     good = BAD / "bom.jsonl"
-    prompts = jsonl(sh(f"bv prompt {good}").stdout)
-    rollouts = jsonl(sh(f"bv prompt {good} | bv rollout --backend chance --quiet").stdout)
-    judged = jsonl(sh(f"bv prompt {good} | bv rollout --backend chance --quiet | bv judge --quiet").stdout)
+    prompts = jsonl(bv_inproc(f"bv prompt {good}").stdout)
+    rollouts = jsonl(bv_inproc(f"bv prompt {good} | bv rollout --backend chance --quiet").stdout)
+    judged = jsonl(
+        bv_inproc(f"bv prompt {good} | bv rollout --backend chance --quiet | bv judge --quiet").stdout
+    )
     return {"prompts": prompts, "rollouts": rollouts, "judged": judged}
 
 
@@ -162,7 +165,7 @@ def test_lone_surrogates_are_named_and_cost_nothing(command, kind, stage_records
     records = stage_records[kind]
     path = tmp_path / "in.jsonl"
     path.write_bytes(json.dumps(records[0]).encode() + b"\n" + surrogate_line(records[1]))
-    result = sh(f"{command} {path}")
+    result = bv_inproc(f"{command} {path}")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert f"{path}:2: warning: lone surrogate" in result.stderr
     if not command.startswith("bv report"):
@@ -172,7 +175,7 @@ def test_lone_surrogates_are_named_and_cost_nothing(command, kind, stage_records
 
 
 def test_prompt_names_a_lone_surrogate_and_keeps_the_item():
-    result = sh(f"bv prompt {BAD / 'lone-surrogate.jsonl'}")
+    result = bv_inproc(f"bv prompt {BAD / 'lone-surrogate.jsonl'}")
     assert result.returncode == 0 and len(jsonl(result.stdout)) == 3
     assert f"{BAD / 'lone-surrogate.jsonl'}:2: warning: lone surrogate" in result.stderr
 
@@ -185,7 +188,7 @@ def test_report_table_shows_data_as_text(stage_records, tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     for fmt in ("table", "markdown"):
-        result = sh(f"bv report --format {fmt} {path}")
+        result = bv_inproc(f"bv report --format {fmt} {path}")
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
         assert "\x1b" not in result.stdout and "\x07" not in result.stdout
         assert "[/] [link=https://evil.example]click[/link] \\x1b]0;pwned" in result.stdout
@@ -196,7 +199,7 @@ def test_merge_warnings_cannot_forge_lines(stage_records, tmp_path):
     row = {**stage_records["judged"][0], "id": "x\nbv: all good\x1b[2J"}
     (tmp_path / "a.jsonl").write_text(json.dumps(row) + "\n")
     (tmp_path / "b.jsonl").write_text(json.dumps({**row, "model": "other\x1b]8;;http://e\x07"}) + "\n")
-    result = sh(f"bv merge {tmp_path}/a.jsonl {tmp_path}/b.jsonl")
+    result = bv_inproc(f"bv merge {tmp_path}/a.jsonl {tmp_path}/b.jsonl")
     assert result.returncode == 0 and "\x1b" not in result.stderr
     assert not any(line.startswith("bv: all good") for line in result.stderr.splitlines())
     assert "id x\\x0abv: all good\\x1b[2J run" in result.stderr
@@ -213,11 +216,11 @@ def test_html_report_confines_images_and_takes_any_content(stage_records, tmp_pa
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in (weird, piped)))
     page = tmp_path / "out.html"
-    result = sh(f"bv report {path} --html {page}", timeout=60)
+    result = bv_inproc(f"bv report {path} --html {page}")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert f"1 image(s) outside {tmp_path} not embedded" in result.stderr
     assert "data:image/" not in page.read_text() and "image outside the results file" in page.read_text()
-    allowed = sh(f"bv report {path} --html {page} --allow-any-path", timeout=60)
+    allowed = bv_inproc(f"bv report {path} --html {page} --allow-any-path")
     assert allowed.returncode == 0 and "data:image/" in page.read_text()
     assert "image missing or unreadable" in page.read_text()  # the FIFO, never opened for reading
 
@@ -228,7 +231,7 @@ def test_html_report_is_written_atomically(stage_records, tmp_path, tiny_disk):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     page = tiny_disk / "report.html"
     page.write_text("the old report")
-    result = sh(f"bv report {path} --html {page}")
+    result = bv_inproc(f"bv report {path} --html {page}")
     assert result.returncode == 1 and f"cannot write {page}: No space left on device" in result.stderr
     assert page.read_text() == "the old report" and [p.name for p in tiny_disk.iterdir()] == ["report.html"]
 
@@ -244,5 +247,5 @@ def test_html_report_is_written_atomically(stage_records, tmp_path, tiny_disk):
 def test_official_result_files_are_read_as_carefully_as_lines(text, why, tmp_path):
     path = tmp_path / "model_results_run_1.json"
     path.write_text(text)
-    result = sh(f"bv import {path}")
+    result = bv_inproc(f"bv import {path}")
     assert result.returncode == 1 and f"{path}: {why}" in result.stderr and "Traceback" not in result.stderr

@@ -8,7 +8,7 @@ import time
 from email.utils import formatdate
 
 import pytest
-from conftest import FakeOpenAI, Reply, jsonl, sh
+from conftest import FakeOpenAI, Reply, bv_inproc, jsonl, sh
 from hostileopenai import HostileOpenAI
 
 from bv.retry import retry_after_seconds
@@ -27,13 +27,13 @@ def hostile():
 @pytest.fixture(scope="module")
 def two_prompts(sample_dir, tmp_path_factory):
     path = tmp_path_factory.mktemp("hostile") / "prompts.jsonl"
-    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl | head -2 > {path}")
+    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl | head -2 > {path}")
     assert result.returncode == 0, result.stderr
     return path
 
 
 def rollout(server, prompts, model, extra="--no-cache", env=None):
-    return sh(
+    return bv_inproc(
         f"bv rollout --base-url {server.base_url} --api-key {KEY} -m {model} -j 2 --retries 1"
         f" {extra} {prompts}",
         env={"BV_RETRY_BASE_S": "0.01", **(env or {})},
@@ -90,7 +90,7 @@ def test_gzip_bomb_costs_at_most_the_cap(hostile, two_prompts, tmp_path):
     command = (
         f"bv rollout --base-url {hostile.base_url} -m gzip-bomb -j 2 --retries 1 --no-cache {two_prompts}"
     )
-    result = sh(f"{sys.executable} {probe} '{command}'", env={"BV_RETRY_BASE_S": "0.01"})
+    result = sh(f"{sys.executable} {probe} '{command}'", env={"BV_RETRY_BASE_S": "0.01"})  # its memory
     peak, _, out = result.stdout.partition("\n")
     rows = jsonl(out)
     assert len(rows) == 2 and all("compression bomb" in r["error"] for r in rows), result.stderr
@@ -135,7 +135,7 @@ def test_404_names_the_models_served_escaped(hostile, two_prompts):
 
 def test_404_without_v1_suggests_adding_it(hostile, two_prompts):
     base = hostile.base_url.removesuffix("/v1")
-    result = sh(f"bv rollout --base-url {base} -m x --no-cache {two_prompts}")
+    result = bv_inproc(f"bv rollout --base-url {base} -m x --no-cache {two_prompts}")
     assert result.returncode == 1
     assert f"The base URL's path lacks /v1: try --base-url {base}/v1." in result.stderr
     assert f"{base}/v1/models serves: served-a" in result.stderr

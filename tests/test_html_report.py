@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, find_chromium
-from conftest import BIN, jsonl, sh
+from conftest import BIN, bv_inproc, jsonl
 
 from bv.html_report import write_html
 from bv.report import summarize
@@ -84,7 +84,7 @@ def row(item_id: str, image: Path | str, run: int = 0, hard: int | None = 1, **e
 def sample(tmp_path_factory) -> tuple[Path, list[dict]]:
     """`bv synth --n 24`, rolled out twice with the chance baseline and judged by rules."""
     tmp = tmp_path_factory.mktemp("html")
-    result = sh(
+    result = bv_inproc(
         f"{BIN}/bv synth --n 24 --out {tmp}/data && {BIN}/bv prompt {tmp}/data/meta_data.jsonl"
         f" | {BIN}/bv rollout --backend chance --repeats 2 --quiet | {BIN}/bv judge --mode rules --quiet",
         env={"XDG_CACHE_HOME": str(tmp / "cache")},

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, find_chromium
-from conftest import sh
+from conftest import bv_inproc, sh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def pair(tmp_path):
 def test_comparison_reads_like_the_terminal(pair, tmp_path):
     a, b = pair
     page = tmp_path / "new" / "folder" / "page.html"  # made as merge -o makes its folder
-    result = sh(f"bv report v1={a} v2={b} --html {page}")
+    result = bv_inproc(f"bv report v1={a} v2={b} --html {page}")
     assert page.is_file(), result.stderr
     sentence = next(line for line in result.stdout.splitlines() if "improved" in line)
     assert "1 improved, 22 regressed" in sentence and "exact McNemar p = 5.72e-06" in sentence
@@ -75,7 +75,7 @@ def test_page_to_stdout(pair):
     assert result.stdout == "<!DOCTYPE html>", result.stdout
     # 0 when head left before the page was written (quietly), else 1 for b's judge error
     assert result.returncode in (0, 1) and "Traceback" not in result.stderr
-    whole = sh(f"bv report {a} --html -")
+    whole = bv_inproc(f"bv report {a} --html -")
     assert whole.stdout.startswith("<!DOCTYPE html>") and whole.stdout.rstrip().endswith("</html>")
     assert "bv report: a" not in whole.stdout.split("<title>")[0]  # no table before the page
     assert "wrote" not in whole.stderr
@@ -104,7 +104,7 @@ def test_comparison_in_headless_chromium(pair):
     build = ROOT / "build"  # not /tmp, which a snap-packaged Chromium cannot read
     build.mkdir(exist_ok=True)
     page = build / "report-compare.html"
-    assert sh(f"bv report v1={a} v2={b} --html {page}").returncode == 1  # b has a judge error
+    assert bv_inproc(f"bv report v1={a} v2={b} --html {page}").returncode == 1  # b has a judge error
     with Browser() as browser:
         browser.open(page, width=1280, height=1200)
         sentence = browser.evaluate("document.querySelector('p.cmp').innerText")

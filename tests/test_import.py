@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import jsonl, read_items, sh
+from conftest import bv_inproc, jsonl, read_items
 
 
 def fake_results(sample_dir, tmp_path):
@@ -32,7 +32,7 @@ def fake_results(sample_dir, tmp_path):
 
 def test_results_joined_with_items_get_choices_and_images(sample_dir, tmp_path):
     path = fake_results(sample_dir, tmp_path)
-    result = sh(
+    result = bv_inproc(
         f"bv import --items {sample_dir}/meta_data.jsonl --run 9 {path} > {tmp_path}/rows.jsonl"
         f" && bv report {tmp_path}/rows.jsonl --format json --html {tmp_path}/r.html"
         f" --image-root {sample_dir}"
@@ -51,7 +51,7 @@ def test_results_joined_with_items_get_choices_and_images(sample_dir, tmp_path):
 
 
 def test_items_alone_become_bv_items(sample_dir, tmp_path):
-    result = sh(
+    result = bv_inproc(
         f"bv import {sample_dir}/meta_data.jsonl > {sample_dir}/items-bv.jsonl"
         f" && bv prompt {sample_dir}/items-bv.jsonl | head -1"
     )

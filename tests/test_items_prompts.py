@@ -215,11 +215,11 @@ def test_a_question_cannot_fill_other_slots():
 
 
 def test_skill_that_is_not_utf8_is_a_clear_error(tmp_path):
-    from conftest import sh
+    from conftest import bv_inproc
 
     skill = tmp_path / "skill.md"
     skill.write_bytes(b"\xff\xfe not text")
-    result = sh(f"bv prompt --skill {skill} /dev/null")
+    result = bv_inproc(f"bv prompt --skill {skill} /dev/null")
     assert (
         result.returncode == 1 and "not UTF-8 text" in result.stderr and "internal error" not in result.stderr
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl
 
 from bv.judge import parse_verdict
 
@@ -84,7 +84,7 @@ def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
     # (2,3) right by rules; (4,4) wrong by rules; the two phrases need the judge.
     path = rollout_rows(tmp_path, ["(2,3)", "(4,4)", "row 2 column 3", "second row, third column"])
     server.responder = lambda seen: Reply(content="True")
-    result = sh(judge_cmd(server, path))
+    result = bv_inproc(judge_cmd(server, path))
     assert result.returncode == 0, result.stderr
     rows = {r["id"]: r for r in jsonl(result.stdout)}
     assert [r["id"] for r in jsonl(result.stdout)] == ["0", "1", "2", "3", "c"]  # input order kept
@@ -105,7 +105,7 @@ def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
 def test_llm_mode_sends_every_item_with_choices_and_none(server, tmp_path):
     path = rollout_rows(tmp_path, ["(2,3)", None])
     server.responder = lambda seen: Reply(content="False")
-    rows = jsonl(sh(judge_cmd(server, path, mode="llm")).stdout)
+    rows = jsonl(bv_inproc(judge_cmd(server, path, mode="llm")).stdout)
     assert len(server.seen) == 3 and all(r["decided_by"] == "llm" and r["hard"] == 0 for r in rows)
     prompts = [s.body["messages"][0]["content"] for s in server.seen]
     assert any("## Extracted Answer\n\nNone" in p for p in prompts)
@@ -125,7 +125,9 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
         ]
     )
     server.responder = lambda seen: next(replies)
-    result = sh(judge_cmd(server, path, mode="llm") + " --retries 1 -j 1", env={"BV_RETRY_BASE_S": "0.01"})
+    result = bv_inproc(
+        judge_cmd(server, path, mode="llm") + " --retries 1 -j 1", env={"BV_RETRY_BASE_S": "0.01"}
+    )
     assert result.returncode == 1, result.stderr  # judge errors fail the stage; every row is written
     assert "bv judge: 2 of 4 rows got a judge error" in result.stderr
     rows = jsonl(result.stdout)
@@ -135,14 +137,14 @@ def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):
     assert any("neither True nor False" in r["judge_error"] for r in errors)
     assert any("judge request failed" in r["judge_error"] for r in errors)
     (tmp_path / "judged.jsonl").write_text(result.stdout)
-    result = sh(f"bv report --format json {tmp_path}/judged.jsonl")
+    result = bv_inproc(f"bv report --format json {tmp_path}/judged.jsonl")
     # Judge errors are counted apart and count wrong (an outage never raises the score); exit 1.
     report = json.loads(result.stdout)["inputs"][0]
     assert report["overall"]["judge_errors"] == 2 and report["overall"]["accuracy"] == 0.5
     assert result.returncode == 1 and "2 judge error(s): re-run bv judge" in result.stderr
-    finished = json.loads(sh(f"bv report --format json --exclude-failed {tmp_path}/judged.jsonl").stdout)[
-        "inputs"
-    ][0]
+    finished = json.loads(
+        bv_inproc(f"bv report --format json --exclude-failed {tmp_path}/judged.jsonl").stdout
+    )["inputs"][0]
     assert finished["overall"]["accuracy"] == 1.0  # both judged rows are right
 
 
@@ -160,12 +162,12 @@ def test_rerun_after_judge_errors_asks_again_only_for_them(server, tmp_path):
 
     server.responder = outage
     command = judge_cmd(server, path, mode="llm", cache=cache) + " --retries 0"
-    first = sh(command)
+    first = bv_inproc(command)
     assert first.returncode == 1 and len(jsonl(first.stdout)) == 4, first.stderr
     assert "2 of 4 rows got a judge error" in first.stderr and "2 rows are cached" in first.stderr
     server.responder = lambda seen: Reply(content="True")
     asked_before = len(server.seen)
-    second = sh(command)
+    second = bv_inproc(command)
     assert second.returncode == 0, second.stderr
     assert len(server.seen) - asked_before == 2  # only the two judge errors were asked again
     assert [r["decided_by"] for r in jsonl(second.stdout)] == ["llm"] * 4
@@ -175,9 +177,9 @@ def test_rejudging_is_served_from_the_cache(server, tmp_path):
     path = rollout_rows(tmp_path, ["row 2 column 3", "the middle one"])
     server.responder = lambda seen: Reply(content="True")
     cache = tmp_path / "cache.sqlite"
-    first = sh(judge_cmd(server, path, cache=cache))
+    first = bv_inproc(judge_cmd(server, path, cache=cache))
     assert len(server.seen) == 2
-    second = sh(judge_cmd(server, path, cache=cache))
+    second = bv_inproc(judge_cmd(server, path, cache=cache))
     assert len(server.seen) == 2, "a rerun of bv judge on the same rollouts made an LLM call"
     assert first.stdout == second.stdout and "2 cache hits" in second.stderr
 
@@ -185,9 +187,9 @@ def test_rejudging_is_served_from_the_cache(server, tmp_path):
 def test_rejudging_replaces_only_judge_fields(server, tmp_path):
     path = rollout_rows(tmp_path, ["row 2 column 3"])
     server.responder = lambda seen: Reply(content="True")
-    once = jsonl(sh(judge_cmd(server, path)).stdout)
+    once = jsonl(bv_inproc(judge_cmd(server, path)).stdout)
     (tmp_path / "once.jsonl").write_text("".join(json.dumps(r) + "\n" for r in once))
-    twice = jsonl(sh(f"bv judge --mode rules {tmp_path}/once.jsonl").stdout)
+    twice = jsonl(bv_inproc(f"bv judge --mode rules {tmp_path}/once.jsonl").stdout)
     assert once[0]["decided_by"] == "llm" and twice[0]["decided_by"] == "rules"
     for a, b in zip(once, twice, strict=True):
         keep = {
@@ -200,25 +202,28 @@ def test_rejudging_replaces_only_judge_fields(server, tmp_path):
 
 def test_auto_without_a_judge_warns_once_and_uses_rules(tmp_path):
     path = rollout_rows(tmp_path, ["row 2 column 3", "somewhere"])
-    result = sh(f"bv judge {path}")
+    result = bv_inproc(f"bv judge {path}")
     assert result.returncode == 0 and result.stderr.count("no LLM judge configured") == 1
     rows = jsonl(result.stdout)
     assert [r["undecided"] for r in rows] == [True, True, False] and rows[0]["hard"] == 0
-    assert "needs a judge model" in sh(f"bv judge --mode llm {path}").stderr
+    assert "needs a judge model" in bv_inproc(f"bv judge --mode llm {path}").stderr
 
 
-@pytest.mark.parametrize(("signame", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
-def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame, status):
+@pytest.mark.parametrize(("signame", "status", "in_time"), [("SIGINT", 130, True), ("SIGTERM", 143, False)])
+def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame, status, in_time):
     """After Ctrl-C or SIGTERM the judge still writes every row it read; those the LLM did not judge
-    are judge errors."""
+    are judge errors. Requests in flight that answer within the grace period count (in_time); those
+    that do not are given up after it (10 s) and marked too."""
     import signal
     import subprocess
+    import threading
     import time
 
     from conftest import BIN
 
     path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(12)])
-    server.responder = lambda seen: Reply(content="True", delay=30)
+    stopped = threading.Event()  # the judge said it was interrupted: the replies in flight may come
+    server.responder = lambda seen: Reply(content="True", release=stopped) if in_time else Reply(hang=True)
     judge = subprocess.Popen(
         [
             BIN / "bv",
@@ -236,13 +241,28 @@ def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame,
         stderr=subprocess.PIPE,
         text=True,
     )
+    err_lines: list[str] = []
+
+    def read_stderr() -> None:
+        for line in judge.stderr:
+            err_lines.append(line)
+            if "interrupted by" in line:
+                stopped.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     deadline = time.monotonic() + 20
     while server.in_flight < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.02)
     judge.send_signal(getattr(signal, signame))
-    out, err = judge.communicate(timeout=30)
+    out = judge.stdout.read()
+    judge.wait(30)
+    reader.join(5)
+    err = "".join(err_lines)
     rows = jsonl(out)
     assert judge.returncode == status and len(rows) == 13, err
     assert "bv judge: interrupted by" in err.splitlines()[-1]
-    assert sum(r["decided_by"] == "error" and "interrupted" in r["judge_error"] for r in rows) == 12
+    interrupted = sum(r["decided_by"] == "error" and "interrupted" in r["judge_error"] for r in rows)
+    assert interrupted == (10 if in_time else 12), rows
+    assert sum(r["decided_by"] == "llm" and r["hard"] == 1 for r in rows) == (2 if in_time else 0)
     assert rows[-1]["decided_by"] == "rules"  # the choice row needed no LLM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import OFFICIAL_FILES, jsonl, needs_official_results, sh
+from conftest import OFFICIAL_FILES, bv_inproc, jsonl, needs_official_results
 
 from bv.extract import extract_answer
 from bv.importer import official_extracted
@@ -36,7 +36,7 @@ def test_rules_reach_the_official_verdict_on_all_24():
 
 
 def test_import_then_report_reproduces_compute_score():
-    result = sh(f"bv import {' '.join(map(str, FILES))} | bv report --format json")
+    result = bv_inproc(f"bv import {' '.join(map(str, FILES))} | bv report --format json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)["inputs"][0]
     overall = report["overall"]
@@ -50,7 +50,7 @@ def test_import_then_report_reproduces_compute_score():
 
 
 def test_imported_rows_rejudged_by_rules_agree_and_need_no_llm(tmp_path):
-    result = sh(
+    result = bv_inproc(
         f"bv import {' '.join(map(str, FILES))} > {tmp_path}/imported.jsonl"
         f" && bv judge --mode rules {tmp_path}/imported.jsonl > {tmp_path}/rejudged.jsonl"
     )
@@ -66,6 +66,6 @@ def test_imported_rows_rejudged_by_rules_agree_and_need_no_llm(tmp_path):
 def test_run_comes_from_the_file_name_or_the_option(tmp_path):
     copy = tmp_path / "results.json"
     copy.write_text(FILES[1].read_text())
-    assert "no run number" in sh(f"bv import {copy}").stderr
-    rows = jsonl(sh(f"bv import --run 7 --model gemini {copy}").stdout)
+    assert "no run number" in bv_inproc(f"bv import {copy}").stderr
+    rows = jsonl(bv_inproc(f"bv import --run 7 --model gemini {copy}").stdout)
     assert {r["run"] for r in rows} == {6} and {r["model"] for r in rows} == {"gemini"}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import BIN, Reply, jsonl, sh
+from conftest import BIN, Reply, bv_inproc, jsonl, sh
 from terminal import on_terminal
 
 
 def test_bar_on_a_terminal(sample_dir, server, tmp_path):
     server.responder = lambda seen: Reply(content="\\boxed{A}", delay=0.3)
     prompts = tmp_path / "p.jsonl"
-    sh(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
+    bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {prompts}")
     status, text, out = on_terminal(
         [BIN / "bv", "rollout", "--base-url", server.base_url, "-m", "m", "-j", "2", "--no-cache", prompts],
         columns=160,
@@ -36,10 +36,11 @@ def test_quiet_means_nothing_on_stderr(sample_dir, server):
 
 
 def test_plain_lines_when_not_a_terminal(sample_dir, server, tmp_path):
-    server.responder = lambda seen: Reply(content="no box", delay=1.0)
-    sh(f"bv prompt {sample_dir}/meta_data.jsonl > {tmp_path}/p.jsonl")
-    result = sh(
-        f"bv rollout --base-url {server.base_url} -m m -j 2 --no-cache {tmp_path}/p.jsonl", timeout=60
+    server.responder = lambda seen: Reply(content="no box", delay=0.2)
+    bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {tmp_path}/p.jsonl")
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} -m m -j 2 --no-cache {tmp_path}/p.jsonl",
+        env={"BV_PROGRESS_EVERY_S": "0.2"},
     )
     lines = [line for line in result.stderr.splitlines() if line.startswith("bv rollout:")]
     # A file's rows are counted first, so the line says done of total; from stdin, just done.

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl
 from PIL import Image
 
 from bv.items import parse_item
@@ -59,7 +59,7 @@ def image_url(items: Path, name: str) -> dict:
 
 
 def test_official_style_has_exactly_the_papers_message_structure(items):
-    result = sh(f"bv prompt --style official {items}")
+    result = bv_inproc(f"bv prompt --style official {items}")
     assert result.returncode == 0, result.stderr
     choice, blank = jsonl(result.stdout)
     assert choice["messages"] == [
@@ -90,8 +90,8 @@ def test_official_style_has_exactly_the_papers_message_structure(items):
 
 
 def test_default_style_is_unchanged(items):
-    default = jsonl(sh(f"bv prompt {items}").stdout)
-    assert default == jsonl(sh(f"bv prompt --style bv {items}").stdout)
+    default = jsonl(bv_inproc(f"bv prompt {items}").stdout)
+    assert default == jsonl(bv_inproc(f"bv prompt --style bv {items}").stdout)
     system, user = default[0]["messages"]
     assert system["role"] == "system" and [p["type"] for p in user["content"]] == ["text", "image_url"]
     assert "## Choices\n\nA. End A" in user["content"][0]["text"]
@@ -102,7 +102,7 @@ def test_official_style_refuses_a_skill_and_bv_sections(items, tmp_path):
     skill = tmp_path / "skill.md"
     skill.write_text("Count twice.")
     for option in (f"--skill {skill}", "--diagnostic-instruction 'Explain.'"):
-        result = sh(f"bv prompt --style official {option} {items}")
+        result = bv_inproc(f"bv prompt --style official {option} {items}")
         assert result.returncode == 2 and result.stdout == ""
         assert "--style official has no system prompt" in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(ValueError, match="use --style bv for skill work"):
@@ -129,17 +129,17 @@ def test_a_replaced_template_changes_the_text_and_is_recorded_by_hash(items, tmp
             "judge.md": "Q {{question}} G {{gold}} A {{answer}}",
         },
     )
-    bv_style = jsonl(sh(f"bv prompt --prompts {prompts} {items}").stdout)[0]
+    bv_style = jsonl(bv_inproc(f"bv prompt --prompts {prompts} {items}").stdout)[0]
     assert bv_style["messages"][1]["content"][0]["text"].startswith("QUESTION: Where does the line")
     # only the templates this stage rendered: judge.md is the judge's
     assert bv_style["templates"] == {"question": sha(prompts / "question.md")}
-    official = jsonl(sh(f"bv prompt --style official --prompts {prompts} {items}").stdout)[1]
+    official = jsonl(bv_inproc(f"bv prompt --style official --prompts {prompts} {items}").stdout)[1]
     assert official["messages"][0]["content"][1]["text"].endswith("(row,col).\n" + PAPER_WORDING)
     assert official["templates"] == {"official_answer": sha(prompts / "official_answer.md")}
     edited = write_prompts(tmp_path / "edited", **{"question.md": "Q: {{question}}\n"})
-    again = jsonl(sh(f"bv prompt --prompts {edited} {items}").stdout)[0]
+    again = jsonl(bv_inproc(f"bv prompt --prompts {edited} {items}").stdout)[0]
     assert again["templates"]["question"] != bv_style["templates"]["question"]
-    listing = sh(f"bv templates --prompts {prompts}").stdout
+    listing = bv_inproc(f"bv templates --prompts {prompts}").stdout
     assert (
         f"question.md\t{sha(prompts / 'question.md')}\t{prompts / 'question.md'}\t{{{{question}}}}" in listing
     )
@@ -168,7 +168,7 @@ def test_a_template_folder_bv_cannot_use_is_a_usage_error(items, tmp_path, files
         f"bv rollout --backend chance --prompts {prompts} /dev/null",
         f"bv judge --mode rules --prompts {prompts} /dev/null",
     ):
-        result = sh(command)
+        result = bv_inproc(command)
         assert result.returncode == 2, (command, result.stderr)
         assert message in result.stderr and "--prompts" in result.stderr and result.stdout == ""
         assert "Traceback" not in result.stderr
@@ -176,14 +176,14 @@ def test_a_template_folder_bv_cannot_use_is_a_usage_error(items, tmp_path, files
 
 def test_template_files_that_are_hidden_or_not_text(items, tmp_path):
     prompts = write_prompts(tmp_path / "prompts", **{".DS_Store": "junk", "refine.md": "Again: {{previous}}"})
-    assert sh(f"bv prompt --prompts {prompts} {items}").returncode == 0  # dot files are ignored
+    assert bv_inproc(f"bv prompt --prompts {prompts} {items}").returncode == 0  # dot files are ignored
     (prompts / "question.md").write_bytes(b"\xff\xfe{{question}}")
-    result = sh(f"bv prompt --prompts {prompts} {items}")
+    result = bv_inproc(f"bv prompt --prompts {prompts} {items}")
     assert result.returncode == 2 and "question.md: not UTF-8 text" in result.stderr
     (prompts / "question.md").write_text("No question here.")
-    result = sh(f"bv prompt --prompts {prompts} {items}")
+    result = bv_inproc(f"bv prompt --prompts {prompts} {items}")
     assert result.returncode == 0 and "question.md leaves out {{question}}" in result.stderr
-    judge = sh(f"bv judge --mode rules --prompts {prompts} /dev/null")
+    judge = bv_inproc(f"bv judge --mode rules --prompts {prompts} /dev/null")
     assert judge.returncode == 0 and "leaves out" not in judge.stderr  # the judge does not render it
 
 
@@ -213,8 +213,8 @@ def test_llm_judge_sends_the_replaced_template_and_rows_record_it(server, tmp_pa
     judge = (
         f"bv judge --mode llm --judge-model j --judge-base-url {server.base_url} --judge-api-key k --no-cache"
     )
-    default = jsonl(sh(f"{judge} {rollouts}").stdout)[0]
-    result = sh(f"{judge} --prompts {prompts} {rollouts}")
+    default = jsonl(bv_inproc(f"{judge} {rollouts}").stdout)[0]
+    result = bv_inproc(f"{judge} --prompts {prompts} {rollouts}")
     assert result.returncode == 0, result.stderr
     replaced = jsonl(result.stdout)[0]
     assert server.seen[-1].body["messages"][0]["content"].startswith("GT=C ANS=C Q=Where does the line")
@@ -227,7 +227,7 @@ def test_official_rollout_sends_the_image_first_with_extra_body_unchanged(items,
     prompts = write_prompts(tmp_path / "prompts", **{"refine.md": "Box it, please. You said: {{previous}}"})
     replies = iter([Reply(content="The third one."), Reply(content="\\boxed{C}")] + [Reply()] * 4)
     server.responder = lambda seen: next(replies)
-    result = sh(
+    result = bv_inproc(
         f"bv prompt --style official {items} | bv rollout --base-url {server.base_url} -m m --api-key k"
         f" -j 1 --ordered --no-cache --max-turns 2 --prompts {prompts}"
         " -p 'reasoning={\"enabled\": true}' -p include_reasoning=true"
@@ -252,7 +252,9 @@ def test_official_rollout_sends_the_image_first_with_extra_body_unchanged(items,
 
 
 def test_chance_baseline_reads_official_choices(items):
-    result = sh(f"bv prompt --style official {items} | bv rollout --backend chance --repeats 3 --ordered -q")
+    result = bv_inproc(
+        f"bv prompt --style official {items} | bv rollout --backend chance --repeats 3 --ordered -q"
+    )
     rows = jsonl(result.stdout)
     choice_guesses = {r["response"][-3:-1] for r in rows if r["ans_type"] == "choice"}
     assert choice_guesses and choice_guesses <= {"{A", "{B", "{C"}
@@ -261,10 +263,10 @@ def test_chance_baseline_reads_official_choices(items):
 
 def test_templates_copy_to_gives_files_to_edit(tmp_path):
     folder = tmp_path / "mine"
-    result = sh(f"bv templates --copy-to {folder} judge.md refine")
+    result = bv_inproc(f"bv templates --copy-to {folder} judge.md refine")
     assert result.returncode == 0 and sorted(p.name for p in folder.iterdir()) == ["judge.md", "refine.md"]
     assert (folder / "judge.md").read_text() == packaged("judge")
-    again = sh(f"bv templates --copy-to {folder} judge")
+    again = bv_inproc(f"bv templates --copy-to {folder} judge")
     assert again.returncode == 2 and "judge.md exists" in again.stderr
-    assert sh(f"bv templates --copy-to {folder} nope").returncode == 2
-    assert "bv templates --copy-to" in sh("bv templates --help").stdout
+    assert bv_inproc(f"bv templates --copy-to {folder} nope").returncode == 2
+    assert "bv templates --copy-to" in bv_inproc("bv templates --help").stdout

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from conftest import jsonl, sh
+from conftest import bv_inproc, jsonl
 
 from bv.report import build_report, paired, summarize
 from bv.stats import mcnemar_exact, pstdev, wilson
@@ -97,13 +97,13 @@ def write(path, data):
 def test_report_cli_side_by_side_with_paired_test(tmp_path):
     a = write(tmp_path / "a.jsonl", rows(0, [0] * 10 + [1] * 10))
     b = write(tmp_path / "b.jsonl", rows(0, [1] * 9 + [0] + [1] * 10 + [0]))
-    table = sh(f"bv report v1={a} v2={b}")
+    table = bv_inproc(f"bv report v1={a} v2={b}")
     assert table.returncode == 0
     assert "v2 vs v1, paired by (id, run) over 20 rows: 9 improved, 0 regressed" in table.stdout
     assert "rows left out: v1 0, v2 1" in table.stdout
-    report = json.loads(sh(f"bv report --format json v1={a} v2={b}").stdout)
+    report = json.loads(bv_inproc(f"bv report --format json v1={a} v2={b}").stdout)
     assert report["comparison"]["paired"]["p_value"] == pytest.approx(2 / 512)
-    markdown = sh(f"bv report --format markdown v1={a} v2={b}").stdout
+    markdown = bv_inproc(f"bv report --format markdown v1={a} v2={b}").stdout
     assert (
         "| **Overall** | 20/20 | 50.0 | 95.0 | +45.0 |" in markdown and "exact McNemar p = 0.0039" in markdown
     )
@@ -111,9 +111,9 @@ def test_report_cli_side_by_side_with_paired_test(tmp_path):
 
 def test_fail_under_is_a_ci_gate(tmp_path):
     path = write(tmp_path / "r.jsonl", rows(0, [1, 0, 0, 0]))
-    ok = sh(f"bv report --format json --fail-under 0.2 {path}")
+    ok = bv_inproc(f"bv report --format json --fail-under 0.2 {path}")
     assert ok.returncode == 0
-    low = sh(f"bv report --format json --fail-under 0.3 {path}")
+    low = bv_inproc(f"bv report --format json --fail-under 0.3 {path}")
     assert low.returncode == 1 and "overall accuracy 0.25 is below --fail-under 0.3" in low.stderr
     assert json.loads(low.stdout)["inputs"][0]["overall"]["accuracy"] == 0.25  # the report is still printed
 
@@ -121,7 +121,7 @@ def test_fail_under_is_a_ci_gate(tmp_path):
 @pytest.mark.parametrize("value", ["nan", "2", "30", "-0.1", "inf"])
 def test_fail_under_outside_0_1_is_a_usage_error_before_any_work(tmp_path, value):
     missing = tmp_path / "not-there.jsonl"  # reading it would be an error of its own (exit 1)
-    result = sh(f"bv report --fail-under {value} {missing}")
+    result = bv_inproc(f"bv report --fail-under {value} {missing}")
     assert result.returncode == 2 and "--fail-under" in result.stderr and "between 0 and 1" in result.stderr
     assert "not-there" not in result.stderr and result.stdout == ""
 
@@ -135,7 +135,7 @@ def test_table_notes_usage_per_input(tmp_path):
         response="no box here",
         model="m1",
     )
-    out = sh(f"bv report {write(tmp_path / 'r.jsonl', data)}").stdout
+    out = bv_inproc(f"bv report {write(tmp_path / 'r.jsonl', data)}").stdout
     assert (
         "r: model m1; 2000 prompt + 100 completion tokens; mean latency 2.00 s per row; 2 replies without"
         in out
@@ -143,7 +143,7 @@ def test_table_notes_usage_per_input(tmp_path):
 
 
 def test_html_option_writes_the_viewer(sample_dir, tmp_path):
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance | bv judge --mode rules"
         f" > {tmp_path}/r.jsonl && bv report {tmp_path}/r.jsonl --html {tmp_path}/out.html"
         f" --image-root {sample_dir}"

@@ -8,7 +8,7 @@ import random
 from collections import defaultdict
 
 import pytest
-from conftest import sh
+from conftest import bv_inproc
 
 from bv.report import build_report, summarize
 from bv.stats import mean, pstdev
@@ -83,13 +83,12 @@ def test_sharded_and_merged_inputs_give_the_same_report(tmp_path):
     whole = write(tmp_path / "whole.jsonl", data)
     write(tmp_path / "s0.jsonl", data[::2])
     write(tmp_path / "s1.jsonl", data[1::2])
-    merged = sh(f"cd {tmp_path} && bv merge s1.jsonl s0.jsonl --sort -o merged.jsonl")
+    merged = bv_inproc("bv merge s1.jsonl s0.jsonl --sort -o merged.jsonl", cwd=tmp_path)
     assert merged.returncode == 0, merged.stderr
-    one = json.loads(sh(f"bv report --format json {whole}").stdout)["inputs"][0]
-    two = json.loads(sh(f"bv report --format json {tmp_path}/merged.jsonl").stdout)["inputs"][0]
-    piped = json.loads(sh(f"cat {tmp_path}/s0.jsonl {tmp_path}/s1.jsonl | bv report --format json").stdout)[
-        "inputs"
-    ][0]
+    one = json.loads(bv_inproc(f"bv report --format json {whole}").stdout)["inputs"][0]
+    two = json.loads(bv_inproc(f"bv report --format json {tmp_path}/merged.jsonl").stdout)["inputs"][0]
+    shards = (tmp_path / "s0.jsonl").read_text() + (tmp_path / "s1.jsonl").read_text()
+    piped = json.loads(bv_inproc("bv report --format json", input=shards).stdout)["inputs"][0]
     for other in (two, piped):
         assert {k: v for k, v in other.items() if k != "name"} == {
             k: v for k, v in one.items() if k != "name"
@@ -102,7 +101,7 @@ def test_failed_rows_count_wrong_warn_and_exit_1(tmp_path):
     data[1].update(hard=None, decided_by="error")
     data[2].update(undecided=True, hard=0)
     path = write(tmp_path / "r.jsonl", data)
-    result = sh(f"bv report --format json {path}")
+    result = bv_inproc(f"bv report --format json {path}")
     assert result.returncode == 1
     overall = json.loads(result.stdout)["inputs"][0]["overall"]
     assert overall["accuracy"] == 0.5 and overall["correct"] == 3 and overall["denominator"] == 6
@@ -117,17 +116,20 @@ def test_exclude_failed_is_labelled_in_every_format(tmp_path):
     data = [row(i, 0, 1) for i in range(4)]
     data[0].update(error="HTTP 500", hard=0)
     path = write(tmp_path / "r.jsonl", data)
-    report = json.loads(sh(f"bv report --exclude-failed --format json {path}").stdout)["inputs"][0]
+    report = json.loads(bv_inproc(f"bv report --exclude-failed --format json {path}").stdout)["inputs"][0]
     assert report["overall"]["accuracy"] == 1.0 and report["accuracy_over"].startswith("finished rows")
-    table = sh(f"bv report --exclude-failed {path}")
+    table = bv_inproc(f"bv report --exclude-failed {path}")
     assert "finished rows" in table.stdout and "left out of the accuracy" in table.stderr
-    assert "accuracy % (finished rows)" in sh(f"bv report --exclude-failed --format markdown {path}").stdout
-    csv_lines = sh(f"bv report --exclude-failed --format csv {path}").stdout.splitlines()
+    assert (
+        "accuracy % (finished rows)"
+        in bv_inproc(f"bv report --exclude-failed --format markdown {path}").stdout
+    )
+    csv_lines = bv_inproc(f"bv report --exclude-failed --format csv {path}").stdout.splitlines()
     assert csv_lines[0].endswith(",accuracy_over") and csv_lines[1].endswith(
         ",finished rows (--exclude-failed)"
     )
-    assert sh(f"bv report --format csv {path}").stdout.splitlines()[1].endswith(",all rows")
-    html = sh(f"bv report --exclude-failed --format json {path} --html {tmp_path}/r.html")
+    assert bv_inproc(f"bv report --format csv {path}").stdout.splitlines()[1].endswith(",all rows")
+    html = bv_inproc(f"bv report --exclude-failed --format json {path} --html {tmp_path}/r.html")
     assert "accuracy % (finished rows)" in (tmp_path / "r.html").read_text(), html.stderr
 
 
@@ -136,31 +138,31 @@ def test_failed_counts_side_by_side(tmp_path):
     b = [row(i, 0, 1) for i in range(4)]
     b[1].update(hard=None, decided_by="error")
     pa, pb = write(tmp_path / "a.jsonl", a), write(tmp_path / "b.jsonl", b)
-    out = sh(f"bv report --format markdown {pa} {pb}").stdout
+    out = bv_inproc(f"bv report --format markdown {pa} {pb}").stdout
     assert "a err/judge/und" in out and "| **Overall** | 4/4 | 100.0 | 75.0 | -25.0 | 0/0/0 | 0/1/0 |" in out
 
 
 def test_empty_input_and_not_judged_rows_are_errors_naming_the_file(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    result = sh(f"bv report {empty}")
+    result = bv_inproc(f"bv report {empty}")
     assert result.returncode == 1 and f"{empty}: no judged rows" in result.stderr and not result.stdout
     rollout = write(tmp_path / "rollout.jsonl", [{"id": "1", "run": 0, "response": "x", "question": "q"}])
-    result = sh(f"bv report {rollout}")
+    result = bv_inproc(f"bv report {rollout}")
     assert (
         result.returncode == 1
         and f"{rollout}:1: a rollout row" in result.stderr
         and "bv judge" in result.stderr
     )
     items = write(tmp_path / "items.jsonl", [{"id": "1", "question": "q", "answer": ["A"]}])
-    result = sh(f"bv report --format json {items}")
+    result = bv_inproc(f"bv report --format json {items}")
     assert result.returncode == 1 and f"{items}:1: not a judged row" in result.stderr and not result.stdout
     assert "Traceback" not in result.stderr
 
 
 def test_repeated_id_run_is_an_error_pointing_to_merge(tmp_path):
     data = [row(i, 0, 1) for i in range(3)] + [row(1, 0, 0), row(2, 0, 1)]
-    result = sh(f"bv report {write(tmp_path / 'r.jsonl', data)}")
+    result = bv_inproc(f"bv report {write(tmp_path / 'r.jsonl', data)}")
     assert result.returncode == 1 and not result.stdout
     assert "2 row(s) repeat an (id, run)" in result.stderr and "id 1 run 0 (" in result.stderr
     assert "r.jsonl:4" in result.stderr and "bv merge" in result.stderr
@@ -169,9 +171,9 @@ def test_repeated_id_run_is_an_error_pointing_to_merge(tmp_path):
 def test_several_models_in_one_input_need_by(tmp_path):
     data = [row(i, 0, 1) for i in range(4)] + [row(i, 0, int(i < 1), model="m2") for i in range(4)]
     path = write(tmp_path / "all.jsonl", data)
-    result = sh(f"bv report {path}")
+    result = bv_inproc(f"bv report {path}")
     assert result.returncode == 1 and "2 models (m1, m2)" in result.stderr and "--by model" in result.stderr
-    split = sh(f"bv report --by model --format json {path}")
+    split = bv_inproc(f"bv report --by model --format json {path}")
     assert split.returncode == 0, split.stderr
     report = json.loads(split.stdout)
     assert [s["name"] for s in report["inputs"]] == ["m1", "m2"]
@@ -181,10 +183,10 @@ def test_several_models_in_one_input_need_by(tmp_path):
 
 def test_several_skills_or_judge_versions_need_by(tmp_path):
     skills = [row(i, 0, 1, skill={"name": "s", "sha256": f"{i % 2}" * 64}) for i in range(4)]
-    result = sh(f"bv report {write(tmp_path / 'a.jsonl', skills)}")
+    result = bv_inproc(f"bv report {write(tmp_path / 'a.jsonl', skills)}")
     assert result.returncode == 1 and "--by skill" in result.stderr
     judges = [row(i, 0, 1, judge_version=str(i % 2)) for i in range(4)]
-    result = sh(f"bv report {write(tmp_path / 'b.jsonl', judges)}")
+    result = bv_inproc(f"bv report {write(tmp_path / 'b.jsonl', judges)}")
     assert (
         result.returncode == 1
         and "2 judge versions" in result.stderr
@@ -194,14 +196,14 @@ def test_several_skills_or_judge_versions_need_by(tmp_path):
 
 def test_prompt_styles_or_replaced_templates_need_by(tmp_path):
     styles = [row(i, 0, 1, **({"style": "official"} if i % 2 else {})) for i in range(4)]
-    result = sh(f"bv report {write(tmp_path / 'a.jsonl', styles)}")
+    result = bv_inproc(f"bv report {write(tmp_path / 'a.jsonl', styles)}")
     assert result.returncode == 1 and "2 prompt styles (bv, official)" in result.stderr
     assert "--by style" in result.stderr
-    split = json.loads(sh(f"bv report --by style --format json {tmp_path / 'a.jsonl'}").stdout)
+    split = json.loads(bv_inproc(f"bv report --by style --format json {tmp_path / 'a.jsonl'}").stdout)
     assert [s["name"] for s in split["inputs"]] == ["bv", "official"]
     refine = {"rollout_templates": {"refine.md": "ab" * 32}}
     replaced = [row(i, 0, 1, **(refine if i % 2 else {})) for i in range(4)]
-    result = sh(f"bv report {write(tmp_path / 'b.jsonl', replaced)}")
+    result = bv_inproc(f"bv report {write(tmp_path / 'b.jsonl', replaced)}")
     assert result.returncode == 1 and "replaced prompt templates" in result.stderr
     assert "refine.md@abababab" in result.stderr and "--by prompts" in result.stderr
 
@@ -211,7 +213,7 @@ def test_comparison_with_stdin_and_a_second_pass(tmp_path):
     b = [row(i, 0, i % 2) for i in range(4)]
     pb = write(tmp_path / "b.jsonl", b)
     report = json.loads(
-        sh(f"bv report --format json a=- {pb}", input="".join(json.dumps(r) + "\n" for r in a)).stdout
+        bv_inproc(f"bv report --format json a=- {pb}", input="".join(json.dumps(r) + "\n" for r in a)).stdout
     )
     assert report["comparison"]["left_out"] == {"a": 2, "b": 0}
     assert report["inputs"][0]["overall"]["rows"] == 4 and report["inputs"][0]["overall"]["accuracy"] == 1.0
@@ -225,13 +227,13 @@ def test_provenance_per_input(tmp_path):
         for i in range(3)
     ] + [row(3, 0, 1)]  # a row made before provenance: shown as far as the rows say
     path = write(tmp_path / "r.jsonl", data)
-    report = json.loads(sh(f"bv report --format json {path}").stdout)["inputs"][0]
+    report = json.loads(bv_inproc(f"bv report --format json {path}").stdout)["inputs"][0]
     assert report["provenance"] == {
         "endpoints": ["http://127.0.0.1:9/v1"],
         "bv_versions": ["0.9"],
         "started_at": {"first": "2026-11-30T09:00:00Z", "last": "2026-11-30T09:02:00Z"},
     }
-    table = sh(f"bv report {path}").stdout
+    table = bv_inproc(f"bv report {path}").stdout
     assert (
         "endpoint http://127.0.0.1:9/v1; bv 0.9; rows made 2026-11-30T09:00:00Z to 2026-11-30T09:02:00Z"
         in table
@@ -242,14 +244,14 @@ def test_merge_with_a_missing_input_leaves_the_old_output(tmp_path):
     good = write(tmp_path / "good.jsonl", [row(i, 0, 1) for i in range(3)])
     out = tmp_path / "m.jsonl"
     out.write_text("old\n")
-    result = sh(f"bv merge {good} {tmp_path}/missing.jsonl -o {out}")
+    result = bv_inproc(f"bv merge {good} {tmp_path}/missing.jsonl -o {out}")
     assert result.returncode == 1 and "missing.jsonl: no such file" in result.stderr
     assert out.read_text() == "old\n"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good.read_text() + "{not json\n")
-    result = sh(f"bv merge {bad} -o {out}")
+    result = bv_inproc(f"bv merge {bad} -o {out}")
     assert result.returncode == 1 and f"{out} not written" in result.stderr and out.read_text() == "old\n"
-    result = sh(f"bv merge {bad} -o {out} --skip-bad")
+    result = bv_inproc(f"bv merge {bad} -o {out} --skip-bad")
     assert result.returncode == 0 and [json.loads(x) for x in out.read_text().splitlines()] == [
         json.loads(x) for x in good.read_text().splitlines()
     ]
@@ -282,7 +284,7 @@ def test_merge_by_offsets_writes_what_the_old_merge_wrote(tmp_path, sort):
     second.write_text("".join(lines[half:] + lines[: half // 2]))
     stdin = "".join(json.dumps(r | {"hard": 1}, separators=(",", ":")) + "\n" for r in data[:10])
     flag = "--sort" if sort else ""
-    result = sh(f"bv merge {first} - {second} {flag}", input=stdin)
+    result = bv_inproc(f"bv merge {first} - {second} {flag}", input=stdin)
     assert result.returncode == 0, result.stderr
     stdin_file = tmp_path / "stdin.jsonl"
     stdin_file.write_text(stdin)
@@ -296,11 +298,11 @@ def test_merge_by_offsets_writes_what_the_old_merge_wrote(tmp_path, sort):
 def test_html_reads_the_rows_again_also_from_stdin(tmp_path):
     data = [row(i, 0, i % 2) for i in range(6)]
     text = "".join(json.dumps(r) + "\n" for r in data)
-    result = sh(f"bv report --html {tmp_path}/p.html --format json", input=text)
+    result = bv_inproc(f"bv report --html {tmp_path}/p.html --format json", input=text)
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "p.html").read_text()
     assert page.count('<article class="card"') == 6
     both = text + "".join(json.dumps(row(i, 0, 1, model="m2")) + "\n" for i in range(4))
-    split = sh(f"bv report --by model --html {tmp_path}/q.html -", input=both)
+    split = bv_inproc(f"bv report --by model --html {tmp_path}/q.html -", input=both)
     assert split.returncode == 0, split.stderr
     assert (tmp_path / "q.html").read_text().count('<article class="card"') == 4  # the items m1 and m2 share

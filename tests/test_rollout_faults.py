@@ -7,13 +7,13 @@ import json
 import threading
 
 import pytest
-from conftest import Reply, jsonl, read_items, sh
+from conftest import Reply, bv_inproc, jsonl, read_items
 
 
 @pytest.fixture
 def prompts(sample_dir, tmp_path):
     path = tmp_path / "prompts.jsonl"
-    result = sh(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
+    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
     assert result.returncode == 0, result.stderr
     return path
 
@@ -30,12 +30,15 @@ FAULTS = [
     Reply(status=503, headers={"retry-after-ms": "10"}),
     Reply(drop=True),
     Reply(body=b'{"id": "x", "choices": [{"message": {"content": "trunc'),
-    Reply(delay=2.0),  # past --timeout
+    Reply(hang=True),  # past --timeout
 ]
+# Long enough that a real answer never times out on a loaded machine; the hanging one always does.
+TIMEOUT_S = 1.5
 
 
 def test_every_fault_is_retried_and_every_item_ends_once(prompts, server, tmp_path):
-    """Each item meets every kind of fault once, in turn, before the server answers it."""
+    """Each item meets every kind of fault once, in turn, before the server answers it. Every item
+    is in flight at once (-j 12), so the run waits about one timeout, not one per item."""
     tries = collections.Counter()
     lock = threading.Lock()
 
@@ -49,17 +52,17 @@ def test_every_fault_is_retried_and_every_item_ends_once(prompts, server, tmp_pa
         return Reply(content="ok \\boxed{A}")
 
     server.responder = respond
-    result = sh(
-        f"bv rollout --base-url {server.base_url} -m m -j 4 --timeout 0.5 --retries {len(FAULTS)} --no-cache"
-        f" {prompts} > {tmp_path}/out.jsonl",
-        env={"BV_RETRY_BASE_S": "0.05"},
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} -m m -j 12 --timeout {TIMEOUT_S} --retries {len(FAULTS)}"
+        f" --no-cache {prompts} > {tmp_path}/out.jsonl",
+        env={"BV_RETRY_BASE_S": "0.01"},
     )
     assert result.returncode == 0, result.stderr
     rows = jsonl((tmp_path / "out.jsonl").read_text())
     ids = [r["id"] for r in rows]
     assert len(ids) == len(set(ids)) == len(jsonl(prompts.read_text()))
     assert all(r["error"] is None and r["response"] == "ok \\boxed{A}" for r in rows), result.stderr
-    assert all(n == len(FAULTS) + 1 for n in tries.values())
+    assert len(tries) == len(ids) and all(n == len(FAULTS) + 1 for n in tries.values()), tries
 
 
 def test_retries_run_out_into_error_rows_that_are_not_cached(prompts, server, tmp_path):
@@ -69,7 +72,7 @@ def test_retries_run_out_into_error_rows_that_are_not_cached(prompts, server, tm
         f"bv rollout --base-url {server.base_url} -m m -j 4 --retries 2 --cache {cache} {prompts}"
         f" > {tmp_path}/out.jsonl"
     )
-    result = sh(command, env={"BV_RETRY_BASE_S": "0.01"})
+    result = bv_inproc(command, env={"BV_RETRY_BASE_S": "0.01"})
     rows = jsonl((tmp_path / "out.jsonl").read_text())
     n = len(jsonl(prompts.read_text()))
     # Failed rows fail the stage (exit 1), yet every row is written, and the summary says so.
@@ -83,20 +86,20 @@ def test_retries_run_out_into_error_rows_that_are_not_cached(prompts, server, tm
     assert len(server.seen) == 3 * n
     # The next run retries exactly the failed rows, and now they succeed.
     server.responder = lambda seen: Reply(content="\\boxed{B}")
-    result = sh(command)
+    result = bv_inproc(command)
     assert result.returncode == 0
     rows = jsonl((tmp_path / "out.jsonl").read_text())
     assert all(r["error"] is None and r["response"] == "\\boxed{B}" for r in rows)
     assert len(server.seen) == 4 * n
     # And a third run is served from the cache.
-    result = sh(command)
+    result = bv_inproc(command)
     assert len(server.seen) == 4 * n and f"{n} cache hits" in result.stderr
 
 
 def test_fatal_auth_error_stops_the_run_with_a_clear_message(prompts, server, tmp_path):
     server.responder = lambda seen: Reply(status=401)
     key = "sk-secret-0123456789abcdefghij"
-    result = sh(f"bv rollout --base-url {server.base_url} --api-key {key} -m m -j 2 {prompts}")
+    result = bv_inproc(f"bv rollout --base-url {server.base_url} --api-key {key} -m m -j 2 {prompts}")
     assert result.returncode == 1
     assert "refused the API key (HTTP 401)" in result.stderr and "Traceback" not in result.stderr
     assert key not in result.stderr + result.stdout
@@ -109,11 +112,14 @@ def test_waiting_retries_are_visible_on_stderr(prompts, server):
     def respond(seen):
         state["n"] += 1
         if state["n"] <= 4:
-            return Reply(status=429, headers={"retry-after": "2"})
+            return Reply(status=429, headers={"retry-after": "1"})
         return Reply(content="\\boxed{A}")
 
     server.responder = respond
-    result = sh(f"bv rollout --base-url {server.base_url} -m m -j 4 --no-cache {prompts}", timeout=60)
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} -m m -j 4 --no-cache {prompts}",
+        env={"BV_PROGRESS_EVERY_S": "0.2"},
+    )
     assert result.returncode == 0
     assert "waiting to retry (429 rate limited ×4)" in result.stderr
 
@@ -123,13 +129,13 @@ def test_repeats_are_runs_cached_apart(prompts, server, tmp_path):
     cache = tmp_path / "c.sqlite"
     command = f"bv rollout --base-url {server.base_url} -m m --repeats 3 --temperature 0.7 --cache {cache}"
     command += f" {prompts}"
-    rows = jsonl(sh(command).stdout)
+    rows = jsonl(bv_inproc(command).stdout)
     n = len(jsonl(prompts.read_text()))
     assert sorted(collections.Counter((r["id"], r["run"]) for r in rows).values()) == [1] * 3 * n
     assert {r["run"] for r in rows} == {0, 1, 2} and len(server.seen) == 3 * n
     assert all(r["params"] == {"temperature": 0.7} for r in rows)
     assert all(s.body["temperature"] == 0.7 for s in server.seen)
-    sh(command)
+    bv_inproc(command)
     assert len(server.seen) == 3 * n  # every run came from the cache
 
 
@@ -141,7 +147,7 @@ def test_refinement_turn_when_no_box(prompts, server, sample_dir):
 
     server.responder = respond
     rows = jsonl(
-        sh(f"bv rollout --base-url {server.base_url} -m m --max-turns 2 --no-cache {prompts}").stdout
+        bv_inproc(f"bv rollout --base-url {server.base_url} -m m --max-turns 2 --no-cache {prompts}").stdout
     )
     assert rows and all(len(r["turns"]) == 2 and r["response"] == "\\boxed{B}" for r in rows)
     assert rows[0]["usage"] == {"prompt_tokens": 230, "completion_tokens": 10}

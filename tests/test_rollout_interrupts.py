@@ -105,26 +105,40 @@ def test_sigkill_midway_then_rerun_sends_only_the_unfinished(sample_dir, server,
     ("signum", "name", "status"), [(signal.SIGINT, "Ctrl-C", 130), (signal.SIGTERM, "SIGTERM", 143)]
 )
 def test_first_ctrl_c_or_sigterm_finishes_in_flight(sample_dir, server, tmp_path, signum, name, status):
-    """SIGTERM (a scheduler, `timeout`) is the first Ctrl-C: rows in flight are written, then 143."""
+    """SIGTERM (a scheduler, `timeout`) is the first Ctrl-C: rows in flight are written, then 143.
+    The replies in flight come only once rollout has said it is interrupted, however loaded the
+    machine: they finish within the grace period, and nothing after them starts."""
     state = {"n": 0}
     lock = threading.Lock()
+    stopped = threading.Event()
 
     def respond(seen):
         with lock:
             state["n"] += 1
             first = state["n"] <= 3
-        return Reply(content="\\boxed{B}", delay=0 if first else 1.0)
+        return Reply(content="\\boxed{B}", release=None if first else stopped)
 
     server.responder = respond
     out, cache = tmp_path / "results.jsonl", tmp_path / "cache.sqlite"
     prompt, rollout, judge = start_pipeline(sample_dir, server.base_url, out, cache, jobs=2)
+    err_lines: list[str] = []
+
+    def read_stderr() -> None:
+        for line in rollout.stderr:
+            err_lines.append(line.decode())
+            if b"interrupted by" in line:
+                stopped.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     wait_for(lambda: len(server.finished()) >= 3 and server.in_flight == 2)
     in_flight = server.in_flight
     for process in (prompt, rollout, judge):  # the signal reaches the whole pipeline
         process.send_signal(signum)
     assert rollout.wait(15) == status
     judge.wait(15)
-    err = rollout.stderr.read().decode()
+    reader.join(5)
+    err = "".join(err_lines)
     assert f"bv rollout: interrupted by {name}; finishing requests in flight" in err
     # The closing summary, on a line of its own, says how to resume.
     assert f"\nbv rollout: interrupted by {name} after {3 + in_flight} rows;" in err

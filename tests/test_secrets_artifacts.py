@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Reply, jsonl, sh
+from conftest import Reply, bv_inproc, jsonl, sh
 
 from bv.artifacts import safe_name
 
@@ -28,7 +28,7 @@ def echoing_server(seen):
 def test_no_key_in_any_output_artifact_or_cache(sample_dir, server, tmp_path):
     server.responder = echoing_server
     cache, artifacts = tmp_path / "cache.sqlite", tmp_path / "artifacts"
-    result = sh(
+    result = sh(  # a real pipeline, as users type it
         f"bv prompt {sample_dir}/meta_data.jsonl"
         f" | bv rollout --base-url {server.base_url} --api-key {KEY} -m m --cache {cache}"
         f" --artifacts {artifacts}"
@@ -45,7 +45,7 @@ def test_no_key_in_any_output_artifact_or_cache(sample_dir, server, tmp_path):
     assert any(r["error"] and "Incorrect API key provided: ***" in r["error"] for r in rows)
     assert any(r["decided_by"] == "llm" for r in rows)
     assert any(r["judge_error"] and "Incorrect API key provided: ***" in r["judge_error"] for r in rows)
-    help_text = sh("bv rollout --help", env={"OPENAI_API_KEY": KEY}).stdout
+    help_text = bv_inproc("bv rollout --help", env={"OPENAI_API_KEY": KEY}).stdout
     blobs = {"stdout": result.stdout, "stderr": result.stderr, "help": help_text}
     for path in [*tmp_path.rglob("*")]:
         if path.is_file():
@@ -81,7 +81,7 @@ def test_artifacts_per_run_and_item(sample_dir, server, tmp_path):
         )
     )
     out = tmp_path / "art"
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {items} | bv rollout --base-url {server.base_url} -m m --repeats 2 --no-cache"
         f" --artifacts {out}"
     )
@@ -115,7 +115,7 @@ def test_safe_names_are_short_and_case_proof():
 def test_unwritable_artifacts_never_cost_the_row(sample_dir, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
-    result = sh(
+    result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance --artifacts {blocker}/runs"
     )
     assert result.returncode == 0 and len(jsonl(result.stdout)) == 12

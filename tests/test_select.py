@@ -6,7 +6,7 @@ import random
 import shutil
 from collections import Counter
 
-from conftest import jsonl, read_items, sh
+from conftest import bv_inproc, jsonl, read_items
 
 from bv.select import Selection, quotas, select, stratified_sample
 
@@ -46,11 +46,11 @@ def test_filters_combine_ids_types_subtypes_limit():
 
 def test_prompt_filters_through_the_cli(sample_dir):
     items = sample_dir / "meta_data.jsonl"
-    limited = sh(f"bv prompt {items} --limit 2")
+    limited = bv_inproc(f"bv prompt {items} --limit 2")
     assert limited.returncode == 0 and [r["id"] for r in jsonl(limited.stdout)] == ["1", "2"]
-    chosen = sh(f"bv prompt {items} --ids 3,5 --ids 11")
+    chosen = bv_inproc(f"bv prompt {items} --ids 3,5 --ids 11")
     assert [r["id"] for r in jsonl(chosen.stdout)] == ["3", "5", "11"]
-    typed = sh(f"bv prompt {items} --type 'visual tracking' --subtype 'Connect the lines'")
+    typed = bv_inproc(f"bv prompt {items} --type 'visual tracking' --subtype 'Connect the lines'")
     assert {r["type"] for r in jsonl(typed.stdout)} == {"Visual Tracking"}
     assert len(jsonl(typed.stdout)) == sum(
         1 for i in read_items(sample_dir) if i["type"] == "Visual Tracking"
@@ -64,7 +64,8 @@ def test_prompt_sample_same_twice_and_from_shuffled_input(sample_dir, tmp_path):
     shutil.copytree(sample_dir / "images", tmp_path / "images")
     (tmp_path / "shuffled.jsonl").write_text("".join(lines))
     runs = [
-        sh(f"bv prompt {path} --sample 6 --seed 5") for path in (items, items, tmp_path / "shuffled.jsonl")
+        bv_inproc(f"bv prompt {path} --sample 6 --seed 5")
+        for path in (items, items, tmp_path / "shuffled.jsonl")
     ]
     ids = [sorted(r["id"] for r in jsonl(run.stdout)) for run in runs]
     assert all(run.returncode == 0 for run in runs)
@@ -74,7 +75,7 @@ def test_prompt_sample_same_twice_and_from_shuffled_input(sample_dir, tmp_path):
 
 
 def test_prompt_unknown_id_or_type_is_an_error(sample_dir):
-    result = sh(f"bv prompt {sample_dir / 'meta_data.jsonl'} --ids 1,999 --type Nope")
+    result = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} --ids 1,999 --type Nope")
     assert result.returncode == 1
     assert "--ids: no item matches '999'" in result.stderr
     assert "--type: no item matches 'Nope'" in result.stderr

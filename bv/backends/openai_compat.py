@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from bv.backends import BV_PARAMS, Reply
 from bv.backends.replies import clean_text, error_message, parse_completion, read_body
-from bv.endpoints import CONNECT_TIMEOUT_S, Endpoint, describe_transport_error, resolve
+from bv.endpoints import (
+    CONNECT_TIMEOUT_S,
+    Endpoint,
+    NoModelList,
+    describe_transport_error,
+    fetch_models,
+    resolve,
+)
 from bv.errors import Fatal, ItemFailure, Transient
-from bv.images import ImageError, ImageOptions, inline_images_async
+from bv.images import DataURI, EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
 from bv.terminal import printable
 
@@ -54,6 +62,7 @@ class OpenAIBackend:
         self._headers = endpoint.headers()
         self._session: Any = None
         self._diagnosis: asyncio.Future | None = None
+        self._images = EncodedImages()  # an item's repeats and turns send its image again
 
     @classmethod
     def from_config(
@@ -104,8 +113,9 @@ class OpenAIBackend:
         return self._session
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
+        options = ImageOptions(max_pixels=params.get("max_pixels"))
         try:
-            sendable = await inline_images_async(messages, ImageOptions(max_pixels=params.get("max_pixels")))
+            sendable = await inline_images_async(messages, options, self._images)
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
         body = {"model": self.model, "messages": sendable}
@@ -115,7 +125,7 @@ class OpenAIBackend:
         replica.in_flight += 1
         started = time.monotonic()
         try:
-            reply = await self._post(replica, json.dumps(body).encode())
+            reply = await self._post(replica, body_json(body))
         except Transient:
             replica.failures += 1
             if replica.failures >= 3 and len(self.replicas) > 1:
@@ -208,24 +218,15 @@ class OpenAIBackend:
         return hints or " Check the base URL and the model name."
 
     async def _list_models(self, url: str, replica: Replica) -> list[str]:
-        """The model ids a /models URL lists, or [] if it does not answer with a list."""
-        import aiohttp
-
+        """The model ids a /models URL lists (asked as `bv models` asks), or [] if it does not
+        answer with a list within a few seconds."""
         try:
             async with asyncio.timeout(5):
-                session = self._open()
                 proxy = {"proxy": replica.proxy, "proxy_auth": replica.proxy_auth}
-                async with session.get(url, headers=self._headers, **proxy) as response:
-                    if response.status != 200:
-                        return []
-                    data = json.loads(await read_body(response, 1024 * 1024))
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, ItemFailure, Transient):
+                listed = await fetch_models(self._open(), self.config, url, **proxy)
+        except (NoModelList, TimeoutError):
             return []
-        items = data.get("data") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            return []
-        ids = [m.get("id") for m in items if isinstance(m, dict)]
-        return [printable(clean_text(i))[:80] for i in ids if isinstance(i, str)]
+        return [printable(clean_text(model["id"]))[:80] for model in listed]
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -233,6 +234,47 @@ class OpenAIBackend:
                 await self._session.close()
             except Exception:  # closing is best effort; the process is ending anyway
                 pass
+
+
+_MARK = f"bv-image-{os.urandom(8).hex()}-"  # random per process: no text holds it by chance
+
+
+def body_json(body: dict[str, Any]) -> bytes:
+    """`json.dumps(body).encode()`, without the encoder scanning each image's data URI character
+    by character (most of a request's JSON time; a bv data URI needs no escaping): each is put in
+    the JSON text in place of a marker. A marker found other than once (never, but input is
+    hostile) falls back to plain json.dumps."""
+    uris: list[str] = []
+    messages = []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(_data_uri(part) for part in content):
+            parts = []
+            for part in content:
+                if _data_uri(part):
+                    uris.append(part["image_url"]["url"])
+                    part = {**part, "image_url": {**part["image_url"], "url": f"{_MARK}{len(uris)}"}}
+                parts.append(part)
+            message = {**message, "content": parts}
+        messages.append(message)
+    if not uris:
+        return json.dumps(body).encode()
+    pieces = json.dumps({**body, "messages": messages}).split(f'"{_MARK}')
+    if len(pieces) == len(uris) + 1:
+        out = [pieces[0]]
+        for number, (uri, piece) in enumerate(zip(uris, pieces[1:], strict=True), 1):
+            number_text, quote, rest = piece.partition('"')
+            if number_text != str(number) or not quote:
+                break
+            out += ['"', uri, '"', rest]
+        else:
+            return "".join(out).encode()
+    return json.dumps(body).encode()
+
+
+def _data_uri(part: Any) -> bool:
+    image = part.get("image_url") if isinstance(part, dict) else None
+    return isinstance(image, dict) and type(image.get("url")) is DataURI
 
 
 class AzureBackend(OpenAIBackend):

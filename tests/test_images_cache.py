@@ -1,0 +1,157 @@
+"""The fast paths of sending images agree with the slow ones: a PNG judged from its header as
+Pillow judges it, file URLs read without urllib as urllib reads them, a run's encoded images kept
+per file version, and request bodies with spliced data URIs byte for byte what json.dumps makes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+from PIL import Image, PngImagePlugin
+
+from bv.backends.openai_compat import body_json
+from bv.images import (
+    EncodedImages,
+    ImageError,
+    ImageOptions,
+    encode_image,
+    inline_images,
+    png_header,
+    url_path,
+)
+
+
+def png(mode: str = "RGB", **save: object) -> bytes:
+    buffer = io.BytesIO()
+    Image.new(mode, (7, 5)).save(buffer, "PNG", **save)
+    return buffer.getvalue()
+
+
+def pillow_reads(data: bytes) -> tuple[int, int, str, bool]:
+    with Image.open(io.BytesIO(data), formats=["PNG"]) as image:
+        return image.size[0], image.size[1], image.mode, "exif" in image.info
+
+
+def text_chunks(*pairs: tuple[str, str]) -> PngImagePlugin.PngInfo:
+    info = PngImagePlugin.PngInfo()
+    for key, value in pairs:
+        info.add_text(key, value)
+    return info
+
+
+exif = Image.Exif()
+exif[0x0112] = 6
+HEADER_READ = {  # PNGs whose header alone decides
+    "L": png("L"),
+    "LA": png("LA"),
+    "RGB": png("RGB"),
+    "RGBA": png("RGBA"),
+    "1": png("1"),
+    "I;16": png("I;16"),
+    "dpi": png(dpi=(72, 72)),
+    "text": png(pnginfo=text_chunks(("Software", "x"))),
+}
+LEFT_TO_PILLOW = {  # EXIF, palettes, profiles, animation: Pillow reads these
+    "palette": png("P"),
+    "exif chunk": png(exif=exif),
+    "exif text": png(pnginfo=text_chunks(("exif", "y"))),
+    "transparency": png(transparency=(1, 2, 3)),
+    "icc": png(icc_profile=b"abc"),
+}
+
+
+@pytest.mark.parametrize("name", HEADER_READ)
+def test_png_header_reads_what_pillow_reads(name):
+    data = HEADER_READ[name]
+    width, height, mode, has_exif = pillow_reads(data)
+    assert png_header(data) == (width, height, mode) and not has_exif
+
+
+@pytest.mark.parametrize("name", LEFT_TO_PILLOW)
+def test_png_header_leaves_the_rest_to_pillow(name):
+    assert png_header(LEFT_TO_PILLOW[name]) is None
+
+
+def test_broken_png_header_still_refused(tmp_path):
+    good = png()
+    bad_checksum = good[:29] + bytes([good[29] ^ 1]) + good[30:]  # IHDR's CRC
+    assert png_header(bad_checksum) is None and png_header(good[:30]) is None
+    path = tmp_path / "broken.png"
+    path.write_bytes(bad_checksum)
+    with pytest.raises(ImageError, match="cannot be decoded"):
+        encode_image(path)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///data/images/1.png",
+        "file:///data/my%20images/%C3%A9.png",
+        "file:///data//images/./1.png",
+        "file:///data/images/",
+        "file:///data/a?b#c",
+        "file://host/data/1.png",
+        "file:relative.png",
+    ],
+)
+def test_file_url_paths_as_urllib_reads_them(url):
+    assert url_path(url) == str(Path(unquote(urlparse(url).path)))
+
+
+def test_a_runs_images_are_encoded_once_per_file_version(tmp_path):
+    path = tmp_path / "a.png"
+    path.write_bytes(png())
+    images = EncodedImages()
+    first = images(str(path), ImageOptions())
+    assert first == encode_image(path)
+    assert images(str(path), ImageOptions()) is first  # kept, not read again
+    assert images(str(path), ImageOptions(max_pixels=10)) is not first  # options are in the key
+    path.write_bytes(png("L"))  # edited: read anew
+    os.utime(path, ns=(1, 1))
+    assert images(str(path), ImageOptions()) == encode_image(path) != first
+    path.unlink()
+    with pytest.raises(ImageError, match="unreadable"):  # a file gone is an error, not a stale hit
+        images(str(path), ImageOptions())
+
+
+def test_kept_images_stay_within_their_budget(tmp_path):
+    images = EncodedImages(budget=300, largest=200)
+    for i in range(5):
+        path = tmp_path / f"{i}.png"
+        path.write_bytes(png())
+        images(str(path), ImageOptions())
+    assert images._size <= 300 and len(images._kept) < 5
+    big = tmp_path / "big.png"
+    Image.effect_noise((40, 40), 50).save(big)  # its data URI is over `largest`
+    images(str(big), ImageOptions())
+    assert all(len(uri) <= 200 for uri in images._kept.values())
+
+
+def test_request_body_with_spliced_images_is_what_json_dumps_makes(tmp_path):
+    path = tmp_path / "a.png"
+    path.write_bytes(png())
+    url = path.as_uri()
+    messages = [
+        {"role": "system", "content": 'rules with "quotes", \\ and ünïcode'},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "compare"},
+                {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+                "a plain string part",
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        },
+    ]
+    sendable = inline_images(messages, ImageOptions(), EncodedImages())
+    body = {"model": "m", "messages": sendable, "max_tokens": 5}
+    assert body_json(body) == json.dumps(body).encode()
+    assert json.loads(body_json(body))["messages"][1]["content"][3]["image_url"]["url"].startswith(
+        "data:image/png;base64,"
+    )
+    plain = {"model": "m", "messages": messages}  # no data URIs: plain json.dumps
+    assert body_json(plain) == json.dumps(plain).encode()
