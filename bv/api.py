@@ -199,7 +199,7 @@ async def _on_thread(stage: Callable[..., list[Any]], records: list[Any], option
         STOP_REQUEST.set(request)  # this thread's context, which the stage's loop inherits
         result, error = None, None
         try:
-            result = stage(records, **options)
+            result = stage(_UntilStopped(records, request), **options)
         except Exception as exc:
             error = exc
         except BaseException as exc:  # never handed to the caller's loop, which would stop on it
@@ -261,7 +261,7 @@ def judge(
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
     request = STOP_REQUEST.get()
-    if request is not None:  # ajudge: the rules judge has no event loop to tell, so its input stops
+    if request is not None:  # ajudge
         records = _UntilStopped(records, request)
     endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     judged: list[JudgedRow] = []
@@ -277,14 +277,15 @@ def judge(
     return _ended(outcome, judged)
 
 
-class _UntilStopped(list[RolloutRow]):
-    """Rows that stop being iterated once a stop is asked (bv.api.ajudge, cancelled)."""
+class _UntilStopped(list[Any]):
+    """Records that stop being iterated once a stop is asked (an async variant, cancelled): the
+    checks before a run, and the rules judge, which has no event loop to tell, end with it."""
 
-    def __init__(self, rows: list[RolloutRow], request: StopRequest) -> None:
+    def __init__(self, rows: list[Any], request: StopRequest) -> None:
         super().__init__(rows)
         self.request = request
 
-    def __iter__(self) -> Iterator[RolloutRow]:
+    def __iter__(self) -> Iterator[Any]:
         for row in super().__iter__():
             if self.request.asked:
                 return
