@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from bv.errors import BadRecord
-from bv.image_header import png_header
+from bv.image_header import HEADERS
 
 # Formats chat APIs accept as they are; anything else is converted to PNG before sending.
 SENDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
@@ -247,8 +247,9 @@ def _as_is(fmt: str, pixels: int, mode: str, orientation: int, options: ImageOpt
 
 def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
     """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow.
-    A plain PNG is judged from its header alone (see `png_header`); everything else by Pillow."""
-    header = png_header(data) if fmt == "PNG" else None
+    A plain PNG, JPEG or WebP is judged from its header alone (bv.image_header); the rest by Pillow."""
+    read_header = HEADERS.get(fmt)
+    header = read_header(data) if read_header is not None else None
     if header is not None:
         width, height, mode = header
         _check_pixels(width, height, name)
