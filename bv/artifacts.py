@@ -6,12 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
+from bv.jsonl import Problems
 from bv.records import message_text
-from bv.terminal import printable
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -26,20 +25,30 @@ def safe_name(item_id: str) -> str:
     return name
 
 
-def write_artifacts(root: Path, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
-    """Write one rolled-out row's artifacts; `conversation` is every message sent and received,
-    follow-up prompts of later turns included. They are a by-product: failing to write them (a
-    full disk) is said on stderr and never costs the row itself."""
-    try:
-        _write(root / str(row["run"]) / safe_name(str(row["id"])), row, conversation)
-    except OSError as exc:
-        sys.stderr.write(
-            printable(
-                f"bv: warning: artifacts of id {row['id']!r} run {row['run']} not written:"
-                f" {exc.strerror or exc}"
-            )
-            + "\n"
-        )
+class Artifacts:
+    """The artifacts of a rollout (`--artifacts DIR`), row by row. They are a by-product: failing
+    to write them (a full disk) never costs the row itself, and is said on stderr as bad input
+    lines are (bv.jsonl.Problems): the first few of a kind, then one count at `finish`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._problems: Problems | None = None  # made at the first failure: stderr as it is then
+
+    def write(self, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+        """Write one rolled-out row's artifacts; `conversation` is every message sent and received,
+        follow-up prompts of later turns included."""
+        try:
+            _write(self.root / str(row["run"]) / safe_name(str(row["id"])), row, conversation)
+        except OSError as exc:
+            if self._problems is None:
+                self._problems = Problems()
+            where = f"artifacts of id {row['id']!r} run {row['run']}"
+            self._problems.warn(where, f"not written: {exc.strerror or exc}")
+
+    def finish(self) -> None:
+        """Say how many failures were not shown one by one."""
+        if self._problems is not None:
+            self._problems.finish()
 
 
 def _write(folder: Path, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:

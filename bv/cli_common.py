@@ -95,13 +95,17 @@ PROMPTS = click.option(
 
 @contextlib.contextmanager
 def reader_may_leave() -> Iterator[None]:
-    """Writing a report to stdout: a reader that leaves (`| head`) ends bv quietly with 0, where
-    click would turn the broken pipe into exit 1."""
+    """Writing a command's output to stdout after its whole input was read (report, merge, export,
+    listings): a reader that leaves (`| head`) drops the rest of the output quietly, and the
+    command goes on to its messages and its exit status, the same as had the reader stayed (1 when
+    rows failed), where click would turn the broken pipe into exit 1 and a bare StdoutClosed into 0."""
     try:
         yield
         sys.stdout.flush()
-    except BrokenPipeError:
-        raise StdoutClosed() from None
+    except (BrokenPipeError, StdoutClosed):
+        from bv.jsonl import silence_stdout
+
+        silence_stdout()
 
 
 def error(message: str) -> None:

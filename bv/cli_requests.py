@@ -156,6 +156,7 @@ def rollout(
         --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
         --output-last-message {last_message} {prompt}'
     """
+    from bv.artifacts import Artifacts
     from bv.engine import RunSettings
     from bv.rollout import RolloutOptions, run_rollout
 
@@ -193,7 +194,7 @@ def rollout(
         repeats=repeats,
         params=params,
         shard=parse_shard(shard),
-        artifacts=artifacts,
+        artifacts=None if artifacts is None else Artifacts(artifacts),
         templates=templates,
     )
     settings = RunSettings(
@@ -209,6 +210,8 @@ def rollout(
 
         leave(finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad))
     problems, outcome = run_rollout(inputs, backend, config, options, settings)
+    if options.artifacts is not None:
+        options.artifacts.finish()
     leave(finish(outcome, problems, skip_bad))
 
 

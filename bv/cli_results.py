@@ -37,22 +37,21 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.merge import check_inputs, merge_rows, ordered_keys, write_rows
     from bv.progress import stdin_notice
     from bv.records import check_row
-    from bv.terminal import printable
 
     check_inputs(inputs)
     stdin_notice(inputs, "rows")
     problems = Problems()
-    result = merge_rows(read_records(inputs, problems, check_row))
-    for conflict in result.conflicts:
-        click.echo(printable(f"bv merge: warning: {conflict}"), err=True)
+    result = merge_rows(read_records(inputs, problems, check_row), problems)
     if output is not None and problems.count and not skip_bad:
+        problems.finish()
         error(
             f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
             " rows with --skip-bad)"
         )
         sys.exit(outcome.ROWS_FAILED)
     keys = ordered_keys(result, sort)
-    write_rows(result, keys, output)
+    with reader_may_leave():
+        write_rows(result, keys, output)
     click.echo(
         f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced",
         err=True,
@@ -158,9 +157,15 @@ def report(
 
             paths = [row_source.source.path for row_source in rows or []]
             roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
-            refused = write_html(
-                html_path, summaries, rows or [], built.get("comparison"), None if allow_any_path else roots
-            )  # rows read again from the inputs, not held
+            refused = 0
+            with reader_may_leave():  # the page to stdout ('-'): its reader may leave too
+                refused = write_html(
+                    html_path,
+                    summaries,
+                    rows or [],
+                    built.get("comparison"),
+                    None if allow_any_path else roots,
+                )  # rows read again from the inputs, not held
             if not page_to_stdout:
                 click.echo(f"bv report: wrote {html_path}", err=True)
             if refused:

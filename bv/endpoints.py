@@ -12,14 +12,18 @@ from __future__ import annotations
 import errno
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from bv import environment, secrets
-from bv.errors import Fatal
+from bv.errors import Fatal, ItemFailure, Transient
 from bv.terminal import printable
 
 OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 10.0  # an endpoint that does not accept a connection in this long is unreachable
+MAX_MODELS = 10_000  # models kept from one /models answer
+MAX_MODEL_ID_CHARS = 300  # a longer id is not a model name
+MAX_MODELS_BYTES = 16 * 1024 * 1024  # a /models answer, as received and as inflated
 
 
 class BadEndpoint(ValueError):
@@ -189,6 +193,64 @@ def judge_endpoint(
         role="judge",
         env=env,
     )
+
+
+class NoModelList(Exception):
+    """Why a /models URL gave no list of models: `answered` whether the server answered at all
+    (if not, the message names the failure on the wire), `status` its HTTP error status."""
+
+    def __init__(self, reason: str, answered: bool = True, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.answered = answered
+        self.status = status
+
+
+def models_url(endpoint: Endpoint, base_url: str) -> str:
+    """Where an endpoint lists its models, as the openai SDK asks: GET {base}/models; Azure's
+    resource lists them under /openai/models for its API version."""
+    if endpoint.kind == "azure":
+        return f"{base_url.rstrip('/')}/openai/models?api-version={endpoint.api_version}"
+    return base_url.rstrip("/") + "/models"
+
+
+async def fetch_models(
+    session: Any, endpoint: Endpoint, url: str, proxy: Any = None, proxy_auth: Any = None
+) -> list[dict[str, Any]]:
+    """The models a /models URL lists (each a dict with a short string id; at most MAX_MODELS),
+    asked with the endpoint's headers through an aiohttp session, as bv's requests are: for
+    `bv models` and for what a 404 names. What the server says is not trusted: the body is
+    read under a cap, entries without a usable id are left out. NoModelList says why not."""
+    import json
+
+    import aiohttp
+
+    from bv.backends.replies import read_body
+
+    try:
+        async with session.get(
+            url, headers=endpoint.headers(), proxy=proxy, proxy_auth=proxy_auth
+        ) as response:
+            if not 200 <= response.status < 300:
+                raise NoModelList(f"HTTP {response.status}", status=response.status)
+            raw = await read_body(response, MAX_MODELS_BYTES)
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise NoModelList(describe_transport_error(exc, url)[0], answered=False) from None
+    except (ItemFailure, Transient) as exc:  # over the cap, or an encoding bv does not read
+        raise NoModelList(str(exc)) from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise NoModelList("not JSON") from None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise NoModelList("not a list of models")
+    return [
+        entry
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("id"), str)
+        and 0 < len(entry["id"]) <= MAX_MODEL_ID_CHARS
+    ][:MAX_MODELS]
 
 
 def host_port(url: str) -> str:

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from bv.atomic import atomic_output
 from bv.errors import Fatal, StdoutClosed
-from bv.jsonl import Source, without_lone_surrogates
+from bv.jsonl import Problems, Source, without_lone_surrogates
 from bv.records import natural_key, row_key
 
 _FILE_BITS, _MADE_BY_BITS = 16, 24  # a kept row is one int: offset | made-by index | file index
@@ -36,7 +36,7 @@ class MergeResult:
     made_by: list[tuple[Any, Any]] = field(default_factory=list)  # distinct (model, judge_version)
     rows_in: int = 0
     replaced: int = 0
-    conflicts: list[str] = field(default_factory=list)  # same (id, run), different model or judge
+    conflicts: list[str] = field(default_factory=list)  # bv.api's: same (id, run), other model or judge
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -46,8 +46,12 @@ def _hashable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, type(None))) else json.dumps(value, sort_keys=True)
 
 
-def merge_rows(records: Iterable[tuple[Source, dict[str, Any]]]) -> MergeResult:
-    """Keep the last row seen for each (id, run), remembering where rows disagreed on how they were made."""
+def merge_rows(
+    records: Iterable[tuple[Source, dict[str, Any]]], problems: Problems | None = None
+) -> MergeResult:
+    """Keep the last row seen for each (id, run). A row replacing one made by another model or
+    judge version is warned about through `problems` (the first few of a kind, then a count), or
+    without it listed in `conflicts` (bv.api, whose rows are in memory anyway)."""
     result = MergeResult()
     file_index: dict[str, int] = {}
     made_by_index: dict[tuple[Any, Any], int] = {}
@@ -78,10 +82,12 @@ def merge_rows(records: Iterable[tuple[Source, dict[str, Any]]]) -> MergeResult:
             old_by = result.made_by[(old >> _FILE_BITS) & ((1 << _MADE_BY_BITS) - 1)]
             for i, name in enumerate(("model", "judge_version")):
                 if old_by[i] != made_by[i] and name in record:
-                    result.conflicts.append(
-                        f"{source}: id {key[0]} run {key[1]} replaces a row with {name}"
-                        f" {old_by[i]!r} by one with {made_by[i]!r}"
-                    )
+                    row_at = f"{source}: id {key[0]} run {key[1]}"  # not in `why`: one kind per pair
+                    why = f"replaces a row with {name} {old_by[i]!r} by one with {made_by[i]!r}"
+                    if problems is None:
+                        result.conflicts.append(f"{row_at} {why}")
+                    else:
+                        problems.warn(row_at, why)
         result.kept[key] = (source.offset << (_FILE_BITS + _MADE_BY_BITS)) | (who << _FILE_BITS) | where
     result.files = list(file_index)
     return result

@@ -10,6 +10,10 @@ Every bv stage ends through `finish`, so an exit status means the same everywher
     130  interrupted by Ctrl-C (SIGINT)
     143  interrupted by SIGTERM (what `timeout`, schedulers and CI send)
 
+A reader that leaves (`| head`) ends a streaming stage quietly with 0 (`stdout_closed`): the rows
+it did not get to are not failures. Commands that read their whole input before writing (report,
+merge, export) keep the status of that input instead (bv.cli_common.reader_may_leave).
+
 SIGTERM is handled as the first Ctrl-C: no new requests, those in flight get the grace
 period, finished rows are written (and cached), then exit 143. The summary names the stage,
 says how many rows failed and how to resume.

@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from bv import __version__
-from bv.artifacts import write_artifacts
+from bv.artifacts import Artifacts
 from bv.backends import Backend, make_backend
 from bv.engine import Caller, RunSettings, run_stage
 from bv.errors import BadRecord, ItemFailure
@@ -38,7 +37,7 @@ class RolloutOptions:
     repeats: int = 1
     params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
     shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
-    artifacts: Path | None = None  # write each row's prompts and conversation under this folder
+    artifacts: Artifacts | None = None  # writes each row's prompts and conversation under its folder
     templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
 
     @property
@@ -128,7 +127,7 @@ async def rollout_one(
     row = {**without_stage(record, "rollout"), **fields}
     if options.artifacts is not None:
         last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
-        write_artifacts(options.artifacts, row, conversation + last)
+        options.artifacts.write(row, conversation + last)
     return row
 
 

@@ -20,7 +20,14 @@ from typing import Any
 
 from bv.backends import BV_PARAMS, Reply
 from bv.backends.replies import clean_text, error_message, parse_completion, read_body
-from bv.endpoints import CONNECT_TIMEOUT_S, Endpoint, describe_transport_error, resolve
+from bv.endpoints import (
+    CONNECT_TIMEOUT_S,
+    Endpoint,
+    NoModelList,
+    describe_transport_error,
+    fetch_models,
+    resolve,
+)
 from bv.errors import Fatal, ItemFailure, Transient
 from bv.images import DataURI, EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
@@ -211,24 +218,15 @@ class OpenAIBackend:
         return hints or " Check the base URL and the model name."
 
     async def _list_models(self, url: str, replica: Replica) -> list[str]:
-        """The model ids a /models URL lists, or [] if it does not answer with a list."""
-        import aiohttp
-
+        """The model ids a /models URL lists (asked as `bv models` asks), or [] if it does not
+        answer with a list within a few seconds."""
         try:
             async with asyncio.timeout(5):
-                session = self._open()
                 proxy = {"proxy": replica.proxy, "proxy_auth": replica.proxy_auth}
-                async with session.get(url, headers=self._headers, **proxy) as response:
-                    if response.status != 200:
-                        return []
-                    data = json.loads(await read_body(response, 1024 * 1024))
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError, ItemFailure, Transient):
+                listed = await fetch_models(self._open(), self.config, url, **proxy)
+        except (NoModelList, TimeoutError):
             return []
-        items = data.get("data") if isinstance(data, dict) else None
-        if not isinstance(items, list):
-            return []
-        ids = [m.get("id") for m in items if isinstance(m, dict)]
-        return [printable(clean_text(i))[:80] for i in ids if isinstance(i, str)]
+        return [printable(clean_text(model["id"]))[:80] for model in listed]
 
     async def aclose(self) -> None:
         if self._session is not None:
