@@ -3,7 +3,9 @@
 Each command is timed next to a bare Python loop over the same file, run the same way (its own
 process, spawn to exit, alternating with the command so both see the same load; medians of
 --repeat runs): `json.loads` of every line for the report, `json.loads` + `json.dumps`
-(written out) for judge and merge. Peak RSS comes from `os.wait4`, of that process alone. See
+(written out) for judge and merge. The targets are stated against those json loops; since bv
+report parses with orjson and bv judge writes with it, the same loops with orjson are timed too
+and their ratio printed beside. Peak RSS comes from `os.wait4`, of that process alone. See
 bench/README.md and docs/performance.md.
 
 The rows are made by bv itself: `bv synth` items, `bv prompt | bv rollout --backend chance
@@ -35,6 +37,13 @@ BARE_LOADS = "import json,sys\nfor line in open(sys.argv[1],'rb'):\n    json.loa
 BARE_LOADS_DUMPS = (
     "import json,sys\nout=open(sys.argv[2],'w')\n"
     "for line in open(sys.argv[1],'rb'):\n    out.write(json.dumps(json.loads(line))+'\\n')\n"
+)
+# The same loops with orjson, which bv parses (report) and writes (judge) with: printed beside the
+# json ones, which the targets are stated against (issue 11), so both ratios are on the table.
+ORJSON_LOADS = "import orjson,sys\nfor line in open(sys.argv[1],'rb'):\n    orjson.loads(line)\n"
+ORJSON_LOADS_DUMPS = (
+    "import orjson,sys\nout=open(sys.argv[2],'wb')\n"
+    "for line in open(sys.argv[1],'rb'):\n    out.write(orjson.dumps(orjson.loads(line))+b'\\n')\n"
 )
 
 
@@ -104,44 +113,46 @@ def rollout_rows(work: Path, judged: Path) -> Path:
     return path
 
 
-def median_pair(
-    bare: list[str], command: list[str], repeat: int, out: Path, command_out: Path | None
-) -> tuple:
-    """Medians of (bare wall, bare RSS) and (command wall, command RSS), run alternately `repeat`
-    times so that both see the same load."""
-    bares, runs = [], []
+def medians(commands: list[list[str]], repeat: int, outs: list[Path | None]) -> list[tuple[float, float]]:
+    """(median wall, peak RSS) of each command, run in turn `repeat` times so that all see the same
+    load; `outs`: where each one's stdout goes (None: /dev/null)."""
+    times: list[list[tuple[float, float]]] = [[] for _ in commands]
     for _ in range(repeat):
-        bares.append(timed(bare))
-        runs.append(timed(command, stdout=command_out))
-    pick = lambda pairs: (statistics.median(p[0] for p in pairs), max(p[1] for p in pairs))  # noqa: E731
-    return pick(bares), pick(runs)
+        for command, out, runs in zip(commands, outs, times, strict=True):
+            runs.append(timed(command, stdout=out))
+    return [(statistics.median(p[0] for p in runs), max(p[1] for p in runs)) for runs in times]
 
 
-def measure(work: Path, size: int, repeat: int) -> list[dict]:
+def measure(work: Path, size: int, repeat: int, only: set[str] | None = None) -> list[dict]:
     judged = make_rows(work, size)
     rollout = rollout_rows(work, judged)
     out = work / "out.jsonl"
     py = sys.executable
-    loads = [py, "-c", BARE_LOADS, str(judged)]
+
+    def loops(dumps: bool, path: Path) -> tuple[list[str], list[str]]:
+        """The json loop (the target's) and the orjson one over `path`; `dumps`: written out too."""
+        scripts = (BARE_LOADS_DUMPS, ORJSON_LOADS_DUMPS) if dumps else (BARE_LOADS, ORJSON_LOADS)
+        files = [str(path), str(out)] if dumps else [str(path)]
+        return [py, "-c", scripts[0], *files], [py, "-c", scripts[1], *files]
+
     cases = [
         (
             "judge",
             [BV, "judge", "--mode", "rules", "--quiet", str(rollout)],
-            [py, "-c", BARE_LOADS_DUMPS, str(rollout), str(out)],
+            loops(True, rollout),
             "loads+dumps",
         ),
-        ("report json", [BV, "report", "--format", "json", str(judged)], loads, "loads"),
-        ("report table", [BV, "report", str(judged)], loads, "loads"),
-        (
-            "merge",
-            [BV, "merge", str(judged), "-o", str(out)],
-            [py, "-c", BARE_LOADS_DUMPS, str(judged), str(out)],
-            "loads+dumps",
-        ),
+        ("report json", [BV, "report", "--format", "json", str(judged)], loops(False, judged), "loads"),
+        ("report table", [BV, "report", str(judged)], loops(False, judged), "loads"),
+        ("merge", [BV, "merge", str(judged), "-o", str(out)], loops(True, judged), "loads+dumps"),
     ]
     results = []
-    for name, args, bare_args, loop in cases:
-        bare, (wall, rss) = median_pair(bare_args, args, repeat, out, out if name == "judge" else None)
+    for name, args, (bare_args, orjson_args), loop in cases:
+        if only and name not in only:
+            continue
+        bare, fast, (wall, rss) = medians(
+            [bare_args, orjson_args, args], repeat, [None, None, out if name == "judge" else None]
+        )
         ratio = wall / bare[0]
         rss_ok = name == "merge" or rss <= RSS_TARGET_MB
         results.append(
@@ -153,12 +164,18 @@ def measure(work: Path, size: int, repeat: int) -> list[dict]:
                 "bare_s": round(bare[0], 2),
                 "bare_rss_mb": round(bare[1], 1),
                 "ratio": round(ratio, 2),
+                "orjson_bare_s": round(fast[0], 2),
+                "ratio_to_orjson": round(wall / fast[0], 2),
                 "target": TARGETS[name],
                 "rss_mb": round(rss, 1),
                 "verdict": "PASS" if ratio <= TARGETS[name] and rss_ok else "MISS",
             }
         )
-        print(f"  {size} {name}: {wall:.2f} s vs {bare[0]:.2f} s, {rss:.0f} MB", file=sys.stderr)
+        print(
+            f"  {size} {name}: {wall:.2f} s vs {bare[0]:.2f} s (json), {fast[0]:.2f} s (orjson),"
+            f" {rss:.0f} MB",
+            file=sys.stderr,
+        )
     out.unlink(missing_ok=True)
     return results
 
@@ -173,12 +190,15 @@ def main() -> None:
         "--repeat", type=int, default=3, help="runs of each (medians), alternating with its bare loop"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--only", help="comma-separated commands to time (judge, report json, report table, merge)"
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        results += measure(args.work, size, args.repeat)
+        results += measure(args.work, size, args.repeat, set(args.only.split(",")) if args.only else None)
     load_after = os.getloadavg()
     if args.json:
         print(json.dumps({"load": [load_before, load_after], "results": results}, indent=2))
@@ -187,13 +207,19 @@ def main() -> None:
         f"judged rows bench on {os.cpu_count()} cores; load average {load_before[0]:.2f} before,"
         f" {load_after[0]:.2f} after (the machine is shared)"
     )
+    print(
+        "ratio: over the json loop (the target's); orjson: the same loop with orjson, which bv"
+        " report parses and bv judge writes with"
+    )
     header = f"{'rows':>8} {'command':<13} {'wall s':>7} {'bare loop':<12} {'bare s':>7} {'ratio':>6}"
-    print(header + f" {'target':>6} {'peak RSS MB':>11} {'bare RSS':>8}  verdict")
+    header += f" {'target':>6} {'orjson s':>8} {'ratio':>6}"
+    print(header + f" {'peak RSS MB':>11} {'bare RSS':>8}  verdict")
     for r in results:
         rss_target = "" if r["command"] == "merge" else f" (≤{RSS_TARGET_MB})"
         print(
             f"{r['rows']:>8} {r['command']:<13} {r['wall_s']:>7.2f} {r['bare_loop']:<12} {r['bare_s']:>7.2f}"
-            f" {r['ratio']:>6.2f} {'≤' + str(r['target']):>6} {r['rss_mb']:>11.1f} {r['bare_rss_mb']:>8.1f}"
+            f" {r['ratio']:>6.2f} {'≤' + str(r['target']):>6} {r['orjson_bare_s']:>8.2f}"
+            f" {r['ratio_to_orjson']:>6.2f} {r['rss_mb']:>11.1f} {r['bare_rss_mb']:>8.1f}"
             f"  {r['verdict']}{rss_target}"
         )
 

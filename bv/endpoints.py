@@ -59,7 +59,11 @@ class Endpoint:
     def headers(self) -> dict[str, str]:
         from bv import __version__
 
-        headers = {"Content-Type": "application/json", "User-Agent": f"bv/{__version__}"}
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            "User-Agent": f"bv/{__version__}",
+        }
         if self.kind == "azure":
             headers["api-key"] = self.api_key or ""
         else:

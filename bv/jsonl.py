@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import orjson
+
 from bv import environment
 from bv.errors import BadRecord, Fatal, StdoutClosed
 from bv.terminal import printable
@@ -110,8 +112,12 @@ def _open(path: str) -> tuple[IO[bytes], str, Path | None]:
     return open(path, "rb"), path, Path(path).resolve().parent
 
 
-def read_json_lines(paths: Iterable[str], problems: Problems) -> Iterator[tuple[Source, Any]]:
-    """Yield (source, parsed JSON value) for every good line of every path ("-" is stdin)."""
+def read_json_lines(
+    paths: Iterable[str], problems: Problems, fast: bool = False
+) -> Iterator[tuple[Source, Any]]:
+    """Yield (source, parsed JSON value) for every good line of every path ("-" is stdin).
+    `fast`: parse with orjson (see `_parse_stream`), for readers whose record checks refuse a
+    number beyond ±2^63 in every field they read."""
     for path in paths or [STDIN]:
         try:
             stream, name, folder = _open(path)
@@ -119,14 +125,22 @@ def read_json_lines(paths: Iterable[str], problems: Problems) -> Iterator[tuple[
             problems.cannot_open(path, exc)
             continue
         try:
-            yield from _parse_stream(stream, name, folder, problems)
+            yield from _parse_stream(stream, name, folder, problems, fast)
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
 
 
-def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: Problems) -> Iterator:
+def _parse_stream(
+    stream: IO[bytes], name: str, folder: Path | None, problems: Problems, fast: bool = False
+) -> Iterator:
+    """Parse each line with `parse_json`; with `fast`, with orjson first (3x faster), keeping its
+    value when it is an object. Whatever orjson refuses (NaN, Infinity, 1e999, a lone surrogate,
+    invalid UTF-8, nesting past 1024, a blank or torn line) goes the `parse_json` way, so every
+    message is the same. orjson alone does not refuse an integer beyond ±2^63 (it gives a
+    float, or an int below 2^64): the record checks of a fast reader do, for the fields it reads."""
     number, offset = 0, 0
+    loads = orjson.loads if fast else None
     for raw, too_long in _lines(stream):
         number += 1
         where = Source(name, number, folder, offset)
@@ -137,6 +151,14 @@ def _parse_stream(stream: IO[bytes], name: str, folder: Path | None, problems: P
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             problems.warn(where, "UTF-8 byte order mark ignored")
             raw = raw[3:]
+        if loads is not None:
+            try:
+                value = loads(raw)
+            except orjson.JSONDecodeError:
+                value = None
+            if value.__class__ is dict:
+                yield where, value
+                continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -193,29 +215,29 @@ def checked_value(value: Any, raw: bytes) -> tuple[Any, str | None]:
 # longer one (or NaN, Infinity, 1e999) is refused while it is parsed rather than crash a sum or
 # a float() later. The parser's own hooks see each number once, so the common line costs
 # nothing more than json.loads (a regular expression over every line cost 5x the parse).
-_TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
+TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
 
 
 def _checked_int(text: str) -> int:
     if len(text) > 20:  # more digits than any value within ±2^63
         if len(text.lstrip("-")) > sys.get_int_max_str_digits():
             raise BadRecord(f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits")
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     value = int(text)
     if not -(2**63) <= value < 2**63:
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     return value
 
 
 def _checked_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise BadRecord(_TOO_LARGE)
+        raise BadRecord(TOO_LARGE)
     return value
 
 
 def _refuse_constant(text: str) -> Any:
-    raise BadRecord(_TOO_LARGE)
+    raise BadRecord(TOO_LARGE)
 
 
 _DECODER = json.JSONDecoder(
@@ -262,9 +284,11 @@ def read_records(
     paths: Iterable[str],
     problems: Problems,
     parse: Callable[[dict[str, Any]], R],
+    fast: bool = False,
 ) -> Iterator[tuple[Source, R]]:
-    """Yield (source, record) for each line that parses and passes `parse`; report the rest."""
-    for where, value in read_json_lines(paths, problems):
+    """Yield (source, record) for each line that parses and passes `parse`; report the rest.
+    `fast`: see `read_json_lines`."""
+    for where, value in read_json_lines(paths, problems, fast):
         try:
             if not isinstance(value, dict):
                 raise BadRecord(f"expected a JSON object, got {type(value).__name__}")
@@ -333,15 +357,35 @@ def _cut_texts(value: Any, keep: int) -> Any:
     return value
 
 
+def fitting_bytes(record: Mapping[str, Any]) -> bytes:
+    """`fitting_line` as UTF-8, made by orjson (10x faster than json.dumps) when it can: a row
+    under the line limit that orjson takes (every row but one with a lone surrogate, an integer
+    beyond 64 bits, a key that is not a string or nesting past 255) is the same JSON value
+    json.dumps writes, only floats spelt shorter (1e-7, not 1e-07). The rest go `fitting_line`'s way."""
+    try:
+        line = orjson.dumps(record)
+    except orjson.JSONEncodeError:
+        return fitting_line(dict(record)).encode("utf-8")
+    if len(line) < MAX_LINE_BYTES:
+        return line
+    return fitting_line(dict(record)).encode("utf-8")
+
+
 class JsonlWriter:
     """Writes one JSON object per line and flushes it, so a crash never loses a finished row.
-    Every line it writes is one `read_json_lines` accepts (see `fitting_line`)."""
+    Every line it writes is one `read_json_lines` accepts (see `fitting_bytes`). Lines go to
+    the stream's bytes layer when it has one (stdout, a file), as orjson makes them."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         import jsonlines  # imported here: only stages that write JSONL pay for it
 
         self._stream = stream or sys.stdout
-        self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
+        binary = getattr(self._stream, "buffer", None)
+        if binary is not None:
+            self._stream.flush()  # anything written as text before goes first
+            self._writer = jsonlines.Writer(binary, flush=True, dumps=fitting_bytes)
+        else:  # a text-only stream (io.StringIO)
+            self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
 
     def write(self, record: Mapping[str, Any]) -> None:
         try:

@@ -233,7 +233,9 @@ def run_judge(
             )
     if records is None:
         stdin_notice(inputs, "rollout rows", settings.quiet)
-    stats = Stats(total=input_lines(inputs) if records is None else len(records))
+    # The total is for the progress display only: --quiet shows none, so the input is not read twice.
+    total = None if settings.quiet else input_lines(inputs) if records is None else len(records)
+    stats = Stats(total=total)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
     llm = LLMJudge(caller, templates) if caller is not None else None
@@ -277,5 +279,5 @@ def run_judge(
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
     outcome.failed_what = "got a judge error"
     if llm is not None and llm.caller.cache is not None:
-        outcome.cached = stats.done - stats.errors
+        outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return problems, outcome

@@ -135,18 +135,25 @@ ANS_TYPES = ("choice", "blank")
 LABELS = string.ascii_uppercase
 
 
+# The fields each stage and every later one wrote: what re-running that stage drops.
+_DROPPED = {
+    stage: frozenset(f for later in STAGES[index:] for f in STAGE_FIELDS[later])
+    for index, stage in enumerate(STAGES)
+}
+
+
 def without_stage(record: Mapping[str, Any], stage: str) -> dict[str, Any]:
     """The record minus the fields `stage` and every later stage wrote (for re-running a stage)."""
-    drop: set[str] = set()
-    for name in STAGES[STAGES.index(stage) :]:
-        drop.update(STAGE_FIELDS[name])
+    drop = _DROPPED[stage]
+    if drop.isdisjoint(record):  # the common case (a first judging): a plain copy is 5x faster
+        return dict(record)
     return {k: v for k, v in record.items() if k not in drop}
 
 
 def check_schema(record: dict[str, Any]) -> None:
     """Refuse records written by a newer bv, whose fields this version may misread."""
     version = record.get("schema", SCHEMA_VERSION)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and (not isinstance(version, int) or version > SCHEMA_VERSION):
         raise BadRecord(f"schema version {version!r} is newer than this bv understands ({SCHEMA_VERSION})")
 
 
@@ -212,9 +219,14 @@ def row_key(record: dict[str, Any]) -> tuple[str, int]:
     if "id" not in record:
         raise BadRecord("missing 'id'")
     run = record.get("run", 0)
-    if isinstance(run, bool) or not isinstance(run, int):
+    if run.__class__ is not int and (isinstance(run, bool) or not isinstance(run, int)):
         raise BadRecord(f"'run' must be an integer, not {run!r}")
-    return str(record["id"]), run
+    if not -(2**63) <= run < 2**63:  # the fast reader (bv.jsonl) leaves such a number to this check
+        from bv.jsonl import TOO_LARGE
+
+        raise BadRecord(TOO_LARGE)
+    item = record["id"]
+    return item if item.__class__ is str else str(item), run
 
 
 def natural_key(text: str) -> list[tuple[int, int, str]]:
@@ -234,28 +246,45 @@ def check_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_item_fields(record: dict[str, Any], stage: str) -> None:
-    """The item fields later stages rely on, with their types (a prompt record may be hand-made)."""
-    require(record, stage, "id", "question", "ans_type", "answer")
+    """The item fields later stages rely on, with their types (a prompt record may be hand-made).
+    Written as plain loops: bv judge runs this on every row."""
+    if not ("id" in record and "question" in record and "ans_type" in record and "answer" in record):
+        require(record, stage, "id", "question", "ans_type", "answer")
     if not isinstance(record["question"], str):
         raise BadRecord("'question' must be a string")
-    if record["ans_type"] not in ANS_TYPES:
-        raise BadRecord(f"unknown answer type {record['ans_type']!r}")
+    ans_type = record["ans_type"]
+    if ans_type not in ANS_TYPES:
+        raise BadRecord(f"unknown answer type {ans_type!r}")
     answer = record["answer"]
-    if not isinstance(answer, list) or not answer or not all(isinstance(a, str) for a in answer):
+    if not isinstance(answer, list) or not answer or not _all_str(answer):
         raise BadRecord("'answer' must be a non-empty list of accepted answers (strings)")
-    if record["ans_type"] == "choice":
+    if ans_type == "choice":
         choices = record.get("choices")
-        if (
-            not isinstance(choices, list)
-            or not choices
-            or not all(
-                isinstance(c, dict) and isinstance(c.get("label"), str) and isinstance(c.get("text"), str)
-                for c in choices
-            )
-        ):
+        if not isinstance(choices, list) or not choices or not _all_choices(choices):
             raise BadRecord("'choices' must be a non-empty list of {'label': ..., 'text': ...}")
-    for name in ("type", "subtype"):
-        if record.get(name) is not None and not isinstance(record[name], str):
+    _check_group_fields(record, ("type", "subtype"))
+
+
+def _all_str(values: list[Any]) -> bool:
+    for value in values:
+        if not isinstance(value, str):
+            return False
+    return True
+
+
+def _all_choices(choices: list[Any]) -> bool:
+    for c in choices:
+        if not (isinstance(c, dict) and isinstance(c.get("label"), str) and isinstance(c.get("text"), str)):
+            return False
+    return True
+
+
+def _check_group_fields(record: dict[str, Any], names: tuple[str, ...]) -> None:
+    """`type`, `subtype` (and `ans_type` for a judged row): a string when present."""
+    get = record.get
+    for name in names:
+        value = get(name)
+        if value is not None and not isinstance(value, str):
             raise BadRecord(f"'{name}' must be a string")
 
 
@@ -283,12 +312,18 @@ def check_rollout_record(record: dict[str, Any]) -> RolloutRow:
 
 def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:
     """What bv report reads: a row of bv judge (or bv import)."""
-    check_schema(record)
-    require(record, "judged", "id", "hard")
-    if record["hard"] not in (0, 1, None) or isinstance(record["hard"], bool):
-        raise BadRecord(f"'hard' must be 1, 0 or null, not {record['hard']!r}")
-    for name in ("type", "subtype", "ans_type"):
-        if record.get(name) is not None and not isinstance(record[name], str):
-            raise BadRecord(f"'{name}' must be a string")
-    row_key(record)
+    judged_key(record)
     return record
+
+
+def judged_key(record: dict[str, Any]) -> tuple[str, int]:
+    """The (id, run) of a judged row, once it is checked as `check_judged_row` does (bv report
+    needs both, for every row)."""
+    check_schema(record)
+    if not ("id" in record and "hard" in record):
+        require(record, "judged", "id", "hard")
+    hard = record["hard"]
+    if hard not in (0, 1, None) or isinstance(hard, bool):
+        raise BadRecord(f"'hard' must be 1, 0 or null, not {hard!r}")
+    _check_group_fields(record, ("type", "subtype", "ans_type"))
+    return row_key(record)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.errors import BadRecord, Fatal
-from bv.records import check_judged_row, row_key
+from bv.records import judged_key, row_key
 from bv.report_types import Summary
 from bv.stats import mcnemar_exact
 from bv.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
@@ -75,19 +75,20 @@ def by_value(row: dict[str, Any], name: str) -> str:
     return "none" if value is None else str(value)
 
 
-def judged_row(where: Any, record: dict[str, Any]) -> dict[str, Any]:
-    """The record if it is a judged row; an error naming the file when it is an item or a rollout row."""
+def _judged_key(where: Any, record: dict[str, Any]) -> tuple[str, int]:
+    """The (id, run) of a judged row, checked; an error naming the file when the record is an
+    item or a rollout row."""
     if "hard" not in record:
         kind = "a rollout row" if "run" in record or "response" in record else "not a judged row (an item?)"
         raise Fatal(
             f"{where}: {kind}: bv report reads judged rows, the output of bv judge"
             " (bv prompt ... | bv rollout ... | bv judge > results.jsonl)"
         )
-    return check_judged_row(record)
+    return judged_key(record)
 
 
 def _as_is(record: dict[str, Any]) -> dict[str, Any]:
-    return record  # checked by judged_row, which names a file of rows that are not judged rows
+    return record  # checked by _judged_key, which names a file of rows that are not judged rows
 
 
 @dataclass(eq=False)
@@ -113,12 +114,13 @@ class Input:
             return
         from bv.jsonl import Problems, read_records
 
+        # fast: parsed by orjson; _judged_key refuses a number beyond ±2^63 in `run` (docs/formats.md)
         if first:
-            yield from read_records([self.path], problems, _as_is)
+            yield from read_records([self.path], problems, _as_is, fast=True)
             return
         quiet = Problems(stream=open(os.devnull, "w"))
         try:
-            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is)
+            yield from read_records([str(self.spool) if self.spool else self.path], quiet, _as_is, fast=True)
         finally:
             quiet.stream.close()
 
@@ -147,11 +149,11 @@ def _read_input(
     try:
         for where, record in source.read(problems, first=True):
             try:
-                row = judged_row(where, record)
-                item, run = row_key(row)
+                item, run = _judged_key(where, record)
             except BadRecord as exc:
                 problems.report(where, str(exc))
                 continue
+            row = record
             value = tuple(by_value(row, name) for name in by) if by else ()
             column = columns.get(value)
             if column is None:
@@ -261,10 +263,10 @@ class ColumnRows:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for where, record in self.source.read(None, first=False):
             try:
-                row = judged_row(where, record)
-                item, run = row_key(row)
+                item, run = _judged_key(where, record)
             except BadRecord:
                 continue  # reported on the first pass
+            row = record
             if self.by and tuple(by_value(row, name) for name in self.by) != self.value:
                 continue
             if all(t.get(item, run) for t in self.tables):

@@ -45,14 +45,18 @@ class KeyTable:
 
     def add(self, item: str, run: int, hard: int | None) -> bool:
         """Record (item, run); False when it was there already (a duplicate)."""
-        if self.get(item, run) != ABSENT:
-            return False
         if 0 <= run < _DENSE_RUNS:
-            runs = self._dense.setdefault(item, bytearray())
+            runs = self._dense.get(item)
+            if runs is None:
+                runs = self._dense[item] = bytearray()
+            elif run < len(runs) and runs[run]:
+                return False
             if run >= len(runs):
                 runs.extend(bytes(max(run + 1 - len(runs), len(runs))))
             runs[run] = _CODE[hard]
         else:
+            if (item, run) in self._sparse:
+                return False
             self._sparse[(item, run)] = _CODE[hard]
         self.size += 1
         return True
@@ -145,6 +149,7 @@ class Tally:
     usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0])
     seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
     started: list[str] = field(default_factory=list)  # [first, last] started_at
+    _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
 
     def add(self, row: dict[str, Any], item: str, run: int) -> bool:
         """Count one judged row; False (and nothing counted) when its (id, run) was seen already."""
@@ -158,14 +163,19 @@ class Tally:
             groups = self.item_groups[item] = (labels[0], labels[1], labels[2])
             for index, label in enumerate(groups):  # an item stays in the groups of its first row
                 self.items[index, label] = self.items.get((index, label), 0) + 1
-        error, judge_error, undecided = (
-            bool(get("error")),
+        error = get("error")
+        kind = (
+            groups,
+            run,
+            hard,
+            bool(error),
             get("decided_by") == "error",
             bool(get("undecided")),
+            chance_of(row) if get("ans_type") == "choice" else 0.0,
         )
-        kind = (groups, run, hard, error, judge_error, undecided, chance_of(row))
-        self.kinds[kind] = self.kinds.get(kind, 0) + 1
-        self._add_usage(row)
+        kinds = self.kinds
+        kinds[kind] = kinds.get(kind, 0) + 1
+        self._add_usage(row, get, error)
         return True
 
     def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
@@ -185,31 +195,37 @@ class Tally:
                 cell.items = self.items[index, label]
         return overall, groups
 
-    def _add_usage(self, row: dict[str, Any]) -> None:
-        get, usage = row.get, self.usage
+    def _add_usage(self, row: dict[str, Any], get: Any, error: Any) -> None:
+        """Tokens, latency, unboxed replies, provenance (`get` is row.get, `error` the row's)."""
+        usage = self.usage
         tokens = get("usage")
         if tokens.__class__ is dict:
-            for index, name in ((0, "prompt_tokens"), (1, "completion_tokens")):
-                count = tokens.get(name)
-                if count.__class__ is int:
-                    usage[index] += count
+            count = tokens.get("prompt_tokens")
+            if count.__class__ is int:
+                usage[0] += count
+            count = tokens.get("completion_tokens")
+            if count.__class__ is int:
+                usage[1] += count
         latency = get("latency_s")
-        if latency.__class__ in (int, float):
+        if latency.__class__ is float or latency.__class__ is int:
             usage[2] += latency
             usage[3] += 1
-        if "response" in row and not get("error"):  # replies only: a failed rollout has none
+        if not error and "response" in row:  # replies only: a failed rollout has none
             if "extracted" in row:  # what bv judge found; the same test as has_answer, done once
                 usage[4] += row["extracted"] is None
             else:
                 from bv.extract import has_answer
 
                 usage[4] += not has_answer(get("response"))
-        for name, values in self.seen.items():
-            value = get(name)
-            if value is not None:
-                text = value if value.__class__ is str else str(value)
-                if text not in values and len(values) < _MAX_SEEN:
-                    values.add(text)
+        made = (get("model"), get("endpoint"), get("bv_version"))  # _SEEN, mostly as in the row before
+        if made != self._last_seen:
+            self._last_seen = made
+            for name, value in zip(_SEEN, made, strict=True):
+                values = self.seen[name]
+                if value is not None:
+                    text = value if value.__class__ is str else str(value)
+                    if text not in values and len(values) < _MAX_SEEN:
+                        values.add(text)
         started = get("started_at")
         if started.__class__ is str:
             if not self.started:
