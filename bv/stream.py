@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from bv import environment, secrets
 from bv.errors import Fatal, Interrupted, StdoutClosed
-from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, say, status_for
+from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, requested_stops, say, status_for
 from bv.terminal import printable
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ class StreamRun:
     async def run(self) -> Outcome:
         self.loop = asyncio.get_running_loop()
         self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
-        with loop_signals(self.loop, self.on_signal):
+        with loop_signals(self.loop, self.on_signal), requested_stops(self.loop, self.cancel):
             threading.Thread(target=self.read, name="bv-reader", daemon=True).start()
             try:
                 await self.supervise()
@@ -226,14 +226,25 @@ class StreamRun:
                 " (Ctrl-C again to quit now)"
             )
             return
-        self.finishing.set()
-        self.stop_reading.set()
-        for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
-            self.queue.put_nowait((_DONE, None))
+        self.finish()
         say(
             f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
             " (Ctrl-C again to quit now)"
         )
+
+    def finish(self) -> None:
+        """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""
+        self.finishing.set()
+        self.stop_reading.set()
+        for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
+            self.queue.put_nowait((_DONE, None))
+
+    def cancel(self) -> None:
+        """A stop asked from Python (bv.api, its awaiting task cancelled): as a first Ctrl-C, but
+        quietly and without passing on the rest of the input, since the caller takes no more rows."""
+        if not self.finishing.is_set():
+            self.stopping.set()
+            self.finish()
 
     async def supervise(self) -> None:
         """Wait for the workers; after a stop, give those in flight the grace period, then go on."""
