@@ -13,13 +13,16 @@ bv.errors.Fatal (an unusable endpoint), BadRecord (a bad input record, named by 
 KeyboardInterrupt after a Ctrl-C once the requests in flight have finished and been cached.
 
 Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
-`api.arollout` / `api.ajudge` there, which run the same stage on a worker thread with its own loop
-(Ctrl-C is then your program's to handle; finished replies are cached either way).
+`api.arollout` / `api.ajudge` there, which run the same stage on a thread of its own with its own
+loop. Cancelling the awaiting task (`task.cancel()`, a timeout of `asyncio.wait_for`) stops the run
+as Ctrl-C stops the command: nothing new is sent, the requests in flight finish (within the grace
+period, 10 s) and are cached, then the await raises CancelledError, the thread gone; calling again
+resumes from the cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -27,7 +30,10 @@ from typing import TYPE_CHECKING, Any, cast
 from bv.errors import BadRecord, Fatal
 from bv.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
 
-if TYPE_CHECKING:  # the report's types, for the checker: `import bv.api` stays cheap
+if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
+    import asyncio
+
+    from bv.outcome import StopRequest
     from bv.report_types import Paired, ReportData, Summary
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
@@ -167,11 +173,68 @@ def rollout(
 
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
-    """`rollout` for code inside a running event loop: the same run on a worker thread."""
+    """`rollout` for code inside a running event loop: the same run on a thread of its own.
+    Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
+    return await _on_thread(rollout, list(prompts), options)
+
+
+async def _on_thread(stage: Callable[..., list[Any]], records: list[Any], options: dict[str, Any]) -> Any:
+    """Run a stage on a thread of its own and await it. When the awaiting task is cancelled, the
+    stage is asked to stop (bv.outcome.StopRequest: as a first Ctrl-C, quietly), and the
+    cancellation goes on only once it has stopped: every paid reply cached, no thread left."""
+    import asyncio
+    import threading
+
+    from bv.outcome import STOP_REQUEST, StopRequest
+
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[Any] = loop.create_future()
+    request = StopRequest()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not ended.done():
+            ended.set_result(result) if error is None else ended.set_exception(error)
+
+    def run() -> None:
+        STOP_REQUEST.set(request)  # this thread's context, which the stage's loop inherits
+        result, error = None, None
+        try:
+            result = stage(_UntilStopped(records, request), **options)
+        except Exception as exc:
+            error = exc
+        except BaseException as exc:  # never handed to the caller's loop, which would stop on it
+            error = RuntimeError(f"bv.api.{stage.__name__} ended on {exc!r}")
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the caller's loop has closed without waiting for us
+            pass
+
+    thread = threading.Thread(target=run, name=f"bv-api-{stage.__name__}")
+    thread.start()
+    try:
+        return await asyncio.shield(ended)
+    except asyncio.CancelledError:
+        request.ask()
+        await _stopped(ended, request)
+        raise
+    finally:
+        thread.join()  # settling `ended` was its last step
+
+
+async def _stopped(ended: asyncio.Future[Any], request: StopRequest) -> None:
+    """Wait for a stage asked to stop (its grace period bounds the wait); a second cancellation
+    does not cut the wait short, what the stage returns or raises is dropped."""
     import asyncio
 
-    records = list(prompts)
-    return await asyncio.to_thread(rollout, records, **options)
+    while not ended.done():
+        try:
+            await asyncio.shield(ended)
+        except asyncio.CancelledError:
+            request.ask()
+        except Exception:
+            pass
+    if not ended.cancelled():
+        ended.exception()  # retrieved: superseded by the cancellation
 
 
 def judge(
@@ -193,9 +256,13 @@ def judge(
     _no_running_loop("judge")
     from bv.endpoints import judge_endpoint
     from bv.judge import run_judge
+    from bv.outcome import STOP_REQUEST
     from bv.templates import BV_TEMPLATES
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
+    request = STOP_REQUEST.get()
+    if request is not None:  # ajudge
+        records = _UntilStopped(records, request)
     endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     judged: list[JudgedRow] = []
     _, outcome = run_judge(
@@ -210,12 +277,25 @@ def judge(
     return _ended(outcome, judged)
 
 
-async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
-    """`judge` for code inside a running event loop: the same run on a worker thread."""
-    import asyncio
+class _UntilStopped(list[Any]):
+    """Records that stop being iterated once a stop is asked (an async variant, cancelled): the
+    checks before a run, and the rules judge, which has no event loop to tell, end with it."""
 
-    records = list(rows)
-    return await asyncio.to_thread(judge, records, **options)
+    def __init__(self, rows: list[Any], request: StopRequest) -> None:
+        super().__init__(rows)
+        self.request = request
+
+    def __iter__(self) -> Iterator[Any]:
+        for row in super().__iter__():
+            if self.request.asked:
+                return
+            yield row
+
+
+async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
+    """`judge` for code inside a running event loop: the same run on a thread of its own.
+    Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
+    return await _on_thread(judge, list(rows), options)
 
 
 def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict[str, Any]]:

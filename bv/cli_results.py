@@ -131,7 +131,7 @@ def report(
     """
     from bv.jsonl import Problems
     from bv.progress import stdin_notice
-    from bv.render import render_csv, render_json, render_markdown, render_table, summaries_of
+    from bv.render import comparison_of, render_csv, render_json, render_markdown, render_table, summaries_of
     from bv.report import Input, below, build_report, input_names, warnings
     from bv.terminal import printable
 
@@ -163,7 +163,7 @@ def report(
                     html_path,
                     summaries,
                     rows or [],
-                    built.get("comparison"),
+                    comparison_of(built),
                     None if allow_any_path else roots,
                 )  # rows read again from the inputs, not held
             if not page_to_stdout:

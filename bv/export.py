@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from bv.atomic import atomic_output
 from bv.errors import Fatal
@@ -68,13 +68,12 @@ def official_result(row: JudgedRow) -> dict[str, Any]:
     }
 
 
-def group_runs(records: Iterable[tuple[Any, dict[str, Any]]], problems: Problems) -> Export:
+def group_runs(records: Iterable[tuple[Any, JudgedRow]], problems: Problems) -> Export:
     """(source, row) pairs by run, in natural id order; rows without a verdict set apart, and a
-    second row for the same (id, run) reported as a bad line (`bv merge` says which to keep).
-    The rows are judged rows (bv.records.check_judged_row has read them)."""
+    second row for the same (id, run) reported as a bad line (`bv merge` says which to keep)."""
     export, seen = Export(), set()
-    for source, record in records:
-        key, row = row_key(record), cast(JudgedRow, record)
+    for source, row in records:
+        key = row_key(row)
         if key in seen:
             problems.report(source, f"a second row for id {key[0]} run {key[1]} (bv merge keeps one)")
             continue

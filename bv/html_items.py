@@ -118,12 +118,11 @@ class Selection:
         return len(self.order) < self.total
 
 
-def _judged(rows: Iterable[Mapping[str, Any]]) -> Iterator[JudgedRow]:
-    """The judged rows among `rows` (bv report has checked them: bv.records.check_judged_row)."""
-    return (cast(JudgedRow, row) for row in rows if isinstance(row, dict) and "hard" in row)
+def _judged(rows: Iterable[JudgedRow]) -> Iterator[JudgedRow]:
+    return (row for row in rows if isinstance(row, dict) and "hard" in row)
 
 
-def select_items(rows_by_input: Sequence[Iterable[Mapping[str, Any]]], limit: int = MAX_ITEMS) -> Selection:
+def select_items(rows_by_input: Sequence[Iterable[JudgedRow]], limit: int = MAX_ITEMS) -> Selection:
     """Rank every item, keep the rows of the first `limit` and show them differing first, then by
     id; each input is iterated twice."""
     seen: dict[str, list[dict[Any, str]]] = {}

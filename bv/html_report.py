@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from bv.html_items import CardRow, Item, card_images, select_items, verdict
 from bv.html_items import natural as _natural
 from bv.html_parts import cap_note, comparison_section, input_facts
 from bv.images import MAX_IMAGE_PIXELS, ImageError, pillow, read_image, sniff_format
-from bv.records import gold_text
+from bv.records import JudgedRow, gold_text
 from bv.render import grid
 from bv.report_types import Comparison, Summary
 
@@ -316,7 +316,7 @@ def _summary(summaries: list[Summary], names: list[str]) -> str:
 def write_html(
     path: Path | str,
     summaries: list[Summary],
-    rows_by_input: Sequence[Iterable[Mapping[str, Any]]],
+    rows_by_input: Sequence[Iterable[JudgedRow]],
     comparison: Comparison | None = None,
     image_roots: list[Path] | None = None,
 ) -> int:

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from bv.errors import BadRecord
-from bv.image_header import png_header
+from bv.image_header import HEADERS
 
 # Formats chat APIs accept as they are; anything else is converted to PNG before sending.
 SENDABLE = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
@@ -189,20 +189,13 @@ def encode_image(path: Path | str, options: ImageOptions = ImageOptions()) -> st
     return _encode(path, read_image(path), options)
 
 
-class DataURI(str):
-    """A data URI bv made (`data:image/...;base64,...`): nothing in it needs escaping in JSON,
-    so a request body can take it as it is (bv.backends.openai_compat)."""
-
-    __slots__ = ()
-
-
-def _encode(path: Path | str, data: bytes, options: ImageOptions) -> DataURI:
+def _encode(path: Path | str, data: bytes, options: ImageOptions) -> str:
     fmt = sniff_format(data[:16])
     if fmt is None:
         raise ImageError(f"{_name(path)}: not an image")
     data, fmt = _prepare(data, fmt, options, _name(path))
     head = f"data:{SENDABLE[fmt]};base64,".encode()
-    return DataURI(head + binascii.b2a_base64(data, newline=False), "ascii")  # one copy fewer than str
+    return (head + binascii.b2a_base64(data, newline=False)).decode("ascii")
 
 
 def pillow() -> tuple[Any, Any]:
@@ -247,8 +240,9 @@ def _as_is(fmt: str, pixels: int, mode: str, orientation: int, options: ImageOpt
 
 def _prepare(data: bytes, fmt: str, options: ImageOptions, name: str) -> tuple[bytes, str]:
     """Return bytes an API accepts: the original when it already is, else a PNG made with Pillow.
-    A plain PNG is judged from its header alone (see `png_header`); everything else by Pillow."""
-    header = png_header(data) if fmt == "PNG" else None
+    A plain PNG, JPEG or WebP is judged from its header alone (bv.image_header); the rest by Pillow."""
+    read_header = HEADERS.get(fmt)
+    header = read_header(data) if read_header is not None else None
     if header is not None:
         width, height, mode = header
         _check_pixels(width, height, name)
@@ -288,11 +282,11 @@ class EncodedImages:
 
     def __init__(self, budget: int = 8 * 1024 * 1024, largest: int = 1024 * 1024) -> None:
         self.budget, self.largest = budget, largest
-        self._kept: OrderedDict[tuple, DataURI] = OrderedDict()
+        self._kept: OrderedDict[tuple, str] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()  # big images are encoded in worker threads
 
-    def __call__(self, path: str, options: ImageOptions) -> DataURI:
+    def __call__(self, path: str, options: ImageOptions) -> str:
         fd, info = _open_checked(path)
         key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, options)
         with self._lock:

@@ -22,6 +22,7 @@ says how many rows failed and how to resume.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import signal
 import sys
@@ -103,6 +104,52 @@ def loop_signals(loop: Any, on_signal: Callable[[int], None]) -> Iterator[None]:
             loop.remove_signal_handler(signum)
             if handler is not None:
                 signal.signal(signum, handler)
+
+
+class StopRequest:
+    """A stop asked from another thread: bv.api's async variants ask it when the task awaiting
+    them is cancelled. The run in progress in this context (bv.stream) is told on its own loop;
+    a stop asked before the run starts stops it as soon as it starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.asked = False
+        self._target: tuple[Any, Callable[[], None]] | None = None  # (loop, stop) of the run
+
+    def ask(self) -> None:
+        with self._lock:
+            self.asked, target = True, self._target
+        if target is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+                target[0].call_soon_threadsafe(target[1])
+
+    @contextlib.contextmanager
+    def attached(self, loop: Any, stop: Callable[[], None]) -> Iterator[None]:
+        """While a run goes on `loop`, a stop asked calls `stop` there."""
+        with self._lock:
+            self._target, asked = (loop, stop), self.asked
+        if asked:
+            loop.call_soon(stop)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._target = None
+
+
+# The stop request of the calling context (set by bv.api in the thread that runs a stage).
+STOP_REQUEST: contextvars.ContextVar[StopRequest | None] = contextvars.ContextVar("bv_stop", default=None)
+
+
+@contextlib.contextmanager
+def requested_stops(loop: Any, stop: Callable[[], None]) -> Iterator[None]:
+    """While a stage's loop runs: a StopRequest of the calling context calls `stop` on it."""
+    request = STOP_REQUEST.get()
+    if request is None:
+        yield
+        return
+    with request.attached(loop, stop):
+        yield
 
 
 def plural(n: int, word: str) -> str:

@@ -214,7 +214,7 @@ def require(record: dict[str, Any], stage: str, *fields: str) -> None:
         )
 
 
-def row_key(record: dict[str, Any]) -> tuple[str, int]:
+def row_key(record: Mapping[str, Any]) -> tuple[str, int]:
     """(id, run): what makes a row unique. `run` is 0 when absent; anything but an integer is refused."""
     if "id" not in record:
         raise BadRecord("missing 'id'")
@@ -310,10 +310,10 @@ def check_rollout_record(record: dict[str, Any]) -> RolloutRow:
     return cast(RolloutRow, record)
 
 
-def check_judged_row(record: dict[str, Any]) -> dict[str, Any]:
+def check_judged_row(record: dict[str, Any]) -> JudgedRow:
     """What bv report reads: a row of bv judge (or bv import)."""
     judged_key(record)
-    return record
+    return cast(JudgedRow, record)
 
 
 def judged_key(record: dict[str, Any]) -> tuple[str, int]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from bv.errors import StdoutClosed
-from bv.report_types import Comparison, Figures, Paired, Provenance, ReportData, Summary
+from bv.report_types import Built, Comparison, Figures, Paired, Provenance, ReportData, Summary
 from bv.stats import counted, human_count
 from bv.terminal import markup_safe, printable
 
@@ -34,10 +33,6 @@ FIGURES = (
     "undecided",
     "accuracy_over",
 )
-
-
-# What bv.report.build_report makes: one input's Summary, or several compared (a ReportData).
-Built = Summary | ReportData
 
 
 def _groups(summary: Summary) -> list[tuple[str, str, Figures]]:
@@ -149,14 +144,8 @@ def _find(summary: Summary, level: str, label: str) -> Figures | None:
     return None
 
 
-def built(report: Built | Mapping[str, Any]) -> Built:
-    """A report as bv.report.build_report makes it, typed (its producers are not typed yet)."""
-    return cast(Built, report)
-
-
-def summaries_of(report: Built | Mapping[str, Any]) -> list[Summary]:
+def summaries_of(report: Built) -> list[Summary]:
     """One summary per input (or --by group)."""
-    report = built(report)
     return report["inputs"] if "inputs" in report else [report]
 
 
@@ -225,7 +214,7 @@ def paired_sentence(pair: Paired) -> str:
     )
 
 
-def render_table(report: Built | Mapping[str, Any], stream: Any) -> None:
+def render_table(report: Built, stream: Any) -> None:
     from rich.console import Console
 
     from bv.table_fit import fitted_table
@@ -236,7 +225,6 @@ def render_table(report: Built | Mapping[str, Any], stream: Any) -> None:
 
     # On a terminal the table fits the window (bv.table_fit); in a pipe or file nothing needs wrapping.
     console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
-    report = built(report)
     summaries = summaries_of(report)
     headers, rows, levels = grid(summaries)
     title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
@@ -256,8 +244,7 @@ def render_table(report: Built | Mapping[str, Any], stream: Any) -> None:
         console.print(printable(line), markup=False, highlight=False)
 
 
-def render_markdown(report: Built | Mapping[str, Any], stream: Any) -> None:
-    report = built(report)
+def render_markdown(report: Built, stream: Any) -> None:
     headers, rows, levels = grid(summaries_of(report))
     stream.write("| " + " | ".join(headers) + " |\n")
     stream.write("|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|\n")
@@ -268,7 +255,7 @@ def render_markdown(report: Built | Mapping[str, Any], stream: Any) -> None:
     stream.write("\n" + "".join(f"- {printable(line)}\n" for line in notes(report)))
 
 
-def render_csv(report: Built | Mapping[str, Any], stream: Any) -> None:
+def render_csv(report: Built, stream: Any) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["input", "level", "group", *FIGURES])
@@ -292,12 +279,11 @@ def render_csv(report: Built | Mapping[str, Any], stream: Any) -> None:
     stream.write(buffer.getvalue())
 
 
-def report_json(report: Built | Mapping[str, Any]) -> ReportData:
+def report_json(report: Built) -> ReportData:
     """The one shape of `bv report --format json`, whatever the number of inputs: `inputs`, one
     summary per input (or --by group), and `comparison`, null for one input (docs/formats.md)."""
-    report = built(report)
     return {"inputs": summaries_of(report), "comparison": comparison_of(report)}
 
 
-def render_json(report: Built | Mapping[str, Any], stream: Any) -> None:
+def render_json(report: Built, stream: Any) -> None:
     stream.write(json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n")

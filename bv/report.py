@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bv.errors import BadRecord, Fatal
-from bv.records import judged_key, row_key
-from bv.report_types import Summary
+from bv.records import JudgedRow, judged_key, row_key
+from bv.report_types import Built, Comparison, PairedTest, ReportData, Summary
 from bv.stats import mcnemar_exact
 from bv.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
 
@@ -54,7 +54,7 @@ _PLURALS = {
 _SHOWN_DUPLICATES = 5
 
 
-def by_value(row: dict[str, Any], name: str) -> str:
+def by_value(row: Mapping[str, Any], name: str) -> str:
     """How a row's model, skill, style, replaced prompts or judge version is named in messages and columns."""
     if name == "style":
         return str(row.get("style") or "bv")
@@ -153,7 +153,7 @@ def _read_input(
             except BadRecord as exc:
                 problems.report(where, str(exc))
                 continue
-            row = record
+            row = cast(JudgedRow, record)
             value = tuple(by_value(row, name) for name in by) if by else ()
             column = columns.get(value)
             if column is None:
@@ -202,7 +202,7 @@ def _check_input(source: Input, columns: dict[tuple[str, ...], Column], by: tupl
             )
 
 
-def paired(a: Tally | list[dict[str, Any]], b: Tally | list[dict[str, Any]]) -> dict[str, Any]:
+def paired(a: Tally | list[dict[str, Any]], b: Tally | list[dict[str, Any]]) -> PairedTest:
     """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
     and the exact McNemar p-value of that split (is the difference more than chance?)."""
     a_keys, b_keys = (_tally_of(t).keys for t in (a, b))
@@ -239,13 +239,11 @@ def _tally_of(rows: Tally | Iterable[dict[str, Any]]) -> Tally:
     tally = Tally()
     for row in rows:
         if "hard" in row:
-            tally.add(row, *row_key(row))
+            tally.add(cast(JudgedRow, row), *row_key(row))
     return tally
 
 
-def summarize(
-    rows: Iterable[dict[str, Any]], name: str = "results", exclude_failed: bool = False
-) -> dict[str, Any]:
+def summarize(rows: Iterable[dict[str, Any]], name: str = "results", exclude_failed: bool = False) -> Summary:
     """Every figure the report shows for one set of judged rows (rows without `hard` are skipped)."""
     return _tally_of(rows).summary(name, exclude_failed)
 
@@ -260,13 +258,13 @@ class ColumnRows:
     by: tuple[str, ...]
     tables: list[KeyTable]  # the rows every column has, when columns are compared
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[JudgedRow]:
         for where, record in self.source.read(None, first=False):
             try:
                 item, run = _judged_key(where, record)
             except BadRecord:
                 continue  # reported on the first pass
-            row = record
+            row = cast(JudgedRow, record)
             if self.by and tuple(by_value(row, name) for name in self.by) != self.value:
                 continue
             if all(t.get(item, run) for t in self.tables):
@@ -279,7 +277,7 @@ def build_report(
     by: tuple[str, ...] = (),
     exclude_failed: bool = False,
     keep_rows: bool = False,
-) -> tuple[dict[str, Any], list[ColumnRows] | None]:
+) -> tuple[Built, list[ColumnRows] | None]:
     """The report of one column, or several side by side; and, with `keep_rows`, each column's
     rows (read again from the inputs when iterated: close the inputs after).
 
@@ -302,6 +300,7 @@ def build_report(
             owner += [(source, value) for value in read]
         tables = [c.tally.keys for c in columns] if len(columns) > 1 else []
         rows = [ColumnRows(source, value, by, tables) for source, value in owner] if keep_rows else None
+        report: Built
         if len(columns) == 1:
             report = columns[0].tally.summary(columns[0].name, exclude_failed)
         else:
@@ -320,7 +319,7 @@ def _compare(
     problems: Any,
     by: tuple[str, ...],
     exclude_failed: bool,
-) -> dict[str, Any]:
+) -> ReportData:
     tables = [c.tally.keys for c in columns]
     smallest = min(tables, key=lambda t: t.size)
     common_items: set[str] = set()
@@ -336,7 +335,7 @@ def _compare(
         for i, (source, value) in enumerate(owner):
             for row in ColumnRows(source, value, by, tables):
                 final[i].add(row, *row_key(row))
-    comparison: dict[str, Any] = {
+    comparison: Comparison = {
         "common_rows": common,
         "common_items": len(common_items),
         "left_out": left_out,

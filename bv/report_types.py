@@ -103,3 +103,7 @@ class ReportData(TypedDict):
 
     inputs: list[Summary]
     comparison: Comparison | None  # None for one input
+
+
+# What bv.report.build_report makes: one input's Summary, or several compared (bv.render reads both).
+Built = Summary | ReportData

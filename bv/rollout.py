@@ -67,9 +67,17 @@ def endpoint_of(backend: Backend) -> str:
     return backend.endpoint or backend.name
 
 
+_stamp: tuple[int, str] = (-1, "")
+
+
 def now_utc() -> str:
-    """The time now in ISO 8601, UTC, to the second."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time now in ISO 8601, UTC, to the second; formatted once a second, not per row (the
+    C library's strftime looks up the local time zone on every call)."""
+    global _stamp
+    second = int(time.time())
+    if second != _stamp[0]:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
 
 
 def next_turn(

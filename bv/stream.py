@@ -12,13 +12,14 @@ import asyncio
 import os
 import sys
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
 from bv import environment, secrets
 from bv.errors import Fatal, Interrupted, StdoutClosed
-from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, say, status_for
+from bv.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, requested_stops, say, status_for
 from bv.terminal import printable
 
 T = TypeVar("T")
@@ -86,6 +87,10 @@ class StreamRun:
         self.outcome = Outcome()
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.slots = threading.Semaphore(2 * jobs)  # tasks read ahead of the workers, at most
+        self.taken = 0  # tasks taken by workers whose slots are not yet given back
+        self.batch = max(1, jobs // 2)  # slots are given back this many at a time (<= 2 x jobs)
+        self.inbox: deque[Any] = deque()  # tasks read, on their way to the event loop
+        self.waking = False  # a hand-over of the inbox to the event loop is pending
         self.stop_reading = threading.Event()
         self.window = max(4 * jobs, 64)  # with `ordered`: how far ahead of the writer a worker may be
         self.next_seq = 0  # with `ordered`: the next row to write
@@ -98,7 +103,7 @@ class StreamRun:
     async def run(self) -> Outcome:
         self.loop = asyncio.get_running_loop()
         self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
-        with loop_signals(self.loop, self.on_signal):
+        with loop_signals(self.loop, self.on_signal), requested_stops(self.loop, self.cancel):
             threading.Thread(target=self.read, name="bv-reader", daemon=True).start()
             try:
                 await self.supervise()
@@ -122,17 +127,29 @@ class StreamRun:
                         return
                 if self.stop_reading.is_set():
                     return
-                self.loop.call_soon_threadsafe(self.queue.put_nowait, (seq, task))
+                self._post((seq, task))
         except BaseException as exc:  # handed to the event loop, which re-raises it
             self._post((_DONE, exc))
             return
         self._post((_DONE, None))
 
     def _post(self, item: Any) -> None:
+        """Hand a task to the event loop: through the inbox, waking the loop only when no
+        hand-over is pending (one wake-up, a system call, for all the tasks read meanwhile)."""
+        self.inbox.append(item)
+        if self.waking:
+            return
+        self.waking = True
         try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)  # type: ignore[union-attr]
+            self.loop.call_soon_threadsafe(self._deliver)  # type: ignore[union-attr]
         except RuntimeError:  # the loop already closed: the run ended while we were reading
             pass
+
+    def _deliver(self) -> None:
+        """On the event loop: move what the reader read into the workers' queue."""
+        self.waking = False  # before taking: a task the reader adds from now on wakes the loop again
+        while self.inbox:
+            self.queue.put_nowait(self.inbox.popleft())
 
     async def worker(self) -> None:
         """Take tasks until the input ends or the run finishes; each row goes to the writer."""
@@ -143,7 +160,10 @@ class StreamRun:
                 if task is not None:
                     self.reader_failure = task
                 return
-            self.slots.release()
+            self.taken += 1
+            if self.taken >= self.batch:  # the reader, waiting, wakes once per batch, not per task
+                self.slots.release(self.taken)
+                self.taken = 0
             if self.ordered:
                 async with self.turn:
                     await self.turn.wait_for(partial(self.in_window, seq))
@@ -206,14 +226,25 @@ class StreamRun:
                 " (Ctrl-C again to quit now)"
             )
             return
-        self.finishing.set()
-        self.stop_reading.set()
-        for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
-            self.queue.put_nowait((_DONE, None))
+        self.finish()
         say(
             f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
             " (Ctrl-C again to quit now)"
         )
+
+    def finish(self) -> None:
+        """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""
+        self.finishing.set()
+        self.stop_reading.set()
+        for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
+            self.queue.put_nowait((_DONE, None))
+
+    def cancel(self) -> None:
+        """A stop asked from Python (bv.api, its awaiting task cancelled): as a first Ctrl-C, but
+        quietly and without passing on the rest of the input, since the caller takes no more rows."""
+        if not self.finishing.is_set():
+            self.stopping.set()
+            self.finish()
 
     async def supervise(self) -> None:
         """Wait for the workers; after a stop, give those in flight the grace period, then go on."""

@@ -9,10 +9,12 @@ with the size of the rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from bv.records import JudgedRow
+from bv.report_types import Figures, SubtypeFigures, Summary
 from bv.stats import mean, pstdev, wilson
 
 # One byte per (id, run) in a KeyTable: absent, or present with this verdict.
@@ -21,7 +23,7 @@ _CODE = {None: NO_VERDICT, 0: WRONG, 1: RIGHT}
 _DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rare) in a dict
 
 
-def chance_of(row: dict[str, Any]) -> float:
+def chance_of(row: JudgedRow) -> float:
     """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
     choices = row.get("choices")
     if choices and choices.__class__ is list and row.get("ans_type") == "choice":
@@ -98,14 +100,14 @@ class Cell:
         self.judge_errors += count if judge_error else 0
         self.undecided += count if undecided else 0
 
-    def figures(self, exclude_failed: bool) -> dict[str, Any]:
+    def figures(self, exclude_failed: bool) -> Figures:
         """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`."""
         total, right = (2, 3) if exclude_failed else (0, 1)
         per_run = [c[right] / c[total] for _, c in sorted(self.runs.items()) if c[total]]
         rows = sum(c[0] for c in self.runs.values())
         correct = sum(c[right] for c in self.runs.values())
         denominator = sum(c[total] for c in self.runs.values())
-        cell: dict[str, Any] = {
+        cell: Figures = {
             "n": self.items,
             "rows": rows,
             "finished": sum(c[2] for c in self.runs.values()),
@@ -151,9 +153,9 @@ class Tally:
     started: list[str] = field(default_factory=list)  # [first, last] started_at
     _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
 
-    def add(self, row: dict[str, Any], item: str, run: int) -> bool:
+    def add(self, row: JudgedRow, item: str, run: int) -> bool:
         """Count one judged row; False (and nothing counted) when its (id, run) was seen already."""
-        get = row.get
+        get: Callable[[str], Any] = row.get  # bound once: this runs for every row
         hard = get("hard")
         if not self.keys.add(item, run, hard):
             return False
@@ -195,7 +197,7 @@ class Tally:
                 cell.items = self.items[index, label]
         return overall, groups
 
-    def _add_usage(self, row: dict[str, Any], get: Any, error: Any) -> None:
+    def _add_usage(self, row: JudgedRow, get: Callable[[str], Any], error: Any) -> None:
         """Tokens, latency, unboxed replies, provenance (`get` is row.get, `error` the row's)."""
         usage = self.usage
         tokens = get("usage")
@@ -235,29 +237,36 @@ class Tally:
             elif started > self.started[1]:
                 self.started[1] = started
 
-    def summary(self, name: str, exclude_failed: bool = False) -> dict[str, Any]:
-        """The figures of this column, in the report's JSON shape."""
+    def summary(self, name: str, exclude_failed: bool = False) -> Summary:
+        """The figures of this column, in the report's JSON shape (bv.report_types)."""
         overall, groups = self.cells()
-        summary: dict[str, Any] = {"name": name, "overall": overall.figures(exclude_failed)}
-        for group, _ in GROUPS:
-            cells = groups[group]
-            summary[group] = {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
+        by = {
+            group: {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
+            for group, cells in groups.items()
+        }
         subtype_type: dict[str, str] = {}
         for type_name, subtype, _ in self.item_groups.values():
             subtype_type.setdefault(subtype, type_name)
-        for subtype, cell in summary["by_subtype"].items():
-            cell["type"] = subtype_type[subtype]
-        summary["accuracy_over"] = "finished rows (--exclude-failed)" if exclude_failed else "all rows"
-        summary["models"] = sorted(self.seen.get("model", ()))
-        summary["provenance"] = {
-            "endpoints": sorted(self.seen.get("endpoint", ())),
-            "bv_versions": sorted(self.seen.get("bv_version", ())),
-            "started_at": {"first": self.started[0], "last": self.started[1]} if self.started else None,
+        by_subtype: dict[str, SubtypeFigures] = {
+            subtype: {**cell, "type": subtype_type[subtype]} for subtype, cell in by["by_subtype"].items()
         }
-        summary["usage"] = {
-            "prompt_tokens": self.usage[0],
-            "completion_tokens": self.usage[1],
-            "latency_s_mean": round(self.usage[2] / self.usage[3], 3) if self.usage[3] else None,
-            "unboxed": self.usage[4],
+        return {
+            "name": name,
+            "overall": overall.figures(exclude_failed),
+            "by_type": by["by_type"],
+            "by_subtype": by_subtype,
+            "by_ans_type": by["by_ans_type"],
+            "accuracy_over": "finished rows (--exclude-failed)" if exclude_failed else "all rows",
+            "models": sorted(self.seen.get("model", ())),
+            "provenance": {
+                "endpoints": sorted(self.seen.get("endpoint", ())),
+                "bv_versions": sorted(self.seen.get("bv_version", ())),
+                "started_at": {"first": self.started[0], "last": self.started[1]} if self.started else None,
+            },
+            "usage": {  # token and reply counts: sums of ints
+                "prompt_tokens": cast(int, self.usage[0]),
+                "completion_tokens": cast(int, self.usage[1]),
+                "latency_s_mean": round(self.usage[2] / self.usage[3], 3) if self.usage[3] else None,
+                "unboxed": cast(int, self.usage[4]),
+            },
         }
-        return summary

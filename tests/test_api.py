@@ -8,8 +8,11 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +175,179 @@ def test_merge_keeps_one_row_per_id_and_run_the_later_input_winning():
     ]
     with pytest.raises(BadRecord, match="input 2: row 0: 'run' must be an integer"):
         api.merge(a, [{"id": "x", "run": "0"}])
+
+
+def _cancelled_after(run, ready) -> float:
+    """Await `run` in a fresh event loop, cancel it once `ready()`, and return the seconds from the
+    cancellation until the loop is closed (asyncio.run waits for its threads): the await must
+    raise CancelledError, and no thread the run started may be left (bv's reader polls its stop
+    every 0.25 s)."""
+    before = set(threading.enumerate())
+    cancelled_at = 0.0
+
+    async def main() -> None:
+        nonlocal cancelled_at
+        task = asyncio.ensure_future(run)
+        while not ready():
+            await asyncio.sleep(0.01)
+        cancelled_at = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    elapsed = time.monotonic() - cancelled_at
+    time.sleep(0.3)
+    assert set(threading.enumerate()) <= before
+    return elapsed
+
+
+def test_cancelling_arollout_stops_promptly_and_keeps_every_paid_reply(tmp_path, sample_dir, server):
+    """The awaiting task cancelled mid-run: the await raises promptly, what was in flight finished
+    and is cached, nothing is left running, and the same call resumes from the cache."""
+    server.latency = 0.1
+    prompts = _prompts(sample_dir, 12)
+    options = dict(model="m", base_url=server.base_url, api_key="k", cache=tmp_path / "c.db", jobs=4)
+    total = 12 * 5  # 5 runs each: 1.5 s of requests at 4 at a time
+    asked = []
+
+    def ready() -> bool:
+        asked[:] = [len(server.seen)]
+        return len(server.finished()) >= 8
+
+    assert _cancelled_after(api.arollout(prompts, repeats=5, **options), ready) < 1.5
+    answered = len(server.finished())
+    assert len(server.seen) == answered, "a request was abandoned in flight"
+    assert asked[0] <= answered < total  # those in flight when cancelled finished too
+    assert all(s.status == 200 for s in server.seen)
+    sent = len(server.seen)
+    rows = api.rollout(prompts, repeats=5, **{**options, "jobs": 32})
+    assert len(server.seen) - sent == total - answered  # every reply the server sent is cached
+    assert sum(r["turns"][0]["cached"] for r in rows) == answered
+    assert [(r["id"], r["run"]) for r in rows] == [(p["id"], k) for p in prompts for k in range(5)]
+    assert not any(r["error"] for r in rows)
+
+
+def test_a_wait_for_timeout_stops_arollout_the_same_way(tmp_path, sample_dir, server):
+    server.latency = 0.1
+    prompts = _prompts(sample_dir, 12)
+    options = dict(model="m", base_url=server.base_url, api_key="k", cache=tmp_path / "c.db", jobs=4)
+    before = set(threading.enumerate())
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(api.arollout(prompts, repeats=5, **options), timeout=0.5)
+
+    started = time.monotonic()
+    asyncio.run(main())
+    assert time.monotonic() - started < 1.5
+    time.sleep(0.3)
+    assert set(threading.enumerate()) <= before
+    answered = len(server.finished())
+    assert len(server.seen) == answered < 60
+    rows = api.rollout(prompts, repeats=5, **{**options, "jobs": 32})
+    assert len(server.seen) - answered == 60 - answered
+    assert sum(r["turns"][0]["cached"] for r in rows) == answered
+
+
+def test_cancelling_ajudge_keeps_the_llm_verdicts_it_paid_for(tmp_path, sample_dir, server):
+    server.latency = 0.1
+    server.responder = lambda seen: Reply(content="True")
+    rolled = api.rollout(_prompts(sample_dir, 12), backend="chance", repeats=4)
+    rows = [{**row, "response": f"\\boxed{{{n}}}"} for n, row in enumerate(rolled)]  # one question each
+    options = dict(mode="llm", judge_model="j", judge_base_url=server.base_url, judge_api_key="k", jobs=4)
+    options["cache"] = tmp_path / "c.db"
+
+    assert _cancelled_after(api.ajudge(rows, **options), lambda: len(server.finished()) >= 6) < 1.5
+    answered = len(server.finished())
+    assert len(server.seen) == answered < len(rows)
+    judged = api.judge(rows, **{**options, "jobs": 32})
+    assert len(server.seen) - answered == len(rows) - answered
+    assert all(r["decided_by"] == "llm" and r["hard"] == 1 for r in judged)
+
+
+def test_cancelling_ajudge_by_rules_stops_reading_its_rows(sample_dir):
+    rolled = api.rollout(_prompts(sample_dir, 12), backend="chance")
+    rows = [{**row, "run": run} for run in range(4000) for row in rolled]  # 48000 rows
+    started = time.monotonic()
+    stopping = _cancelled_after(api.ajudge(rows, mode="rules"), lambda: time.monotonic() > started + 0.1)
+    started = time.monotonic()
+    api.judge(rows, mode="rules")  # the whole run, for the measure: stopping must take a fraction of it
+    assert stopping < (time.monotonic() - started) / 4
+
+
+def test_ctrl_c_stops_rollout_which_raises_after_caching_what_finished(tmp_path, sample_dir, server):
+    """KeyboardInterrupt, as the command stops on Ctrl-C: requests in flight finish and are
+    cached, then api.rollout raises; the same call resumes from the cache."""
+    server.latency = 0.1
+    prompts = _prompts(sample_dir, 12)
+    options = dict(model="m", base_url=server.base_url, api_key="k", cache=tmp_path / "c.db", jobs=4)
+    missed = []  # a SIGINT that came while no run was there to take it (the test would be void)
+    previous = signal.signal(signal.SIGINT, lambda *_: missed.append(1))
+
+    over = threading.Event()
+
+    def interrupt() -> None:
+        while len(server.finished()) < 8:
+            if over.wait(0.01):
+                return
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="call again to resume"):
+            api.rollout(prompts, repeats=5, **options)
+    finally:
+        over.set()
+        interrupter.join()
+        signal.signal(signal.SIGINT, previous)
+    assert not missed
+    answered = len(server.finished())
+    assert len(server.seen) == answered < 60
+    rows = api.rollout(prompts, repeats=5, **{**options, "jobs": 32})
+    assert len(server.seen) - answered == 60 - answered
+    assert sum(r["turns"][0]["cached"] for r in rows) == answered
+
+
+def _cli(*args: str) -> str:
+    """What a bv command prints on stdout, run in-process."""
+    from click.testing import CliRunner
+
+    from bv.cli import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _write(path: Path, rows: list) -> str:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def test_report_render_prints_what_bv_report_prints(tmp_path, sample_dir):
+    prompts = _prompts(sample_dir, 6)
+    a = api.judge(api.rollout(prompts, backend="chance", repeats=2, seed=1), mode="rules")
+    b = api.judge(api.rollout(prompts[1:], backend="chance", repeats=2, seed=2), mode="rules")
+    paths = [_write(tmp_path / "a.jsonl", a), _write(tmp_path / "b.jsonl", b)]
+    for files, report in (([paths[0]], api.report({"a": a})), (paths, api.report({"a": a, "b": b}))):
+        for fmt in ("table", "markdown", "csv", "json"):
+            assert report.render(fmt) == _cli("report", *files, "--format", fmt), (fmt, len(files))
+        assert report.data == json.loads(report.render("json"))
+    assert report.paired is not None and report.paired["a"] == "a" and report.paired["b"] == "b"
+    assert report.data["comparison"] is not None and report.data["comparison"]["left_out"] == {"a": 2, "b": 0}
+
+
+def test_merge_returns_the_rows_bv_merge_writes(tmp_path, sample_dir):
+    prompts = _prompts(sample_dir, 4)
+    first = api.judge(api.rollout(prompts, backend="chance", repeats=2, seed=1), mode="rules")
+    redone = api.judge(api.rollout(prompts[2:], backend="chance", repeats=3, seed=2), mode="rules")
+    shards = [_write(tmp_path / "first.jsonl", first), _write(tmp_path / "redone.jsonl", redone)]
+    _cli("merge", *shards, "--sort", "-o", str(tmp_path / "merged.jsonl"))
+    written = [json.loads(line) for line in (tmp_path / "merged.jsonl").read_text().splitlines()]
+    assert api.merge(first, redone, sort=True) == written
+    assert [(r["id"], r["run"]) for r in written] == sorted(
+        {(r["id"], r["run"]) for r in first + redone}, key=lambda key: (int(key[0]), key[1])
+    )
+    assert all(r in redone for r in written if r["id"] in {p["id"] for p in prompts[2:]})

@@ -1,6 +1,6 @@
-"""The fast paths of sending images agree with the slow ones: a PNG judged from its header as
-Pillow judges it, file URLs read without urllib as urllib reads them, a run's encoded images kept
-per file version, and request bodies with spliced data URIs byte for byte what json.dumps makes."""
+"""The fast paths of sending images agree with the slow ones: a PNG, JPEG or WebP judged from its
+header as Pillow judges it, file URLs read without urllib as urllib reads them, a run's encoded
+images kept per file version, and request bodies made by orjson the JSON of the request."""
 
 from __future__ import annotations
 
@@ -14,26 +14,23 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from bv.backends.openai_compat import body_json
-from bv.images import (
-    EncodedImages,
-    ImageError,
-    ImageOptions,
-    encode_image,
-    inline_images,
-    png_header,
-    url_path,
-)
+from bv.image_header import jpeg_header, png_header, webp_header
+from bv.images import EncodedImages, ImageError, ImageOptions, encode_image, inline_images, url_path
 
 
 def png(mode: str = "RGB", **save: object) -> bytes:
+    return saved(mode, "PNG", **save)
+
+
+def saved(mode: str, fmt: str, **save: object) -> bytes:
     buffer = io.BytesIO()
-    Image.new(mode, (7, 5)).save(buffer, "PNG", **save)
+    Image.new(mode, (37, 23), "red" if mode not in ("1", "L", "I;16", "P") else 1).save(buffer, fmt, **save)
     return buffer.getvalue()
 
 
-def pillow_reads(data: bytes) -> tuple[int, int, str, bool]:
-    with Image.open(io.BytesIO(data), formats=["PNG"]) as image:
-        return image.size[0], image.size[1], image.mode, "exif" in image.info
+def pillow_reads(data: bytes, fmt: str = "PNG") -> tuple[int, int, str, bool]:
+    with Image.open(io.BytesIO(data), formats=[fmt]) as image:
+        return image.size[0], image.size[1], image.mode, image.getexif().get(0x0112, 1) != 1
 
 
 def text_chunks(*pairs: tuple[str, str]) -> PngImagePlugin.PngInfo:
@@ -67,13 +64,61 @@ LEFT_TO_PILLOW = {  # EXIF, palettes, profiles, animation: Pillow reads these
 @pytest.mark.parametrize("name", HEADER_READ)
 def test_png_header_reads_what_pillow_reads(name):
     data = HEADER_READ[name]
-    width, height, mode, has_exif = pillow_reads(data)
-    assert png_header(data) == (width, height, mode) and not has_exif
+    width, height, mode, rotated = pillow_reads(data)
+    assert png_header(data) == (width, height, mode) and not rotated
 
 
 @pytest.mark.parametrize("name", LEFT_TO_PILLOW)
 def test_png_header_leaves_the_rest_to_pillow(name):
     assert png_header(LEFT_TO_PILLOW[name]) is None
+
+
+def webp_alpha() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGBA", (37, 23), (255, 0, 0, 128)).save(buffer, "WEBP")
+    return buffer.getvalue()
+
+
+JPEGS = {  # name: (bytes, whether the header alone decides)
+    "RGB": (saved("RGB", "JPEG"), True),
+    "L": (saved("L", "JPEG"), True),
+    "progressive": (saved("RGB", "JPEG", progressive=True), True),
+    "dpi and comment": (saved("RGB", "JPEG", dpi=(300, 300), comment=b"hi"), True),
+    "no subsampling": (saved("RGB", "JPEG", subsampling=0, quality=100), True),
+    "CMYK": (saved("CMYK", "JPEG"), False),
+    "EXIF orientation": (saved("RGB", "JPEG", exif=exif), False),
+    "ICC profile": (saved("RGB", "JPEG", icc_profile=b"x" * 20), False),
+}
+WEBPS = {
+    "lossy": (saved("RGB", "WEBP"), True),
+    "lossless": (saved("RGB", "WEBP", lossless=True), False),
+    "alpha": (webp_alpha(), False),
+    "EXIF": (saved("RGB", "WEBP", exif=exif), False),
+}
+
+
+@pytest.mark.parametrize("fmt,name", [("JPEG", n) for n in JPEGS] + [("WEBP", n) for n in WEBPS])
+def test_jpeg_and_webp_headers_read_what_pillow_reads(fmt, name):
+    data, decided = (JPEGS if fmt == "JPEG" else WEBPS)[name]
+    header = (jpeg_header if fmt == "JPEG" else webp_header)(data)
+    width, height, mode, rotated = pillow_reads(data, fmt)
+    if decided is False:
+        assert header is None
+    if decided is True:
+        assert header == (width, height, mode) and not rotated
+    if header is not None:  # whatever is read from the header is what Pillow reads
+        assert header == (width, height, mode) and not rotated
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "WEBP"])
+def test_broken_jpeg_and_webp_are_left_to_pillow(tmp_path, fmt):
+    good = saved("RGB", fmt)
+    header = jpeg_header if fmt == "JPEG" else webp_header
+    assert header(good[:60]) is None and header(good + b"\0\0" if fmt == "WEBP" else good[:-900]) is None
+    path = tmp_path / "broken"
+    path.write_bytes(good[:60])
+    with pytest.raises(ImageError, match="cannot be decoded"):
+        encode_image(path)
 
 
 def test_broken_png_header_still_refused(tmp_path):
@@ -131,7 +176,7 @@ def test_kept_images_stay_within_their_budget(tmp_path):
     assert all(len(uri) <= 200 for uri in images._kept.values())
 
 
-def test_request_body_with_spliced_images_is_what_json_dumps_makes(tmp_path):
+def test_request_body_is_the_json_of_the_request(tmp_path):
     path = tmp_path / "a.png"
     path.write_bytes(png())
     url = path.as_uri()
@@ -149,9 +194,7 @@ def test_request_body_with_spliced_images_is_what_json_dumps_makes(tmp_path):
     ]
     sendable = inline_images(messages, ImageOptions(), EncodedImages())
     body = {"model": "m", "messages": sendable, "max_tokens": 5}
-    assert body_json(body) == json.dumps(body).encode()
-    assert json.loads(body_json(body))["messages"][1]["content"][3]["image_url"]["url"].startswith(
-        "data:image/png;base64,"
-    )
-    plain = {"model": "m", "messages": messages}  # no data URIs: plain json.dumps
-    assert body_json(plain) == json.dumps(plain).encode()
+    assert json.loads(body_json(body)) == body
+    assert body["messages"][1]["content"][3]["image_url"]["url"] == encode_image(path)
+    odd = {"model": "m", "messages": [{"role": "user", "content": "lone \ud800"}], "seed": 2**70}
+    assert body_json(odd) == json.dumps(odd).encode()  # what orjson refuses, json.dumps writes

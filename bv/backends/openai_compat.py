@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from bv.backends import BV_PARAMS, Reply
 from bv.backends.replies import clean_text, error_message, parse_completion, read_body
@@ -29,7 +30,7 @@ from bv.endpoints import (
     resolve,
 )
 from bv.errors import Fatal, ItemFailure, Transient
-from bv.images import DataURI, EncodedImages, ImageError, ImageOptions, inline_images_async
+from bv.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.retry import retry_after_seconds
 from bv.terminal import printable
 
@@ -236,45 +237,14 @@ class OpenAIBackend:
                 pass
 
 
-_MARK = f"bv-image-{os.urandom(8).hex()}-"  # random per process: no text holds it by chance
-
-
 def body_json(body: dict[str, Any]) -> bytes:
-    """`json.dumps(body).encode()`, without the encoder scanning each image's data URI character
-    by character (most of a request's JSON time; a bv data URI needs no escaping): each is put in
-    the JSON text in place of a marker. A marker found other than once (never, but input is
-    hostile) falls back to plain json.dumps."""
-    uris: list[str] = []
-    messages = []
-    for message in body.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list) and any(_data_uri(part) for part in content):
-            parts = []
-            for part in content:
-                if _data_uri(part):
-                    uris.append(part["image_url"]["url"])
-                    part = {**part, "image_url": {**part["image_url"], "url": f"{_MARK}{len(uris)}"}}
-                parts.append(part)
-            message = {**message, "content": parts}
-        messages.append(message)
-    if not uris:
+    """The request body as JSON: by orjson (json.dumps scans each character of an image's data URI
+    to escape it, most of a request's JSON time), else by json.dumps for what orjson refuses
+    (a lone surrogate, an integer beyond 64 bits, a key that is not a string)."""
+    try:
+        return orjson.dumps(body)
+    except (orjson.JSONEncodeError, TypeError):
         return json.dumps(body).encode()
-    pieces = json.dumps({**body, "messages": messages}).split(f'"{_MARK}')
-    if len(pieces) == len(uris) + 1:
-        out = [pieces[0]]
-        for number, (uri, piece) in enumerate(zip(uris, pieces[1:], strict=True), 1):
-            number_text, quote, rest = piece.partition('"')
-            if number_text != str(number) or not quote:
-                break
-            out += ['"', uri, '"', rest]
-        else:
-            return "".join(out).encode()
-    return json.dumps(body).encode()
-
-
-def _data_uri(part: Any) -> bool:
-    image = part.get("image_url") if isinstance(part, dict) else None
-    return isinstance(image, dict) and type(image.get("url")) is DataURI
 
 
 class AzureBackend(OpenAIBackend):

@@ -16,6 +16,8 @@ import sys
 import zlib
 from typing import Any
 
+import orjson
+
 from bv import secrets
 from bv.backends import Reply
 from bv.errors import ItemFailure, Transient
@@ -40,6 +42,8 @@ async def read_body(response: Any, limit: int = MAX_REPLY_BYTES) -> bytes:
         inflate = zlib.decompressobj(47)  # gzip or zlib header, detected
     elif encoding != "identity":
         raise Transient(f"reply in an unsupported Content-Encoding ({encoding[:40]!r})")
+    elif declared and declared.isdigit() and not response.headers.get("Transfer-Encoding"):
+        return await response.read()  # exactly Content-Length bytes, checked above: no chunk loop
     received = 0
     parts: list[bytes] = []
     size = 0
@@ -129,9 +133,12 @@ def _text_or_none(value: Any) -> str | None:
 def parse_completion(raw: bytes) -> Reply:
     """A chat completion body as a Reply; Transient("unparseable reply ...") if it is not one."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise Transient("unparseable reply (not JSON)") from None
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:  # or what orjson refuses and json takes (a lone surrogate, NaN)
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise Transient("unparseable reply (not JSON)") from None
     try:
         choice = data["choices"][0]
         message = choice["message"]
