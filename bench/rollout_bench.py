@@ -202,7 +202,11 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path, client
 
 def median_of(runs: list[dict]) -> dict:
     """Each figure's median over the repeats; the row counts from the worst repeat."""
-    result = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "client"}
+    result = {
+        k: (statistics.median_low if isinstance(runs[0][k], int) else statistics.median)(r[k] for r in runs)
+        for k in runs[0]
+        if k != "client"
+    }  # counts (N, j, peak) stay ints
     result.update(
         rows=min(r["rows"] for r in runs),
         ok_rows=min(r["ok_rows"] for r in runs),
