@@ -99,8 +99,8 @@ def data(
 def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
     """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
 
-    Official files leave out rows without a verdict (judge errors), as bv report leaves them out
-    of the accuracy, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
+    Official files write rows without a verdict (judge errors) as false, as bv report counts them
+    wrong, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
 
     \b
     Examples:

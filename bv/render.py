@@ -256,6 +256,10 @@ def render_markdown(report: Built, stream: Any) -> None:
 
 
 def render_csv(report: Built, stream: Any) -> None:
+    """One line per input and group. Names come from the data: control characters are escaped
+    and a name a spreadsheet would run as a formula is defused, as in `bv export --format csv`."""
+    from bv.export import csv_cell
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["input", "level", "group", *FIGURES])
@@ -270,9 +274,9 @@ def render_csv(report: Built, stream: Any) -> None:
             }
             writer.writerow(
                 [
-                    summary["name"],
+                    csv_cell(printable(summary["name"])),
                     level,
-                    label,
+                    csv_cell(printable(label)),
                     *("" if figures.get(f) is None else figures[f] for f in FIGURES),
                 ]
             )
