@@ -132,6 +132,9 @@ def test_first_ctrl_c_or_sigterm_finishes_in_flight(sample_dir, server, tmp_path
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
     wait_for(lambda: len(server.finished()) >= 3 and server.in_flight == 2)
+    # The judge has started and written what it got (a signal before its handlers are installed
+    # would end it the default way: a race of the test, not of bv, on a loaded machine).
+    wait_for(lambda: out.exists() and out.read_bytes().count(b"\n") >= 3)
     in_flight = server.in_flight
     for process in (prompt, rollout, judge):  # the signal reaches the whole pipeline
         process.send_signal(signum)
