@@ -361,7 +361,9 @@ def fitting_bytes(record: Mapping[str, Any]) -> bytes:
     """`fitting_line` as UTF-8, made by orjson (10x faster than json.dumps) when it can: a row
     under the line limit that orjson takes (every row but one with a lone surrogate, an integer
     beyond 64 bits, a key that is not a string or nesting past 255) is the same JSON value
-    json.dumps writes, only floats spelt shorter (1e-7, not 1e-07). The rest go `fitting_line`'s way."""
+    json.dumps writes, only floats spelt shorter (1e-7, not 1e-07); a NaN or infinite float, which
+    no bv reader lets in, is written null (json.dumps wrote NaN, a line bv refuses to read back).
+    The rest go `fitting_line`'s way."""
     try:
         line = orjson.dumps(record)
     except orjson.JSONEncodeError:
