@@ -14,7 +14,7 @@ from typing import Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 
-from bv import api, export, html_items, html_parts, render
+from bv import api, export, html_items, html_parts, render, report, tally
 from bv.records import JudgedRow
 from bv.report_types import (
     Comparison,
@@ -37,9 +37,11 @@ MISSPELT = [
     (html_parts.input_facts, "summary.get('models')", "summary.get('modles')"),
     (html_parts.input_facts, "overall['judge_errors']", "overall['judge_erors']"),
     (render.paired_sentence, "pair['p_value']", "pair['pvalue']"),
+    (tally.chance_of, 'row.get("ans_type")', 'row.get("anstype")'),
 ]
 HEADER = """\
 from bv.html_items import ShownRow
+from bv.records import JudgedRow
 from bv.report_types import Paired, Summary
 from bv.stats import counted
 """
@@ -150,8 +152,12 @@ def test_a_real_report_has_exactly_the_typed_keys(sample_dir):
 
 
 def test_keys_read_by_name_at_run_time_are_typed_keys():
-    """The fields the viewer, the CSV export and the CSV report pick by a name held in a string."""
+    """The fields the report, the viewer, the CSV export and the CSV report pick by a name held in
+    a string (which the type checker cannot follow)."""
     row, card = get_type_hints(JudgedRow), get_type_hints(html_items.CardRow)
+    assert {name for _, name in tally.GROUPS} | set(tally._SEEN) <= set(row)
+    assert {group for group, _ in tally.GROUPS} <= set(Summary.__annotations__)
+    assert set(report._MADE_BY_FIELDS) | set(report.BY_FIELDS) - {"prompts"} <= set(row)
     assert set(card) <= set(row)
     assert {name: card[name] for name in card} == {name: row[name] for name in card}
     assert set(html_items.CARD_FIELDS + html_items.LONG_FIELDS + ("images",)) == set(card)
