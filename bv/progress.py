@@ -4,7 +4,6 @@ every few seconds otherwise (logs, CI), one summary line at the end, nothing wit
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 import sys
@@ -12,11 +11,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bv import environment
 from bv.stats import counted, human_count
 from bv.terminal import printable
+
+if TYPE_CHECKING:  # asyncio is imported where a display runs: bv report and merge need none
+    import asyncio
 
 
 @dataclass
@@ -159,6 +161,8 @@ class ProgressDisplay:
             return self
         if self.stream.isatty():
             self._start_bar()
+        import asyncio
+
         self._task = asyncio.create_task(self._tick())
         return self
 
@@ -186,6 +190,8 @@ class ProgressDisplay:
 
     async def _tick(self) -> None:
         """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
+        import asyncio
+
         last_line, last_waiting = time.monotonic(), ""
         while True:
             await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))

@@ -132,6 +132,11 @@ class Cell:
 GROUPS = (("by_type", "type"), ("by_subtype", "subtype"), ("by_ans_type", "ans_type"))
 _SEEN = ("model", "endpoint", "bv_version")  # shown per input, up to _MAX_SEEN values each
 _MAX_SEEN = 20
+# Latencies are summed in whole tenths of a millisecond (rows record them to 4 decimals), so a
+# merged, sharded or reordered input gives the same mean; a value outside [0, MAX_LATENCY_S) is
+# not a latency and is left out of the mean.
+LATENCY_UNITS = 10_000
+MAX_LATENCY_S = 1e7
 
 
 @dataclass
@@ -209,8 +214,8 @@ class Tally:
             if count.__class__ is int:
                 usage[1] += count
         latency = get("latency_s")
-        if latency.__class__ is float or latency.__class__ is int:
-            usage[2] += latency
+        if (latency.__class__ is float or latency.__class__ is int) and 0 <= latency < MAX_LATENCY_S:
+            usage[2] += round(latency * LATENCY_UNITS)  # whole units: the sum is the same in any order
             usage[3] += 1
         if not error and "response" in row:  # replies only: a failed rollout has none
             if "extracted" in row:  # what bv judge found; the same test as has_answer, done once
@@ -266,7 +271,9 @@ class Tally:
             "usage": {  # token and reply counts: sums of ints
                 "prompt_tokens": cast(int, self.usage[0]),
                 "completion_tokens": cast(int, self.usage[1]),
-                "latency_s_mean": round(self.usage[2] / self.usage[3], 3) if self.usage[3] else None,
+                "latency_s_mean": round(self.usage[2] / self.usage[3] / LATENCY_UNITS, 3)
+                if self.usage[3]
+                else None,
                 "unboxed": cast(int, self.usage[4]),
             },
         }

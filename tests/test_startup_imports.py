@@ -1,0 +1,64 @@
+"""Short commands start fast because they import only what they use: `bv --help` and the report's
+text formats load no event loop, HTTP client, image library or SDK; only the table loads rich.
+Each case runs in a fresh interpreter (imports are per process) through the entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = {"asyncio", "aiohttp", "openai", "PIL", "httpx"}
+
+PROBE = """
+import json, sys
+from bv.cli import main
+sys.argv = ["bv", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+finally:
+    with open(OUT, "w") as f:
+        f.write(" ".join(sorted(m.split(".")[0] for m in sys.modules)))
+"""
+
+
+def loaded_by(args: list[str], tmp_path) -> set[str]:
+    out = tmp_path / "modules.txt"
+    code = PROBE.replace("OUT", repr(str(out)))
+    subprocess.run(
+        [sys.executable, "-c", code, json.dumps(args)], capture_output=True, timeout=60, check=False
+    )
+    return set(out.read_text().split())
+
+
+@pytest.fixture
+def judged(tmp_path, sample_dir):
+    from conftest import bv_inproc
+
+    rows = tmp_path / "rows.jsonl"
+    result = bv_inproc(
+        f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout --backend chance"
+        f" | bv judge --mode rules > {rows}"
+    )
+    assert result.returncode == 0, result.stderr
+    return rows
+
+
+def test_help_loads_nothing_heavy(tmp_path):
+    loaded = loaded_by(["--help"], tmp_path)
+    assert "bv" in loaded and not loaded & (HEAVY | {"rich"})
+
+
+@pytest.mark.parametrize("format", ["json", "csv", "markdown"])
+def test_text_reports_load_no_event_loop_client_or_rich(tmp_path, judged, format):
+    loaded = loaded_by(["report", str(judged), "--format", format], tmp_path)
+    assert "bv" in loaded and not loaded & (HEAVY | {"rich"})
+
+
+def test_the_table_loads_rich_and_nothing_else_heavy(tmp_path, judged):
+    loaded = loaded_by(["report", str(judged)], tmp_path)
+    assert "rich" in loaded and not loaded & HEAVY
