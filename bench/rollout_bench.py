@@ -147,7 +147,10 @@ def measure(prompts: Path, n: int, jobs: int, latency: float, work: Path, client
 
     def watch() -> None:
         """A server that dies mid-run (killed from outside) voids the run: stop bv, do not wait on retries."""
-        os.waitid(os.P_PID, server.pid, os.WEXITED | os.WNOWAIT)  # leaves it to reap()
+        try:
+            os.waitid(os.P_PID, server.pid, os.WEXITED | os.WNOWAIT)  # leaves it to reap()
+        except ChildProcessError:  # reaped by the run's own end first: the server did not die mid-run
+            return
         if not done.is_set():
             server_died.set()
             os.kill(proc.pid, signal.SIGKILL)  # not Popen.kill: its poll() would reap bv before reap() does
