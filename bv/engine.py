@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -205,13 +206,26 @@ def run_stage(
 GC_YOUNG_THRESHOLD = 10_000
 
 
+_RAISED: list[tuple[int, int, int]] = []  # the thresholds found by the first running stage
+_RAISED_LOCK = threading.Lock()
+_RUNNING = [0]  # stages running in this process (bv.api may run several on threads at once)
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Collect cyclic garbage less often while a stage runs; the thresholds are restored after
-    (bv.api runs stages inside its callers' processes)."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], GC_YOUNG_THRESHOLD), *before[1:])
+    """Collect cyclic garbage less often while stages run; the first stage to start keeps the
+    process's thresholds and the last to end restores them, however the stages overlap (bv.api
+    runs stages inside its callers' processes)."""
+    with _RAISED_LOCK:
+        if _RUNNING[0] == 0:
+            before = gc.get_threshold()
+            _RAISED[:] = [before]
+            gc.set_threshold(max(before[0], GC_YOUNG_THRESHOLD), *before[1:])
+        _RUNNING[0] += 1
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        with _RAISED_LOCK:
+            _RUNNING[0] -= 1
+            if _RUNNING[0] == 0:
+                gc.set_threshold(*_RAISED.pop())

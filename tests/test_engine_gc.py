@@ -31,3 +31,18 @@ def test_a_stage_raises_the_young_threshold_and_restores_it():
     assert len(rows) == 3
     assert all(threshold[0] >= GC_YOUNG_THRESHOLD for threshold in seen)
     assert gc.get_threshold() == before
+
+
+def test_overlapping_stages_give_the_thresholds_back_whatever_ends_first():
+    """Two stages on threads (a skill comparison with asyncio.gather over bv.arollout): the one
+    that started first may end first; the process still gets its own thresholds back."""
+    from bv.engine import fewer_collections
+
+    before = gc.get_threshold()
+    first, second = fewer_collections(), fewer_collections()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold()[0] >= GC_YOUNG_THRESHOLD  # the second stage still runs
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before
