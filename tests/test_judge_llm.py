@@ -72,11 +72,11 @@ def rollout_rows(tmp_path, answers: list[str]) -> str:
     return str(path)
 
 
-def judge_cmd(server, path, mode="auto", cache=None) -> str:
+def judge_cmd(server, path, mode="auto", cache=None, options="") -> str:
     cache_opt = f"--cache {cache}" if cache else "--no-cache"
     return (
         f"bv judge --mode {mode} --judge-model judge-m --judge-base-url {server.base_url}"
-        f" --judge-api-key jk {cache_opt} {path}"
+        f" --judge-api-key jk {cache_opt} {options} {path}"
     )
 
 
@@ -266,3 +266,18 @@ def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame,
     assert interrupted == (10 if in_time else 12), rows
     assert sum(r["decided_by"] == "llm" and r["hard"] == 1 for r in rows) == (2 if in_time else 0)
     assert rows[-1]["decided_by"] == "rules"  # the choice row needed no LLM
+
+
+def test_after_a_judge_outage_only_llm_verdicts_are_called_cached(server, tmp_path):
+    """bv judge --mode auto with the judge endpoint failing: the closing summary counts as cached
+    the rows the LLM judged, not those the rules decided (they are in no cache)."""
+    answers = ["(2,3)", "(4,4)", "row 2 column 3", "maybe (2,3)", "second row, third column"]
+    path = rollout_rows(tmp_path, answers)
+    server.responder = lambda seen: (
+        Reply(status=503) if "maybe" in seen.body["messages"][0]["content"] else Reply(content="True")
+    )
+    result = bv_inproc(judge_cmd(server, path, cache=tmp_path / "cache.sqlite", options="--retries 0"))
+    decided = [r["decided_by"] for r in jsonl(result.stdout)]
+    assert decided == ["rules", "rules", "llm", "error", "llm", "rules"], result.stderr
+    assert result.returncode == 1 and "1 of 6 rows got a judge error" in result.stderr
+    assert "2 rows are cached" in result.stderr, result.stderr

@@ -9,7 +9,7 @@ import io
 import json
 
 import pytest
-from conftest import Reply, sh
+from conftest import sh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,38 +131,3 @@ def test_orjson_lines_hold_what_json_lines_held(record):
     read = [v for _, v in _parse_stream(io.BytesIO(line + b"\n"), "<t>", None, problems)]
     if problems.count == 0:  # an integer beyond ±2^63 is written as it is, and refused when read
         assert read == [json.loads(fitting_line(record))]
-
-
-def test_after_a_judge_outage_only_llm_verdicts_are_called_cached(server, tmp_path):
-    """bv judge --mode auto with the judge endpoint failing: the closing summary counts as cached
-    the rows the LLM judged, not those the rules decided (they are in no cache)."""
-    rows = []
-    for i, answer in enumerate(
-        ["(2,3)", "(4,4)", "row 2 column 3", "maybe (2,3)", "second row, third column"]
-    ):
-        rows.append(
-            {
-                "id": str(i),
-                "run": 0,
-                "question": f"Where is the odd one? ({i})",
-                "ans_type": "blank",
-                "choices": [],
-                "answer": ["(2,3)"],
-                "model": "m",
-                "response": f"It is \\boxed{{{answer}}}",
-                "error": None,
-            }
-        )
-    path = tmp_path / "rollouts.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    server.responder = lambda seen: (
-        Reply(status=503) if "maybe" in seen.body["messages"][0]["content"] else Reply(content="True")
-    )
-    result = sh(
-        f"bv judge --mode auto --judge-model judge-m --judge-base-url {server.base_url} --judge-api-key jk"
-        f" --cache {tmp_path}/cache.sqlite --retries 0 {path}"
-    )
-    decided = [r["decided_by"] for r in map(json.loads, result.stdout.splitlines())]
-    assert decided == ["rules", "rules", "llm", "error", "llm"], result.stderr
-    assert result.returncode == 1 and "1 of 5 rows got a judge error" in result.stderr
-    assert "2 rows are cached" in result.stderr, result.stderr
