@@ -171,7 +171,9 @@ def _parse_stream(
         except json.JSONDecodeError as exc:
             torn = not raw.endswith(b"\n")
             why = (
-                "torn last line (no newline; was the writer killed?)" if torn else f"invalid JSON: {exc.msg}"
+                "torn last line (no newline; was the writer killed?)"
+                if torn
+                else f"invalid JSON: {exc.msg.removesuffix(' at')}"  # "Unterminated string starting at"
             )
             problems.report(where, f"{why} at column {exc.colno}" if not torn else why)
             continue

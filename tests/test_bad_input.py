@@ -99,6 +99,11 @@ def test_bom_is_named_but_not_an_error():
     assert f"{BAD / 'bom.jsonl'}:1: warning: UTF-8 byte order mark ignored" in result.stderr
 
 
+def test_an_unterminated_string_is_named_once_with_its_column():
+    result = bv_inproc("bv report --format json", input='{"id": "x", "run": 0, "torn\n')
+    assert "<stdin>:1: invalid JSON: Unterminated string starting at column 23" in result.stderr
+
+
 @pytest.fixture(scope="module")
 def stage_inputs(tmp_path_factory) -> dict[str, Path]:
     """Good records for each stage: prompt records, rollout rows, judged rows."""
