@@ -1,3 +1,3 @@
-from bv.cli import main
+from bv.cli.app import main
 
 main()

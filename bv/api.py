@@ -9,7 +9,7 @@ Each function is what its command does, minus the files: `api.rollout` runs the 
 `bv rollout` (concurrency, retries, the reply cache, and so resume: calling it again with the same
 arguments sends only what did not finish). Rows come back in input order; a row whose requests
 failed is returned with `error` set, as the command writes it. What stops a whole run raises:
-bv.errors.Fatal (an unusable endpoint), BadRecord (a bad input record, named by its index), and
+bv.core.errors.Fatal (an unusable endpoint), BadRecord (a bad input record, named by its index), and
 KeyboardInterrupt after a Ctrl-C once the requests in flight have finished and been cached.
 
 Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from bv.errors import BadRecord, Fatal
-from bv.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
+from bv.core.errors import BadRecord, Fatal
+from bv.core.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     import asyncio
 
-    from bv.outcome import StopRequest
-    from bv.report_types import Paired, ReportData, Summary
+    from bv.core.outcome import StopRequest
+    from bv.reporting.report_types import Paired, ReportData, Summary
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 
@@ -51,12 +51,12 @@ def prompt(
 ) -> Iterator[PromptRecord]:
     """Prompt records for items (official or bv form), lazily, as `bv prompt` writes them.
 
-    `skill`: a Markdown file, or a `bv.prompting.Skill(name, text)`; `image_root`: the folder the
+    `skill`: a Markdown file, or a `bv.stages.prompt.Skill(name, text)`; `image_root`: the folder the
     items' image paths are relative to (default: the current folder); `templates`: a
-    `bv.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
-    from bv.items import parse_item
-    from bv.prompting import PromptOptions, Skill, build_prompt
-    from bv.templates import BV_TEMPLATES
+    `bv.core.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
+    from bv.core.items import parse_item
+    from bv.core.templates import BV_TEMPLATES
+    from bv.stages.prompt import PromptOptions, Skill, build_prompt
 
     loaded = Skill.load(Path(skill)) if isinstance(skill, (str, Path)) else skill
     options = PromptOptions(
@@ -75,8 +75,8 @@ def prompt(
 
 
 def _settings(jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool) -> Any:
-    from bv.cache import default_path
-    from bv.engine import RunSettings
+    from bv.engine.cache import default_path
+    from bv.engine.caller import RunSettings
 
     path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
     return RunSettings(
@@ -140,9 +140,9 @@ def rollout(
     OPENAI_API_KEY). `params`: request parameters (max_tokens, temperature, …). `cache`: a
     path, None for none, or the command's default cache. `quiet=False` shows progress on stderr."""
     _no_running_loop("rollout")
-    from bv.backends import backend_config
-    from bv.rollout import RolloutOptions, run_rollout
-    from bv.templates import BV_TEMPLATES
+    from bv.core.templates import BV_TEMPLATES
+    from bv.engine.backends import backend_config
+    from bv.stages.rollout import RolloutOptions, run_rollout
 
     records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
     urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
@@ -180,12 +180,12 @@ async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list
 
 async def _on_thread(stage: Callable[..., list[Any]], records: list[Any], options: dict[str, Any]) -> Any:
     """Run a stage on a thread of its own and await it. When the awaiting task is cancelled, the
-    stage is asked to stop (bv.outcome.StopRequest: as a first Ctrl-C, quietly), and the
+    stage is asked to stop (bv.core.outcome.StopRequest: as a first Ctrl-C, quietly), and the
     cancellation goes on only once it has stopped: every paid reply cached, no thread left."""
     import asyncio
     import threading
 
-    from bv.outcome import STOP_REQUEST, StopRequest
+    from bv.core.outcome import STOP_REQUEST, StopRequest
 
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[Any] = loop.create_future()
@@ -254,10 +254,10 @@ def judge(
     """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
     llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
     _no_running_loop("judge")
-    from bv.endpoints import judge_endpoint
-    from bv.judge import run_judge
-    from bv.outcome import STOP_REQUEST
-    from bv.templates import BV_TEMPLATES
+    from bv.core.outcome import STOP_REQUEST
+    from bv.core.templates import BV_TEMPLATES
+    from bv.engine.endpoints import judge_endpoint
+    from bv.stages.judge import run_judge
 
     records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
     request = STOP_REQUEST.get()
@@ -304,9 +304,9 @@ def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict
     another model or judge version is warned about (warnings.warn), as the command says it."""
     import warnings
 
-    from bv.jsonl import Source
-    from bv.merge import merge_rows, ordered_keys
-    from bv.records import check_row
+    from bv.core.jsonl import Source
+    from bv.core.records import check_row
+    from bv.stages.merge import merge_rows, ordered_keys
 
     def sourced() -> Iterator[tuple[Source, dict[str, Any]]]:
         for number, rows in enumerate(inputs, 1):
@@ -348,7 +348,7 @@ class Report:
         """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
         import io
 
-        from bv import render
+        from bv.reporting import render
 
         renderers = {
             "table": render.render_table,
@@ -364,9 +364,9 @@ class Report:
 def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping[str, Any]]) -> Report:
     """The report of judged rows: one input (an iterable of rows), or several by name
     (`{"v1": rows, "v2": rows}`), compared on the rows they all have, as `bv report` does."""
-    from bv.records import check_judged_row
-    from bv.render import report_json
-    from bv.report import build_report
+    from bv.core.records import check_judged_row
+    from bv.reporting.render import report_json
+    from bv.reporting.report import build_report
 
     named = results.items() if isinstance(results, Mapping) else [("results", results)]
     inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]

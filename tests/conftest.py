@@ -46,7 +46,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bv synth sample set of 12 items (all four categories, both answer types)."""
-    from bv.synth import write_sample_set
+    from bv.data.synth import write_sample_set
 
     out = tmp_path_factory.mktemp("sample")
     write_sample_set(out, 12, seed=7)
@@ -98,7 +98,7 @@ def bv_inproc(
     input: str | bytes | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run a bv command line in this process, through the entry point users run (`bv.cli.main`:
+    """Run a bv command line in this process, through the entry point users run (`bv.cli.app.main`:
     its exit statuses and error messages), with stdin, stdout and stderr captured.
 
     For tests of logic: no interpreter start-up (0.2-0.4 s a stage). `command` is bv commands
@@ -149,14 +149,14 @@ def _first_lines(argv: list[str], folder: Path, input: str | bytes | None) -> su
 def _run_stage(
     argv: list[str], folder: Path, input: str | bytes | None, env: dict[str, str] | None, command: str
 ) -> subprocess.CompletedProcess:
-    """One `bv ...` of a command line, with its redirections, run through `bv.cli.main`. Rollout and
-    judge leave with os._exit (bv.outcome.leave), here with SystemExit, so the test goes on; click
+    """One `bv ...` of a command line, with its redirections, run through `bv.cli.app.main`. Rollout and
+    judge leave with os._exit (bv.core.outcome.leave), here with SystemExit, so the test goes on; click
     names the program `bv`, as the installed script does."""
     import click.core
     from click.testing import CliRunner
 
-    import bv.cli
-    import bv.cli_requests
+    import bv.cli.app
+    import bv.cli.request_commands
 
     stdin_path = stdout_path = None
     if "<" in argv:
@@ -174,18 +174,18 @@ def _run_stage(
         raise SystemExit(status)
 
     saved_signals = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    saved_argv, saved_cwd, saved_leave = sys.argv, os.getcwd(), bv.cli_requests.leave
+    saved_argv, saved_cwd, saved_leave = sys.argv, os.getcwd(), bv.cli.request_commands.leave
     saved_name = click.core._detect_program_name  # `python -m pytest` here; `bv` for users
     stdin_file = open(folder / stdin_path, "rb") if stdin_path else None
     status = 0
     try:
         with CliRunner().isolation(input=stdin_file or input, env=env) as (out, err, _):
             sys.argv = ["bv", *argv[1:]]
-            bv.cli_requests.leave = leave
+            bv.cli.request_commands.leave = leave
             click.core._detect_program_name = lambda *_, **__: "bv"
             os.chdir(folder)
             try:
-                bv.cli.main()
+                bv.cli.app.main()
             except SystemExit as exc:
                 status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
             finally:
@@ -194,7 +194,7 @@ def _run_stage(
                     sys.stderr.flush()
             stdout, stderr = out.getvalue(), err.getvalue()
     finally:
-        sys.argv, bv.cli_requests.leave = saved_argv, saved_leave
+        sys.argv, bv.cli.request_commands.leave = saved_argv, saved_leave
         click.core._detect_program_name = saved_name
         os.chdir(saved_cwd)
         for signum, handler in saved_signals.items():

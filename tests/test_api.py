@@ -19,7 +19,7 @@ import pytest
 from fakeopenai import Reply
 
 from bv import api
-from bv.errors import BadRecord
+from bv.core.errors import BadRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,14 +97,20 @@ def test_importing_the_api_is_cheap():
     code = "import sys, bv.api; print(' '.join(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ).stdout
     loaded = set(out.split())
-    assert {m for m in loaded if m.startswith("bv")} <= {"bv", "bv.api", "bv.errors", "bv.records"}
+    assert {m for m in loaded if m.startswith("bv")} <= {
+        "bv",
+        "bv.api",
+        "bv.core",
+        "bv.core.errors",
+        "bv.core.records",
+    }
     assert not loaded & {"asyncio", "aiohttp", "openai", "PIL", "rich", "click", "jsonlines"}
     assert callable(api.rollout) and api.Report.__name__ == "Report"
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.backends import BACKENDS, backend_config, make_backend
-    from bv.cli_requests import BACKEND_NAMES
+    from bv.cli.request_commands import BACKEND_NAMES
+    from bv.engine.backends import BACKENDS, backend_config, make_backend
 
     assert BACKEND_NAMES == list(BACKENDS)
     with pytest.raises(ValueError, match="takes no keep_workdirs"):
@@ -117,7 +123,7 @@ def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():
-    from bv.endpoints import judge_endpoint
+    from bv.engine.endpoints import judge_endpoint
 
     endpoint = judge_endpoint(
         "auto", "jm", "http://127.0.0.1:9/v1", None, env={"BV_JUDGE_API_KEY": "sk-judge"}
@@ -128,21 +134,21 @@ def test_judge_endpoint_built_once_from_options_and_environment():
 
 
 def test_one_module_reads_the_environment():
-    """bv.environment reads every variable (bv.endpoints gets the endpoint ones from it), so a
+    """bv.core.environment reads every variable (bv.engine.endpoints gets the endpoint ones from it), so a
     caller from Python can see in one place what outside settings a run depends on."""
     readers = [
         path.relative_to(ROOT).as_posix()
         for path in sorted((ROOT / "bv").rglob("*.py"))
         if re.search(r"os\.environ|os\.getenv|getenv\(", path.read_text())
     ]
-    assert readers == ["bv/environment.py"]
+    assert readers == ["bv/core/environment.py"]
 
 
 def test_report_json_has_one_shape_whatever_the_number_of_inputs(sample_dir):
     import io
 
-    from bv.render import render_json
-    from bv.report import build_report
+    from bv.reporting.render import render_json
+    from bv.reporting.report import build_report
 
     rows = api.judge(api.rollout(_prompts(sample_dir, 3), backend="chance"), mode="rules")
     shapes = []
@@ -314,7 +320,7 @@ def _cli(*args: str) -> str:
     """What a bv command prints on stdout, run in-process."""
     from click.testing import CliRunner
 
-    from bv.cli import cli
+    from bv.cli.app import cli
 
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == 0, result.output

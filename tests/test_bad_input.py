@@ -58,9 +58,9 @@ ENV = {"BV_MAX_LINE_BYTES": "16384"}
 def line_limit(monkeypatch):
     """In process, the limit BV_MAX_LINE_BYTES sets when bv is imported (the first test checks
     that the variable does set it)."""
-    import bv.jsonl
+    import bv.core.jsonl
 
-    monkeypatch.setattr(bv.jsonl, "MAX_LINE_BYTES", int(ENV["BV_MAX_LINE_BYTES"]))
+    monkeypatch.setattr(bv.core.jsonl, "MAX_LINE_BYTES", int(ENV["BV_MAX_LINE_BYTES"]))
 
 
 def test_the_line_limit_is_set_from_the_environment():

@@ -10,8 +10,8 @@ import time
 import pytest
 from PIL import Image
 
-from bv.backends import Reply
-from bv.cache import CacheUnusable, ImageHashes, ReplyCache, request_key
+from bv.engine.backends import Reply
+from bv.engine.cache import CacheUnusable, ImageHashes, ReplyCache, request_key
 
 
 def _key(messages, **changes):

@@ -8,12 +8,12 @@ import random
 
 from test_engine import ScriptedBackend
 
-from bv.cache import ReplyCache
-from bv.engine import Caller
-from bv.errors import ItemFailure, Transient
-from bv.progress import Stats
-from bv.retry import RetryPolicy
-from bv.stream import run_stream
+from bv.core.errors import ItemFailure, Transient
+from bv.engine.cache import ReplyCache
+from bv.engine.caller import Caller
+from bv.engine.progress import Stats
+from bv.engine.retry import RetryPolicy
+from bv.engine.stream import run_stream
 
 
 class CachedBackend(ScriptedBackend):

@@ -17,7 +17,7 @@ import pytest
 from conftest import bv_inproc, jsonl, read_items, sh
 from PIL import Image
 
-from bv.dataset import PUBLISHED
+from bv.data.writer import PUBLISHED
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
@@ -279,8 +279,8 @@ def test_fetch_without_network_fails_clearly(tmp_path):
 
 
 def _rows_then(sample_dir: Path, stop) -> object:
-    """The sample's rows as bv.data reads them, with `stop()` called halfway through."""
-    from bv.data import read_source
+    """The sample's rows as bv.data.sources reads them, with `stop()` called halfway through."""
+    from bv.data.sources import read_source
 
     rows = list(read_source(zip_of(sample_dir, sample_dir.parent / f"{sample_dir.name}-stop.zip")))
     for number, row in enumerate(rows):
@@ -293,7 +293,7 @@ def test_an_interrupted_write_leaves_the_old_set_whole(sample_dir, tmp_path):
     """Ctrl-C and SIGTERM halfway: the previous set is untouched and no half set is left."""
     import signal
 
-    from bv.dataset import write_set
+    from bv.data.writer import write_set
 
     out = tmp_path / "set"
     assert bv_inproc(f"bv data --from {zip_of(sample_dir, tmp_path / 'a.zip')} --out {out}").returncode == 0
@@ -304,7 +304,7 @@ def test_an_interrupted_write_leaves_the_old_set_whole(sample_dir, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         write_set(_rows_then(sample_dir, interrupt), out, {"source": "test"}, skip_bad=False)
-    from bv import outcome
+    from bv.core import outcome
 
     outcome.install_sigterm()  # as bv's main() does
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import Reply, bv_inproc
 
-from bv.dryrun import image_tokens
-from bv.images import encode_image
+from bv.core.images import encode_image
+from bv.stages.dryrun import image_tokens
 
 
 def test_image_tokens_follow_openais_published_examples():

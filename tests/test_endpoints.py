@@ -10,7 +10,7 @@ import time
 import pytest
 from conftest import Reply, bv_inproc, jsonl
 
-from bv.endpoints import BadEndpoint, check_base_url
+from bv.engine.endpoints import BadEndpoint, check_base_url
 
 
 def dead_port() -> int:

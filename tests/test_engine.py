@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from bv.backends import Reply
-from bv.engine import Caller
-from bv.errors import Fatal, ItemFailure, StdoutClosed, Transient
-from bv.progress import Stats
-from bv.retry import RetryPolicy
-from bv.stream import run_stream
+from bv.core.errors import Fatal, ItemFailure, StdoutClosed, Transient
+from bv.engine.backends import Reply
+from bv.engine.caller import Caller
+from bv.engine.progress import Stats
+from bv.engine.retry import RetryPolicy
+from bv.engine.stream import run_stream
 
 
 class ScriptedBackend:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from bv.engine import GC_YOUNG_THRESHOLD, RunSettings, run_stage
-from bv.progress import Stats
+from bv.engine.caller import GC_YOUNG_THRESHOLD, RunSettings, run_stage
+from bv.engine.progress import Stats
 
 
 def test_a_stage_raises_the_young_threshold_and_restores_it():
@@ -36,7 +36,7 @@ def test_a_stage_raises_the_young_threshold_and_restores_it():
 def test_overlapping_stages_give_the_thresholds_back_whatever_ends_first():
     """Two stages on threads (a skill comparison with asyncio.gather over bv.arollout): the one
     that started first may end first; the process still gets its own thresholds back."""
-    from bv.engine import fewer_collections
+    from bv.engine.caller import fewer_collections
 
     before = gc.get_threshold()
     first, second = fewer_collections(), fewer_collections()

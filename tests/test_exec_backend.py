@@ -14,11 +14,11 @@ import pytest
 from conftest import bv_inproc, jsonl, read_items
 from PIL import Image
 
-from bv import secrets
-from bv.backends import make_backend
-from bv.backends.exec_agent import ExecBackend
-from bv.errors import Fatal, ItemFailure, Transient
-from bv.prompting import PromptOptions, Skill, build_prompt
+from bv.core import redaction
+from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.engine.backends import make_backend
+from bv.engine.backends.exec_agent import ExecBackend
+from bv.stages.prompt import PromptOptions, Skill, build_prompt
 
 FAKE = Path(__file__).with_name("fake_agent.py")
 PY = shlex.quote(sys.executable)
@@ -147,7 +147,7 @@ def test_an_agent_that_says_nothing_gives_an_empty_reply(record):
 
 def test_nonzero_exit_is_an_item_failure_with_the_redacted_stderr_tail(record, monkeypatch):
     secret = "sk-fake-agent-secret-0123456789"
-    secrets.register(secret)
+    redaction.register(secret)
     monkeypatch.setenv("FAKE_AGENT_LEAK", secret)
     backend = make_backend("exec", exec_cmd=agent_cmd("fail"), model="m")
     with pytest.raises(ItemFailure) as caught:

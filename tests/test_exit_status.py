@@ -18,7 +18,7 @@ import pytest
 from conftest import BIN, Reply, bv_inproc, jsonl, sh
 
 import bv
-from bv.outcome import Outcome, exit_status, summary
+from bv.core.outcome import Outcome, exit_status, summary
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bv.extract import extract_answer
-from bv.rules import decide
+from bv.core.extract import extract_answer
+from bv.core.rules import decide
 
 # (reply, extracted answer or None, why)
 EXTRACTION = [

@@ -1,4 +1,5 @@
-"""`bv report --html`: the self-contained viewer (bv.html_report), in Python and in headless Chromium."""
+"""`bv report --html`: the self-contained viewer (bv.reporting.html_page), in Python and in
+headless Chromium."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import pytest
 from browser import Browser, find_chromium
 from conftest import BIN, bv_inproc, jsonl
 
-from bv.html_report import write_html
-from bv.report import summarize
-from bv.synth import write_sample_set
+from bv.data.synth import write_sample_set
+from bv.reporting.html_page import write_html
+from bv.reporting.report import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 

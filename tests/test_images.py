@@ -10,7 +10,7 @@ import zlib
 import pytest
 from PIL import Image
 
-from bv.images import ImageError, ImageOptions, encode_image
+from bv.core.images import ImageError, ImageOptions, encode_image
 
 
 def decode(data_uri: str) -> tuple[str, Image.Image]:

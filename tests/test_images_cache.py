@@ -13,9 +13,9 @@ from urllib.parse import unquote, urlparse
 import pytest
 from PIL import Image, PngImagePlugin
 
-from bv.backends.openai_compat import body_json
-from bv.image_header import jpeg_header, png_header, webp_header
-from bv.images import EncodedImages, ImageError, ImageOptions, encode_image, inline_images, url_path
+from bv.core.image_header import jpeg_header, png_header, webp_header
+from bv.core.images import EncodedImages, ImageError, ImageOptions, encode_image, inline_images, url_path
+from bv.engine.backends.openai_compat import body_json
 
 
 def png(mode: str = "RGB", **save: object) -> bytes:

@@ -52,11 +52,11 @@ def test_results_joined_with_items_get_choices_and_images(sample_dir, tmp_path):
 
 def test_items_alone_become_bv_items(sample_dir, tmp_path):
     result = bv_inproc(
-        f"bv import {sample_dir}/meta_data.jsonl > {sample_dir}/items-bv.jsonl"
-        f" && bv prompt {sample_dir}/items-bv.jsonl | head -1"
+        f"bv import {sample_dir}/meta_data.jsonl > {sample_dir}/items-bv.core.jsonl"
+        f" && bv prompt {sample_dir}/items-bv.core.jsonl | head -1"
     )
     assert result.returncode == 0, result.stderr
-    item = jsonl((sample_dir / "items-bv.jsonl").read_text())[0]
+    item = jsonl((sample_dir / "items-bv.core.jsonl").read_text())[0]
     assert set(item) >= {"id", "question", "ans_type", "choices", "answer", "type", "subtype", "images"}
     assert "taskId" not in item and len(jsonl(result.stdout)) == 1
-    (sample_dir / "items-bv.jsonl").unlink()
+    (sample_dir / "items-bv.core.jsonl").unlink()

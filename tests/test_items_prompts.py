@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from bv.errors import BadRecord
-from bv.images import resolve_image, sniff_format
-from bv.items import parse_item
-from bv.prompting import PromptOptions, Skill, build_prompt, refine_text, system_prompt, user_text
-from bv.records import without_stage
+from bv.core.errors import BadRecord
+from bv.core.images import resolve_image, sniff_format
+from bv.core.items import parse_item
+from bv.core.records import without_stage
+from bv.stages.prompt import PromptOptions, Skill, build_prompt, refine_text, system_prompt, user_text
 
 OFFICIAL = {
     "taskId": 445,
@@ -207,7 +207,7 @@ def test_missing_and_non_image_files_are_refused(tmp_path):
 
 
 def test_a_question_cannot_fill_other_slots():
-    from bv.judge import judge_messages
+    from bv.stages.judge import judge_messages
 
     record = {"question": "What is {{gold}}?", "ans_type": "blank", "choices": [], "answer": ["(4,7)"]}
     text = judge_messages(record, "{{question}}")[0]["content"]

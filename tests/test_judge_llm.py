@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import Reply, bv_inproc, jsonl
 
-from bv.judge import parse_verdict
+from bv.stages.judge import parse_verdict
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bv.errors import Fatal
-from bv.jsonl import Problems, read_records
-from bv.merge import merge_rows, ordered_keys, write_rows
-from bv.records import check_row
+from bv.core.errors import Fatal
+from bv.core.jsonl import Problems, read_records
+from bv.core.records import check_row
+from bv.stages.merge import merge_rows, ordered_keys, write_rows
 
 
 def merged(paths: list[str], stdin: bytes | None = None, sort: bool = False, monkeypatch=None):

@@ -1,4 +1,4 @@
-"""One way to ask an endpoint for its models (bv.endpoints.fetch_models): `bv models` and the
+"""One way to ask an endpoint for its models (bv.engine.endpoints.fetch_models): `bv models` and the
 model list a rollout's 404 names, with the same headers, for OpenAI-compatible servers and Azure."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from conftest import Reply, bv_inproc
 from fakeopenai import models_body
 
-from bv.endpoints import MAX_MODEL_ID_CHARS, NoModelList, fetch_models, resolve
+from bv.engine.endpoints import MAX_MODEL_ID_CHARS, NoModelList, fetch_models, resolve
 
 KEY = "sk-test-listing-0123456789abcdef"
 

@@ -6,9 +6,9 @@ import json
 
 from conftest import OFFICIAL_FILES, bv_inproc, jsonl, needs_official_results
 
-from bv.extract import extract_answer
-from bv.importer import official_extracted
-from bv.rules import decide
+from bv.core.extract import extract_answer
+from bv.core.rules import decide
+from bv.data.official import official_extracted
 
 FILES = OFFICIAL_FILES
 pytestmark = needs_official_results

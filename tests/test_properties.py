@@ -16,9 +16,9 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bv.extract import extract_answer, last_boxed, strip_thinking
-from bv.jsonl import Problems, _parse_stream, fitting_line, without_lone_surrogates
-from bv.rules import decide, normalise
+from bv.core.extract import extract_answer, last_boxed, strip_thinking
+from bv.core.jsonl import Problems, _parse_stream, fitting_line, without_lone_surrogates
+from bv.core.rules import decide, normalise
 
 SETTINGS = settings(
     max_examples=60,

@@ -11,10 +11,10 @@ import pytest
 from conftest import Reply, bv_inproc, jsonl
 from PIL import Image
 
-from bv.items import parse_item
-from bv.judge import judge_version
-from bv.prompting import PromptOptions, Skill
-from bv.templates import STAGE_TEMPLATES, Templates, names, packaged
+from bv.core.items import parse_item
+from bv.core.templates import STAGE_TEMPLATES, Templates, names, packaged
+from bv.stages.judge import judge_version
+from bv.stages.prompt import PromptOptions, Skill
 
 INSTRUCTION = packaged("official_answer").strip()
 PAPER_WORDING = "Think about the question and give your final answer in \\boxed{Answer} format."

@@ -1,4 +1,4 @@
-"""Record schemas: the field lists come from the TypedDicts in bv/records.py, docs/formats.md
+"""Record schemas: the field lists come from the TypedDicts in bv/core/records.py, docs/formats.md
 lists exactly those, and each stage's re-run drops exactly its own and later fields."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bv import records
-from bv.html_items import natural
-from bv.records import (
+from bv.core import records
+from bv.core.records import (
     ITEM_FIELDS,
     JUDGE_FIELDS,
     PROMPT_FIELDS,
@@ -19,6 +18,7 @@ from bv.records import (
     natural_key,
     without_stage,
 )
+from bv.reporting.html_items import natural
 
 FORMATS = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
 

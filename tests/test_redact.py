@@ -1,4 +1,4 @@
-"""`secrets.redact` scans a reply for a few anchors of each key, not for every piece of it: no
+"""`redaction.redact` scans a reply for a few anchors of each key, not for every piece of it: no
 piece of a key long enough to be redacted may get through that shortcut."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bv import secrets
+from bv.core import redaction
 
 KEY_CHARS = string.ascii_letters + string.digits + "-_"
 
@@ -21,15 +21,15 @@ KEY_CHARS = string.ascii_letters + string.digits + "-_"
     after=st.text(max_size=40),
 )
 def test_every_long_piece_of_a_key_is_redacted(key, data, before, after):
-    secrets.register(key)
+    redaction.register(key)
     start = data.draw(st.integers(0, len(key) - 12))
     end = data.draw(st.integers(start + 12, len(key)))
-    shown = secrets.redact(before + key[start:end] + after)
+    shown = redaction.redact(before + key[start:end] + after)
     assert all(key[k : k + 12] not in shown for k in range(len(key) - 11))
 
 
 def test_short_secrets_are_redacted_whole_and_text_without_them_is_unchanged():
-    secrets.register("pw-4821")
-    assert secrets.redact("login pw-4821 ok") == "login *** ok"
+    redaction.register("pw-4821")
+    assert redaction.redact("login pw-4821 ok") == "login *** ok"
     text = "Let me look at the picture carefully. " * 50 + "\\boxed{A}"
-    assert secrets.redact(text) == text
+    assert redaction.redact(text) == text

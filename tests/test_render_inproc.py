@@ -1,4 +1,4 @@
-"""bv.render in process: the four formats of one report agree with each other and with figures
+"""bv.reporting.render in process: the four formats of one report agree with each other and with figures
 worked out by hand, and names from the data never act as markup, escape codes or CSV formulas."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from bv.export import csv_cell
-from bv.render import render_csv, render_json, render_markdown, render_table
-from bv.report import build_report
-from bv.terminal import printable
+from bv.core.terminal import printable
+from bv.reporting.export import csv_cell
+from bv.reporting.render import render_csv, render_json, render_markdown, render_table
+from bv.reporting.report import build_report
 
 HOSTILE = "[red]x[/red] \x1b[2J|y"  # rich markup, a clear-screen escape, a Markdown column break
 

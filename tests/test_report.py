@@ -8,8 +8,8 @@ import math
 import pytest
 from conftest import bv_inproc, jsonl
 
-from bv.report import build_report, paired, summarize
-from bv.stats import mcnemar_exact, pstdev, wilson
+from bv.core.stats import mcnemar_exact, pstdev, wilson
+from bv.reporting.report import build_report, paired, summarize
 
 
 @pytest.mark.parametrize(

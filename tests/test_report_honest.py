@@ -10,8 +10,8 @@ from collections import defaultdict
 import pytest
 from conftest import bv_inproc
 
-from bv.report import build_report, summarize
-from bv.stats import mean, pstdev
+from bv.core.stats import mean, pstdev
+from bv.reporting.report import build_report, summarize
 
 
 def row(i: int, run: int, hard: int | None, **extra) -> dict:
@@ -259,7 +259,7 @@ def test_merge_with_a_missing_input_leaves_the_old_output(tmp_path):
 
 def old_merge(paths: list, sort: bool) -> list[dict]:
     """Merge as bv did before offsets: every row in a dict, the last one winning."""
-    from bv.records import natural_key, row_key
+    from bv.core.records import natural_key, row_key
 
     kept: dict = {}
     for path in paths:

@@ -7,7 +7,7 @@ import json
 
 from conftest import bv_inproc
 
-from bv.report import summarize
+from bv.reporting.report import summarize
 
 # Eight latencies whose float sum differs in its last bits between the two orders, enough to move
 # the mean's third decimal (1.8905000000000003 against 1.8904999999999998).

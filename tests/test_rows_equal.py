@@ -13,9 +13,9 @@ from conftest import sh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bv.jsonl import Problems, _parse_stream, fitting_bytes, fitting_line
-from bv.judge import judge_by_rules, judge_version
-from bv.report import summarize
+from bv.core.jsonl import Problems, _parse_stream, fitting_bytes, fitting_line
+from bv.reporting.report import summarize
+from bv.stages.judge import judge_by_rules, judge_version
 
 
 @pytest.fixture(scope="module")

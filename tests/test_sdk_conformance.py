@@ -12,8 +12,8 @@ import io
 import pytest
 from PIL import Image
 
-from bv.backends import make_backend
-from bv.endpoints import resolve
+from bv.engine.backends import make_backend
+from bv.engine.endpoints import resolve
 
 KEY = "sk-conformance-0123456789abcdef"
 SENT_BY_BOTH = ("accept", "authorization", "api-key", "content-type", "openai-organization", "openai-project")

@@ -6,7 +6,7 @@ import json
 
 from conftest import Reply, bv_inproc, jsonl, sh
 
-from bv.artifacts import safe_name
+from bv.stages.artifacts import safe_name
 
 KEY = "sk-proj-Q7vT2mXw9LkP4nRz8YbC3dHs6JfG1aE5uV0iO"
 JUDGE_KEY = "jk-9f8e7d6c5b4a39281706f5e4d3c2b1a0"

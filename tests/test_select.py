@@ -8,7 +8,7 @@ from collections import Counter
 
 from conftest import bv_inproc, jsonl, read_items
 
-from bv.select import Selection, quotas, select, stratified_sample
+from bv.core.selection import Selection, quotas, select, stratified_sample
 
 
 def _items(n: int) -> list[dict]:

@@ -14,7 +14,7 @@ HEAVY = {"asyncio", "aiohttp", "openai", "PIL", "httpx"}
 
 PROBE = """
 import json, sys
-from bv.cli import main
+from bv.cli.app import main
 sys.argv = ["bv", *json.loads(sys.argv[1])]
 try:
     main()

@@ -1,4 +1,4 @@
-"""Tests for the synthetic BabyVision-style sample set (bv.synth)."""
+"""Tests for the synthetic BabyVision-style sample set (bv.data.synth)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageChops
 
-from bv import synth
+from bv.data import synth
 
 FIELDS = {
     "taskId",

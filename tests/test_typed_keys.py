@@ -14,9 +14,10 @@ from typing import Union, get_args, get_origin, get_type_hints, is_typeddict
 
 import pytest
 
-from bv import api, export, html_items, html_parts, render, report, tally
-from bv.records import JudgedRow
-from bv.report_types import (
+from bv import api
+from bv.core.records import JudgedRow
+from bv.reporting import export, html_items, html_parts, render, report, tally
+from bv.reporting.report_types import (
     Comparison,
     Figures,
     Paired,
@@ -40,10 +41,10 @@ MISSPELT = [
     (tally.chance_of, 'row.get("ans_type")', 'row.get("anstype")'),
 ]
 HEADER = """\
-from bv.html_items import ShownRow
-from bv.records import JudgedRow
-from bv.report_types import Paired, Summary
-from bv.stats import counted
+from bv.reporting.html_items import ShownRow
+from bv.core.records import JudgedRow
+from bv.reporting.report_types import Paired, Summary
+from bv.core.stats import counted
 """
 
 
@@ -140,7 +141,8 @@ def _conforms(value, hint, where="report"):
 
 
 def test_a_real_report_has_exactly_the_typed_keys(sample_dir):
-    """What bv.tally and bv.report build (one input; two, which adds the paired test) is the
+    """What bv.reporting.tally and bv.reporting.report build (one input; two, which adds the
+    paired test) is the
     documented type, keys and values."""
     items = [json.loads(line) for line in (sample_dir / "meta_data.jsonl").read_text().splitlines()]
     prompts = list(api.prompt(items, image_root=sample_dir))

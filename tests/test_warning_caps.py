@@ -1,4 +1,4 @@
-"""Warnings said once per row are capped as bad input lines are (bv.jsonl.Problems): the first
+"""Warnings said once per row are capped as bad input lines are (bv.core.jsonl.Problems): the first
 few of a kind, then one count at the end, so 100k rows never flood stderr."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from conftest import bv_inproc
 
-from bv.artifacts import Artifacts
-from bv.jsonl import SHOWN_ALIKE, Problems, Source
-from bv.merge import merge_rows
+from bv.core.jsonl import SHOWN_ALIKE, Problems, Source
+from bv.stages.artifacts import Artifacts
+from bv.stages.merge import merge_rows
 
 
 def judged(item: str, run: int = 0, **fields) -> dict:

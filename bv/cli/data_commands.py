@@ -1,0 +1,183 @@
+"""The commands around the stages: getting the data (`bv data`), exporting results
+(`bv export`) and asking an endpoint what it serves (`bv models`); registered in bv.cli.app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bv.cli.common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
+from bv.core.outcome import ROWS_FAILED, finish_rows
+
+
+@click.command("data")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Convert this parquet file or official babyvision_data.zip instead of fetching.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write. [default: $XDG_DATA_HOME/bv/babyvision]",
+)
+@click.option("--revision", help="Dataset revision to fetch: a branch, tag or commit (pins the data).")
+@click.option(
+    "--repo", default="UnipatAI/BabyVision", show_default=True, help="Hugging Face dataset to fetch."
+)
+@click.option("--where", is_flag=True, help="Print the folder bv data writes to, and do nothing else.")
+@SKIP_BAD
+def data(
+    source: Path | None, out: Path | None, revision: str | None, repo: str, where: bool, skip_bad: bool
+) -> None:
+    """Get the BabyVision items: meta_data.jsonl + images/, checked (docs/data.md).
+
+    Fetches the official set from the Hugging Face Hub (needs the [data] extra; the HF cache,
+    HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE work as usual), or converts a file you have. Every
+    image is decoded, the counts are printed and, for the official set, compared with the
+    published ones. The folder is replaced atomically, and only when its content changes;
+    its path is printed on stdout.
+
+    \b
+    Examples:
+      bv data && make eval MODEL=gpt-4o
+      bv data --revision 3f1c2a9 --out data/babyvision
+      bv data --from babyvision_data.zip --out data/babyvision
+      bv prompt "$(bv data --where)/meta_data.jsonl" --sample 22 | bv rollout -m MODEL --dry-run
+    """
+    from bv.data.sources import fetch, is_official, read_source
+    from bv.data.writer import default_dir, differences, write_set
+
+    out = out or default_dir()
+    if where:
+        click.echo(out)
+        return
+    if source is None:
+        click.echo(f"bv data: fetching {repo} (revision {revision or 'main'}) with huggingface_hub", err=True)
+        path, origin = fetch(repo, revision)
+    else:
+        path, origin = source, f"file:{source.name}"
+    from bv.core.images import content_hash
+
+    provenance = {"source": origin, "source_sha256": content_hash(path)}  # the file the set was made from
+    summary, changed = write_set(read_source(path), out, provenance, skip_bad)
+    for line in summary.lines():
+        click.echo(f"bv data: {line}", err=True)
+    differs = differences(summary) if is_official(source, origin) else []
+    if differs:
+        error("this is not the published official set; results on it are not comparable with the paper's:")
+    for line in differs:
+        click.echo(f"bv data:   {line}", err=True)
+    if is_official(source, origin) and not differs:
+        click.echo("bv data: matches the published figures of the official set", err=True)
+    click.echo(f"bv data: {'wrote' if changed else 'already up to date:'} {out}", err=True)
+    click.echo(out)
+    if differs:
+        sys.exit(ROWS_FAILED)
+
+
+@click.command("export")
+@INPUTS
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["official", "csv"]),
+    required=True,
+    help="official: model_results_run_K.json per run, as compute_score.py reads them;"
+    " csv: one row per (id, run).",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(path_type=Path),
+    help="official: the folder to write (required); csv: the file (atomically). [csv default: stdout]",
+)
+@SKIP_BAD
+def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
+    """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
+
+    Official files write rows without a verdict (judge errors) as false, as bv report counts them
+    wrong, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
+
+    \b
+    Examples:
+      bv export results.jsonl --format official --out official/   # model_results_run_K.json
+      bv export results.jsonl --format csv > results.csv
+    """
+    from bv.core.atomic import atomic_output
+    from bv.core.jsonl import Problems, read_records
+    from bv.core.records import check_judged_row
+    from bv.core.stats import counted
+    from bv.reporting.export import group_runs, write_csv, write_official
+
+    problems = Problems()
+    export = group_runs(read_records(inputs, problems, check_judged_row), problems)
+    if fmt == "csv" and out is None:
+        with reader_may_leave():
+            write_csv(export.rows, sys.stdout)
+    elif fmt == "csv" and out is not None:
+        with atomic_output(out, newline="") as stream:
+            write_csv(export.rows, stream)
+        click.echo(f"bv export: wrote {out} ({len(export.rows)} rows)", err=True)
+    else:
+        if out is None:
+            raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+        for path, count in write_official(export, out):
+            click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
+        if export.unjudged:
+            shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
+            more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
+            error(
+                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
+                f" {shown}{more};"
+                " re-run bv judge on them, then export again"
+            )
+    finish_rows(problems, skip_bad)
+    if export.unjudged and fmt == "official":
+        sys.exit(ROWS_FAILED)
+
+
+@click.command("models")
+@click.option(
+    "--backend",
+    type=click.Choice(["openai", "azure"]),
+    default="openai",
+    show_default=True,
+    help="An OpenAI-compatible API, or Azure OpenAI (AZURE_OPENAI_* in the environment).",
+)
+@BASE_URLS
+@API_KEY
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per model: id, owned_by, created, endpoint."
+)
+def models(
+    backend: str, base_urls: tuple[str, ...], api_key: str | None, timeout: float, as_json: bool
+) -> None:
+    """List the models an endpoint serves (its /v1/models), one per line.
+
+    Takes the endpoint options of bv rollout, so a model name can be checked before a run.
+
+    \b
+    Examples:
+      bv models --base-url http://localhost:8000/v1
+      OPENAI_API_KEY=... bv models | grep gpt-4o
+    """
+    import json
+
+    from bv.cli.request_commands import checked_endpoint
+    from bv.core.terminal import printable
+    from bv.engine.models import ANY_MODEL, list_models
+
+    endpoint = checked_endpoint(
+        backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
+    )
+    found = list_models(endpoint)
+    with reader_may_leave():
+        for model in found:
+            click.echo(json.dumps(model) if as_json else printable(model["id"]))
+    if not found:
+        click.echo("bv models: the endpoint lists no models", err=True)

@@ -1,0 +1,197 @@
+"""The commands over result rows: combining them (`bv merge`) and scoring them (`bv report`);
+registered in bv.cli.app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bv.cli.common import SKIP_BAD, error, reader_may_leave, share
+from bv.core import outcome
+from bv.core.outcome import finish_rows
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here (atomically) instead of stdout.",
+)
+@click.option("--sort", is_flag=True, help="Order rows by (id, run).")
+@SKIP_BAD
+def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bool) -> None:
+    """Combine runs and shards: one row per (id, run), a later file winning.
+
+    With -o, any input error (a missing file, or a bad line without --skip-bad) leaves the
+    output file as it was: a partial merge never replaces a good file.
+
+    \b
+    Example:
+      bv merge shard-0.jsonl shard-1.jsonl --sort -o results.jsonl
+    """
+    from bv.core.jsonl import Problems, read_records
+    from bv.core.records import check_row
+    from bv.engine.progress import stdin_notice
+    from bv.stages.merge import check_inputs, merge_rows, ordered_keys, write_rows
+
+    check_inputs(inputs)
+    stdin_notice(inputs, "rows")
+    problems = Problems()
+    result = merge_rows(read_records(inputs, problems, check_row), problems)
+    if output is not None and problems.count and not skip_bad:
+        problems.finish()
+        error(
+            f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
+            " rows with --skip-bad)"
+        )
+        sys.exit(outcome.ROWS_FAILED)
+    keys = ordered_keys(result, sort)
+    with reader_may_leave():
+        write_rows(result, keys, output)
+    click.echo(
+        f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced",
+        err=True,
+    )
+    finish_rows(problems, skip_bad)
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, type=str)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown", "csv"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Also write a self-contained HTML viewer of every item, with its image, here"
+    " (its folder made if need be; '-': the page alone to stdout).",
+)
+@click.option(
+    "--fail-under",
+    type=float,
+    callback=share,
+    metavar="X",
+    help="Exit 1 if an input's overall accuracy is below X, a share in [0, 1] (0.45 for 45%).",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["model", "skill", "style", "prompts", "judge_version"]),
+    multiple=True,
+    help="Split each input into side-by-side columns, one per model (skill, prompt style,"
+    " replaced prompt templates, judge version).",
+)
+@click.option(
+    "--exclude-failed",
+    is_flag=True,
+    help="Accuracy over finished rows only (no rollout or judge error, decided); labelled so.",
+)
+@click.option(
+    "--image-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
+)
+@click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
+@SKIP_BAD
+def report(
+    inputs: tuple[str, ...],
+    fmt: str,
+    html_path: Path | None,
+    fail_under: float | None,
+    by: tuple[str, ...],
+    exclude_failed: bool,
+    image_root: Path | None,
+    allow_any_path: bool,
+    skip_bad: bool,
+) -> None:
+    """Accuracy overall, by type and by subtype; several inputs side by side.
+
+    The accuracy counts every row: rollout errors, judge errors and undecided rows are not
+    correct (each is also counted in its own column, and a warning says how to fix them).
+    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std; one run a Wilson
+    95% interval. With two inputs, the rows both have are paired by (id, run): how many
+    improved and regressed, and an exact McNemar test. An empty input, rows that are not
+    judged rows, a repeated (id, run) or several models in one input are errors (exit 1).
+    Exits 1 too when rows failed or input lines were bad.
+
+    \b
+    Examples:
+      bv report results.jsonl
+      bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
+      bv report all-models.jsonl --by model
+      bv report results.jsonl --html report.html --fail-under 0.30
+    """
+    from bv.core.jsonl import Problems
+    from bv.core.terminal import printable
+    from bv.engine.progress import stdin_notice
+    from bv.reporting.render import (
+        comparison_of,
+        render_csv,
+        render_json,
+        render_markdown,
+        render_table,
+        summaries_of,
+    )
+    from bv.reporting.report import Input, below, build_report, input_names, warnings
+
+    stdin_notice(inputs, "judged rows")
+    problems = Problems()
+    sources = [Input(name, path) for name, path in input_names(inputs or ("-",))]
+    try:
+        built, rows = build_report(
+            sources,
+            problems,
+            by=tuple(dict.fromkeys(by)),
+            exclude_failed=exclude_failed,
+            keep_rows=bool(html_path),
+        )
+        summaries = summaries_of(built)
+        page_to_stdout = html_path is not None and str(html_path) == "-"
+        with reader_may_leave():
+            if not page_to_stdout:  # stdout carries one thing: the page, or the report
+                renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
+                {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
+        if html_path is not None:
+            from bv.reporting.html_page import write_html
+
+            paths = [row_source.source.path for row_source in rows or []]
+            roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
+            refused = 0
+            with reader_may_leave():  # the page to stdout ('-'): its reader may leave too
+                refused = write_html(
+                    html_path,
+                    summaries,
+                    rows or [],
+                    comparison_of(built),
+                    None if allow_any_path else roots,
+                )  # rows read again from the inputs, not held
+            if not page_to_stdout:
+                click.echo(f"bv report: wrote {html_path}", err=True)
+            if refused:
+                where = ", ".join(sorted({str(r) for r in roots}))
+                click.echo(
+                    printable(
+                        f"bv report: {refused} image(s) outside {where} not embedded"
+                        " (--image-root DIR or --allow-any-path embeds them)"
+                    ),
+                    err=True,
+                )
+    finally:
+        for source in sources:
+            source.close()
+    for line in warnings(summaries):
+        click.echo(printable(f"bv report: warning: {line}"), err=True)
+    finish_rows(problems, skip_bad)
+    failing = below(summaries, fail_under) if fail_under is not None else []
+    for line in failing:
+        click.echo(printable(f"bv report: {line}"), err=True)
+    if failing or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries):
+        sys.exit(outcome.ROWS_FAILED)  # a failed run never looks like a result

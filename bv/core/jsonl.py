@@ -1,0 +1,411 @@
+"""Reading and writing JSONL streams, with a clear `file:line: why` for every bad line.
+
+Every stage reads records through `read_records` and writes through `JsonlWriter`; bad
+lines are reported on stderr and counted in `Problems`, good lines keep flowing, and the
+stage exits 1 at the end when any line was bad (0 with --skip-bad).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import orjson
+
+from bv.core import environment
+from bv.core.errors import BadRecord, Fatal, StdoutClosed
+from bv.core.terminal import printable
+
+MAX_LINE_BYTES = environment.integer("BV_MAX_LINE_BYTES", 64 * 1024 * 1024)
+STDIN = "-"
+
+
+@dataclass
+class Source:
+    """Where a record came from, for messages and for resolving relative image paths."""
+
+    name: str  # the path as the user gave it, or "<stdin>"
+    line: int
+    folder: Path | None  # the file's folder; None for stdin
+    offset: int = -1  # where the line starts, in bytes (bv merge reads kept rows back from there)
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.line}"
+
+
+SHOWN_ALIKE = 3  # messages of one kind shown before the rest are only counted
+_NUMBERS = re.compile(r"\d+")
+
+
+@dataclass
+class Problems:
+    """Bad input lines seen so far; reported as they happen (the first few of each kind, then one
+    count at `finish`), counted for the exit code. Files that cannot be opened are counted apart."""
+
+    stream: IO[str] = field(default_factory=lambda: sys.stderr)
+    count: int = 0
+    files: int = 0  # inputs that could not be opened
+    _alike: dict[str, list] = field(default_factory=dict)  # kind: [times seen, first text]
+
+    def report(self, where: Source | str, why: str) -> None:
+        self.count += 1
+        self._say(where, why)
+
+    def warn(self, where: Source | str, why: str) -> None:
+        self._say(where, f"warning: {why}")
+
+    def cannot_open(self, path: str, exc: OSError) -> None:
+        self.files += 1
+        why = (
+            "file not found" if isinstance(exc, FileNotFoundError) else f"cannot open: {exc.strerror or exc}"
+        )
+        self.stream.write(printable(f"bv: error: {path}: {why}") + "\n")
+        self.stream.flush()
+
+    def _say(self, where: Source | str, text: str) -> None:
+        kind = _NUMBERS.sub("#", text) if len(self._alike) < 1000 else "other"
+        seen = self._alike.setdefault(kind, [0, text])
+        seen[0] += 1
+        if seen[0] <= SHOWN_ALIKE:
+            self.stream.write(printable(f"bv: {where}: {text}") + "\n")
+            self.stream.flush()
+
+    def finish(self) -> None:
+        """Say how many messages of each kind were held back."""
+        for seen, text in self._alike.values():
+            if seen > SHOWN_ALIKE:
+                more = seen - SHOWN_ALIKE
+                self.stream.write(
+                    printable(f"bv: … and {more} more {'line' if more == 1 else 'lines'} like this ({text})")
+                    + "\n"
+                )
+        self._alike.clear()
+        self.stream.flush()
+
+
+def _lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """(line, too_long) pairs; an over-long line is skipped up to its newline, never held whole."""
+    while True:
+        line = stream.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:  # drain the rest of the over-long line
+                rest = stream.readline(1 << 20)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield b"", True
+        else:
+            yield line, False
+
+
+def _open(path: str) -> tuple[IO[bytes], str, Path | None]:
+    if path == STDIN:
+        return sys.stdin.buffer, "<stdin>", None
+    return open(path, "rb"), path, Path(path).resolve().parent
+
+
+def read_json_lines(
+    paths: Iterable[str], problems: Problems, fast: bool = False
+) -> Iterator[tuple[Source, Any]]:
+    """Yield (source, parsed JSON value) for every good line of every path ("-" is stdin).
+    `fast`: parse with orjson (see `_parse_stream`), for readers whose record checks refuse a
+    number beyond ±2^63 in every field they read."""
+    for path in paths or [STDIN]:
+        try:
+            stream, name, folder = _open(path)
+        except OSError as exc:
+            problems.cannot_open(path, exc)
+            continue
+        try:
+            yield from _parse_stream(stream, name, folder, problems, fast)
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+
+
+def _parse_stream(
+    stream: IO[bytes], name: str, folder: Path | None, problems: Problems, fast: bool = False
+) -> Iterator:
+    """Parse each line with `parse_json`; with `fast`, with orjson first (3x faster), keeping its
+    value when it is an object. Whatever orjson refuses (NaN, Infinity, 1e999, a lone surrogate,
+    invalid UTF-8, nesting past 1024, a blank or torn line) goes the `parse_json` way, so every
+    message is the same. orjson alone does not refuse an integer beyond ±2^63 (it gives a
+    float, or an int below 2^64): the record checks of a fast reader do, for the fields it reads."""
+    number, offset = 0, 0
+    loads = orjson.loads if fast else None
+    for raw, too_long in _lines(stream):
+        number += 1
+        where = Source(name, number, folder, offset)
+        offset = offset + len(raw) if offset >= 0 and not too_long else -1  # unknown after a skipped line
+        if too_long:
+            problems.report(where, f"line longer than {MAX_LINE_BYTES} bytes (skipped)")
+            continue
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            problems.warn(where, "UTF-8 byte order mark ignored")
+            raw = raw[3:]
+        if loads is not None:
+            try:
+                value = loads(raw)
+            except orjson.JSONDecodeError:
+                value = None
+            if value.__class__ is dict:
+                yield where, value
+                continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.report(where, f"invalid UTF-8 at byte {exc.start}")
+            continue
+        if not text.strip():
+            continue
+        try:
+            value = parse_json(text.rstrip("\r\n"))
+        except json.JSONDecodeError as exc:
+            torn = not raw.endswith(b"\n")
+            why = (
+                "torn last line (no newline; was the writer killed?)"
+                if torn
+                else f"invalid JSON: {exc.msg.removesuffix(' at')}"  # "Unterminated string starting at"
+            )
+            problems.report(where, f"{why} at column {exc.colno}" if not torn else why)
+            continue
+        except BadRecord as exc:
+            problems.report(where, str(exc))
+            continue
+        except (RecursionError, ValueError) as exc:
+            problems.report(where, unparsable(exc))
+            continue
+        try:
+            value, warning = checked_value(value, raw)
+        except BadRecord as exc:
+            problems.report(where, str(exc))
+            continue
+        if warning:
+            problems.warn(where, warning)
+        yield where, value
+
+
+def unparsable(exc: RecursionError | ValueError) -> str:
+    """Why json.loads gave up on valid-looking JSON: nesting past the recursion limit, or an
+    integer longer than Python converts (4300 digits)."""
+    if isinstance(exc, RecursionError):
+        return "invalid JSON: nested too deep"
+    return f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits"
+
+
+def checked_value(value: Any, raw: bytes) -> tuple[Any, str | None]:
+    """A parsed JSON value made safe for bv, and a warning if it had to change: lone surrogates
+    (replaced). `raw` is the JSON text, scanned first so that only values that may hold one are
+    walked. (Numbers no record holds are refused while parsing, by `parse_json`.)"""
+    try:
+        if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
+            return without_lone_surrogates(value), "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD"
+    except RecursionError:
+        raise BadRecord("invalid JSON: nested too deep") from None
+    return value, None
+
+
+# Numbers bv records hold (ids, runs, token counts, seconds) are far below 2^63; a line with a
+# longer one (or NaN, Infinity, 1e999) is refused while it is parsed rather than crash a sum or
+# a float() later. The parser's own hooks see each number once, so the common line costs
+# nothing more than json.loads (a regular expression over every line cost 5x the parse).
+TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
+
+
+def _checked_int(text: str) -> int:
+    if len(text) > 20:  # more digits than any value within ±2^63
+        if len(text.lstrip("-")) > sys.get_int_max_str_digits():
+            raise BadRecord(f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits")
+        raise BadRecord(TOO_LARGE)
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise BadRecord(TOO_LARGE)
+    return value
+
+
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadRecord(TOO_LARGE)
+    return value
+
+
+def _refuse_constant(text: str) -> Any:
+    raise BadRecord(TOO_LARGE)
+
+
+_DECODER = json.JSONDecoder(
+    parse_int=_checked_int, parse_float=_checked_float, parse_constant=_refuse_constant
+)
+
+
+def parse_json(text: str) -> Any:
+    """`json.loads`, refusing numbers no bv record holds with BadRecord (a ValueError: catch it
+    first). Nesting past the recursion limit still raises RecursionError."""
+    return _DECODER.decode(text)
+
+
+# A JSON string escape of a UTF-16 surrogate: paired ones decode to one character, lone ones to
+# a str that cannot be encoded (to a file, a terminal, SQLite or HTTP). Only lines with such an
+# escape are searched, so the cost is one byte scan per line.
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """A copy of a JSON value with each lone surrogate replaced by U+FFFD (pairs were joined when
+    the JSON was parsed), so that every text bv holds can be written anywhere."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+R = TypeVar("R")  # the record type a parser makes (bv.core.records' checks return TypedDicts)
+
+
+def read_records(
+    paths: Iterable[str],
+    problems: Problems,
+    parse: Callable[[dict[str, Any]], R],
+    fast: bool = False,
+) -> Iterator[tuple[Source, R]]:
+    """Yield (source, record) for each line that parses and passes `parse`; report the rest.
+    `fast`: see `read_json_lines`."""
+    for where, value in read_json_lines(paths, problems, fast):
+        try:
+            if not isinstance(value, dict):
+                raise BadRecord(f"expected a JSON object, got {type(value).__name__}")
+            yield where, parse(value)
+        except BadRecord as exc:
+            problems.report(where, str(exc))
+
+
+def _dumps(record: Any) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def fitting_line(record: dict[str, Any], limit: int | None = None) -> str:
+    """The record as one JSON line that the reader accepts: lone surrogates replaced, and, for a
+    row over the line limit (a model that wrote megabytes), its longest texts cut to their last
+    characters (the answer is at the end; extraction reads only the tail) with a marker, and a
+    warning on stderr. The row is never dropped for its size."""
+    limit = MAX_LINE_BYTES - 1 if limit is None else limit  # the newline counts
+    line = _dumps(record)
+    try:
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
+    except UnicodeEncodeError:
+        record = without_lone_surrogates(record)
+        line = _dumps(record)
+        size = len(line.encode("utf-8"))
+    if size <= limit:
+        return line
+    low, high = 0, max(_text_lengths(record), default=0)  # binary search: the longest text kept
+    best = _dumps(_cut_texts(record, 0))
+    while low < high:
+        keep = (low + high + 1) // 2
+        candidate = _dumps(_cut_texts(record, keep))
+        if len(candidate.encode("utf-8")) <= limit:
+            low, best = keep, candidate
+        else:
+            high = keep - 1
+    sys.stderr.write(
+        printable(
+            f"bv: warning: row id {record.get('id')!r} run {record.get('run')!r} is {size} bytes, over the"
+            f" line limit of {limit + 1} (BV_MAX_LINE_BYTES); its texts longer than {low} characters"
+            " keep only their end"
+        )
+        + "\n"
+    )
+    return best
+
+
+def _text_lengths(value: Any) -> Iterator[int]:
+    if isinstance(value, str):
+        yield len(value)
+    elif isinstance(value, list | dict):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _text_lengths(item)
+
+
+def _cut_texts(value: Any, keep: int) -> Any:
+    if isinstance(value, str) and len(value) > keep:
+        return (
+            f"[bv: {len(value) - keep} characters cut here, the row was over the line limit]"
+            + (value[len(value) - keep :])
+        )
+    if isinstance(value, list):
+        return [_cut_texts(v, keep) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut_texts(v, keep) for k, v in value.items()}
+    return value
+
+
+def fitting_bytes(record: Mapping[str, Any]) -> bytes:
+    """`fitting_line` as UTF-8, made by orjson (10x faster than json.dumps) when it can: a row
+    under the line limit that orjson takes (every row but one with a lone surrogate, an integer
+    beyond 64 bits, a key that is not a string or nesting past 255) is the same JSON value
+    json.dumps writes, only floats spelt shorter (1e-7, not 1e-07); a NaN or infinite float, which
+    no bv reader lets in, is written null (json.dumps wrote NaN, a line bv refuses to read back).
+    The rest go `fitting_line`'s way."""
+    try:
+        line = orjson.dumps(record)
+    except orjson.JSONEncodeError:
+        return fitting_line(dict(record)).encode("utf-8")
+    if len(line) < MAX_LINE_BYTES:
+        return line
+    return fitting_line(dict(record)).encode("utf-8")
+
+
+class JsonlWriter:
+    """Writes one JSON object per line and flushes it, so a crash never loses a finished row.
+    Every line it writes is one `read_json_lines` accepts (see `fitting_bytes`). Lines go to
+    the stream's bytes layer when it has one (stdout, a file), as orjson makes them."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        import jsonlines  # imported here: only stages that write JSONL pay for it
+
+        self._stream = stream or sys.stdout
+        binary = getattr(self._stream, "buffer", None)
+        if binary is not None:
+            self._stream.flush()  # anything written as text before goes first
+            self._writer = jsonlines.Writer(binary, flush=True, dumps=fitting_bytes)
+        else:  # a text-only stream (io.StringIO)
+            self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        try:
+            self._writer.write(record)
+        except BrokenPipeError as exc:
+            raise StdoutClosed() from exc
+        except OSError as exc:  # a full disk, a read-only or vanished file
+            if self._stream is sys.stdout:
+                silence_stdout()  # or the interpreter retries the flush at exit and prints a traceback
+            raise Fatal(f"cannot write the output: {exc.strerror or exc}") from None
+
+
+def silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

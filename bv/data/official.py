@@ -1,0 +1,152 @@
+"""`bv import`: the official BabyVision files into bv records.
+
+Official result files (`model_results_run_K.json`, a JSON array with `Id`, `Question`,
+`ModelResult`, `GroundTruth`, `ExtractedAnswer`, `LLMJudgeResult`, `Type`, `Subtype`)
+become judged rows with `run` K-1 and the official verdict kept (`decided_by: "imported"`),
+so `bv report` reproduces the official compute_score.py and `bv judge` can re-judge them.
+The official `meta_data.jsonl` becomes bv items.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from bv.core.errors import BadRecord
+from bv.core.images import resolve_image
+from bv.core.items import parse_item
+from bv.core.jsonl import Problems, read_records
+
+RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
+_RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)
+
+
+def run_from_name(path: Path) -> int | None:
+    """`model_results_run_3.json` -> run 2 (bv counts runs from 0)."""
+    match = _RUN_IN_NAME.search(path.stem)
+    return int(match.group(1)) - 1 if match else None
+
+
+def official_extracted(value: Any) -> str | None:
+    """The official ExtractedAnswer, with its "None" (and null) meaning no answer."""
+    if value is None or (isinstance(value, str) and value.strip() == "None"):
+        return None
+    return str(value)
+
+
+def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One official result as a judged bv row; `items` (by id) supplies choices and images if known."""
+    if not isinstance(record, dict):
+        raise BadRecord(f"expected a JSON object, got {type(record).__name__}")
+    missing = [f for f in RESULT_FIELDS if f not in record]
+    if missing:
+        raise BadRecord(f"not an official result: missing {', '.join(repr(f) for f in missing)}")
+    item_id = str(record["Id"])
+    verdict = record["LLMJudgeResult"]
+    if not isinstance(verdict, bool):
+        raise BadRecord(f"'LLMJudgeResult' must be true or false, not {verdict!r}")
+    gold = str(record["GroundTruth"])
+    base = items.get(item_id) or {
+        "id": item_id,
+        "ans_type": "blank",
+        "choices": [],
+        "answer": [gold],
+        "type": record.get("Type") or "unknown",
+        "subtype": record.get("Subtype") or "unknown",
+    }
+    extracted = official_extracted(record.get("ExtractedAnswer"))
+    return {
+        **base,
+        "question": record["Question"],
+        "run": run,
+        "backend": "imported",
+        "model": model,
+        "response": record["ModelResult"],
+        "error": None,
+        "extracted": extracted,
+        "hard": int(verdict),
+        "decided_by": "imported",
+        "undecided": False,
+        "judge_reason": "the official LLMJudgeResult",
+        "judge_model": None,
+        "judge_reply": None,
+        "judge_error": None,
+        "judge_version": "official",
+        "official": {"extracted": extracted, "hard": int(verdict), "ground_truth": gold},
+    }
+
+
+def read_official_results(path: Path) -> list[Any]:
+    """The records of an official result file (a JSON array), read no further than the line
+    limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
+    from bv.core.jsonl import MAX_LINE_BYTES, checked_value, parse_json, unparsable
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_LINE_BYTES + 1)
+        if len(raw) > MAX_LINE_BYTES:
+            raise BadRecord(f"larger than {MAX_LINE_BYTES} bytes (BV_MAX_LINE_BYTES)")
+        data = parse_json(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadRecord(f"cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadRecord(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except BadRecord:
+        raise
+    except (RecursionError, ValueError) as exc:
+        raise BadRecord(unparsable(exc)) from None
+    data, _ = checked_value(data, raw)  # a lone surrogate is replaced quietly here
+    if not isinstance(data, list):
+        raise BadRecord("expected a JSON array of results (model_results_run_K.json)")
+    return data
+
+
+def is_result_file(path: Path) -> bool:
+    """Official result files are JSON arrays; meta_data.jsonl is JSON Lines."""
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def import_files(
+    paths: list[Path],
+    writer: Any,
+    problems: Problems,
+    run: int | None = None,
+    model: str | None = None,
+    items_path: Path | None = None,
+) -> None:
+    """Write bv rows for every official result file, and bv items for every meta_data.jsonl."""
+    items = {}
+    if items_path is not None:
+        folder = items_path.resolve().parent
+        for source, item in read_records([str(items_path)], problems, parse_item):
+            try:  # absolute, so the HTML viewer finds the images whatever folder it runs in
+                item["images"] = [str(resolve_image(p, folder)) for p in item["images"]]
+            except BadRecord as exc:
+                problems.report(source, str(exc))
+                continue
+            items[item["id"]] = item
+    for path in paths:
+        if not is_result_file(path):
+            for _, item in read_records([str(path)], problems, parse_item):
+                writer.write(item)
+            continue
+        file_run = run_from_name(path)
+        if file_run is None and run is not None:
+            file_run = run - 1
+        if file_run is None:
+            problems.report(str(path), "no run number: name it model_results_run_K.json or give --run K")
+            continue
+        try:
+            records = read_official_results(path)
+        except BadRecord as exc:
+            problems.report(str(path), str(exc))
+            continue
+        for number, record in enumerate(records, 1):
+            try:
+                writer.write(result_row(record, file_run, model, items))
+            except BadRecord as exc:
+                problems.report(f"{path}: result {number}", str(exc))

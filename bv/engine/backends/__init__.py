@@ -1,0 +1,121 @@
+"""Backends: one small interface, `await backend.complete(messages, **params) -> Reply`.
+
+A backend turns chat messages (images as `file://` URLs, see bv.core.images) into one reply. It
+raises bv.engine.retry's Transient, ItemFailure or Fatal, so retries, caching and concurrency live
+once, in bv.engine.caller, for every backend. Backends are chosen by name with `make_backend`;
+each module is imported only when chosen, so `bv --help` never loads an HTTP client.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bv.core.records import ReplyFields
+
+# Request parameters bv itself reads: which run, how to prepare images, extra body fields.
+# Every other parameter (max_tokens, temperature, seed, …) is the model API's. All of them are
+# recorded in each row's `params` and hashed into the cache key.
+BV_PARAMS = ("run", "max_pixels", "extra_body")
+
+
+@dataclass
+class Reply:
+    """One model reply, as recorded per turn and stored in the cache."""
+
+    content: str
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
+    latency_s: float = 0.0
+    model: str | None = None  # as the server named it
+
+    def to_json(self) -> ReplyFields:
+        return {
+            "content": self.content,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "latency_s": round(self.latency_s, 4),
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Reply:
+        return cls(
+            content=data.get("content") or "",
+            finish_reason=data.get("finish_reason"),
+            usage=data.get("usage") or {},
+            latency_s=data.get("latency_s") or 0.0,
+            model=data.get("model"),
+        )
+
+
+class Backend(Protocol):
+    name: str
+    model: str
+    endpoint: str | None  # what the cache key records of where replies come from; never a secret
+    cacheable: bool  # False for backends whose replies cost nothing to recompute
+
+    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+BACKENDS = {
+    "openai": "bv.engine.backends.openai_compat:OpenAIBackend",
+    "azure": "bv.engine.backends.openai_compat:AzureBackend",
+    "exec": "bv.engine.backends.exec_agent:ExecBackend",
+    "chance": "bv.engine.backends.chance:ChanceBackend",
+}
+
+
+def make_backend(name: str, **config: Any) -> Backend:
+    """Build the backend called `name` from its configuration (see each backend's `from_config`;
+    `backend_config` builds it from options). A key the backend does not take is refused, never
+    dropped in silence."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    import inspect
+
+    module_name, _, class_name = BACKENDS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    unknown = sorted(set(config) - set(inspect.signature(cls.from_config).parameters))
+    if unknown:
+        raise ValueError(f"backend {name!r} takes no {', '.join(unknown)}")
+    return cls.from_config(**config)
+
+
+def backend_config(
+    name: str,
+    *,
+    model: str | None = None,
+    base_urls: list[str] | tuple[str, ...] = (),
+    api_key: str | None = None,
+    timeout: float = 600.0,
+    jobs: int = 8,
+    seed: int | None = None,
+    exec_cmd: str | None = None,
+    keep_workdirs: str | None = None,
+) -> dict[str, Any]:
+    """What `make_backend(name, **config)` takes, from the options of `bv rollout` or `bv.stages.rollout`:
+    for an HTTP backend its endpoint, resolved and checked once (bv.engine.endpoints, which reads the
+    environment; raises BadEndpoint or Fatal before any work); for the others their own options."""
+    if name in ("openai", "azure"):
+        from bv.engine.endpoints import resolve
+
+        endpoint = resolve(
+            name, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+        )
+        return {"endpoint": endpoint}
+    if name == "exec":
+        return {
+            "exec_cmd": exec_cmd,
+            "model": model,
+            "timeout": timeout,
+            "api_key": api_key,
+            "keep_workdirs": keep_workdirs,
+        }
+    if name == "chance":
+        return {"seed": seed}
+    raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")

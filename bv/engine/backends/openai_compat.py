@@ -1,0 +1,253 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, SGLang, …) and Azure OpenAI.
+
+Requests are posted with aiohttp directly, with the headers and URLs the `openai` SDK would
+send (see bv.engine.endpoints for the environment variables read). The SDK's per-request machinery
+(option models, request building, URL parsing) cost about half of bv's CPU at -j 512, and
+reading the body ourselves is what lets bv cap its size while it arrives (bv.engine.backends.replies).
+Several base URLs (replicas of one model) share the load: each request goes to the replica
+with the fewest in flight, and one that keeps failing rests for a while. An endpoint that has
+never answered and keeps refusing connections stops the run at once (Fatal), named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
+from bv.core.terminal import printable
+from bv.engine.backends import BV_PARAMS, Reply
+from bv.engine.backends.replies import clean_text, error_message, parse_completion, read_body
+from bv.engine.endpoints import (
+    CONNECT_TIMEOUT_S,
+    Endpoint,
+    NoModelList,
+    describe_transport_error,
+    fetch_models,
+    resolve,
+)
+from bv.engine.retry import retry_after_seconds
+
+FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
+
+
+@dataclass
+class Replica:
+    url: str
+    chat_url: Any  # a yarl.URL, parsed once: aiohttp would parse a string on every request
+    proxy: Any = None  # from HTTP(S)_PROXY / NO_PROXY, looked up once, not per request
+    proxy_auth: Any = None
+    in_flight: int = 0
+    failures: int = 0  # consecutive
+    rest_until: float = 0.0
+    answered: bool = False  # any HTTP answer at all, even an error status
+    unreachable: int = 0  # connection failures while never answered
+    last_error: str = ""
+
+
+class OpenAIBackend:
+    name = "openai"
+    cacheable = True
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.config = endpoint
+        self.model = endpoint.model
+        self.endpoint = endpoint.public
+        self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
+        self._headers = endpoint.headers()
+        self._session: Any = None
+        self._diagnosis: asyncio.Future | None = None
+        self._images = EncodedImages()  # an item's repeats and turns send its image again
+
+    @classmethod
+    def from_config(
+        cls,
+        endpoint: Endpoint | None = None,
+        model: str | None = None,
+        base_urls: list[str] | tuple[str, ...] = (),
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        jobs: int = 8,
+    ) -> OpenAIBackend:
+        if endpoint is None:
+            endpoint = resolve(
+                cls.name, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+            )
+        return cls(endpoint)
+
+    def _pick(self) -> Replica:
+        now = time.monotonic()
+        awake = [r for r in self.replicas if r.rest_until <= now]
+        if not awake:
+            return min(self.replicas, key=lambda r: r.rest_until)
+        return min(awake, key=lambda r: r.in_flight)
+
+    def _open(self) -> Any:
+        if self._session is None:
+            import aiohttp
+            from aiohttp.helpers import get_env_proxy_for_url
+            from yarl import URL
+
+            for replica in self.replicas:
+                replica.chat_url = URL(replica.chat_url)
+                try:
+                    replica.proxy, replica.proxy_auth = get_env_proxy_for_url(replica.chat_url)
+                except LookupError:  # no proxy for this URL
+                    pass
+            jobs = self.config.jobs
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=jobs + 4, limit_per_host=jobs + 4),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.config.timeout_s + 5
+                ),
+                auto_decompress=False,  # inflated by bv.engine.backends.replies, under a cap
+                # Proxies from the environment are looked up above, once; trust_env would look
+                # them (and ~/.netrc) up in a thread on every request.
+                trust_env=False,
+            )
+        return self._session
+
+    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
+        options = ImageOptions(max_pixels=params.get("max_pixels"))
+        try:
+            sendable = await inline_images_async(messages, options, self._images)
+        except ImageError as exc:
+            raise ItemFailure(f"image: {exc}") from None
+        body = {"model": self.model, "messages": sendable}
+        body.update({k: v for k, v in params.items() if k not in BV_PARAMS and v is not None})
+        body.update(params.get("extra_body") or {})
+        replica = self._pick()
+        replica.in_flight += 1
+        started = time.monotonic()
+        try:
+            reply = await self._post(replica, body_json(body))
+        except Transient:
+            replica.failures += 1
+            if replica.failures >= 3 and len(self.replicas) > 1:
+                replica.rest_until = time.monotonic() + min(60.0, 2.0**replica.failures)
+            raise
+        finally:
+            replica.in_flight -= 1
+        replica.failures = 0
+        reply.latency_s = time.monotonic() - started
+        return reply
+
+    async def _post(self, replica: Replica, data: bytes) -> Reply:
+        import aiohttp
+
+        try:
+            session = self._open()
+            async with session.post(
+                replica.chat_url,
+                data=data,
+                headers=self._headers,
+                proxy=replica.proxy,
+                proxy_auth=replica.proxy_auth,
+            ) as response:
+                replica.answered = True
+                raw = await read_body(response)
+                status, headers = response.status, response.headers
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            what, unreachable = describe_transport_error(exc, replica.url)
+            if unreachable and not replica.answered:
+                replica.unreachable += 1
+                replica.last_error = what
+                self._fail_fast()
+            raise Transient(what) from None
+        if status >= 400:
+            raise await self._status_error(replica, status, headers, raw)
+        return parse_completion(raw)
+
+    def _fail_fast(self) -> None:
+        """Stop the run when no replica has ever answered and each keeps failing to connect."""
+        if all(not r.answered and r.unreachable >= FAIL_FAST_AFTER for r in self.replicas):
+            who = "the judge endpoint" if self.config.role == "judge" else "the model endpoint"
+            reasons = "; ".join(dict.fromkeys(r.last_error for r in self.replicas))
+            option = "--judge-base-url" if self.config.role == "judge" else "--base-url"
+            raise Fatal(
+                f"cannot reach {who} {self.endpoint}: {reasons}."
+                f" Nothing answered after {FAIL_FAST_AFTER} tries; check {option} and that the server is up"
+            )
+
+    async def _status_error(self, replica: Replica, status: int, headers: Any, raw: bytes) -> Exception:
+        """Map an HTTP error status to the retry policy's three kinds."""
+        message = printable(error_message(raw))
+        where = replica.url if self.config.kind == "azure" else self.endpoint
+        if status == 429:
+            return Transient("429 rate limited", retry_after_seconds(headers))
+        if status in (408, 409) or status >= 500:
+            return Transient(f"HTTP {status}", retry_after_seconds(headers))
+        if status in (401, 403):
+            return Fatal(
+                f"{where} refused the API key (HTTP {status}): check --api-key or the key's"
+                f" environment variable. Server said: {message}"
+            )
+        if status == 404:
+            return Fatal(await self._not_found(replica, message))
+        return ItemFailure(f"HTTP {status}: {message}")
+
+    async def _not_found(self, replica: Replica, message: str) -> str:
+        """A 404 made actionable: a missing /v1, and the models the endpoint does serve."""
+        if self._diagnosis is None:
+            self._diagnosis = asyncio.ensure_future(self._diagnose_404(replica))
+        hints = await asyncio.shield(self._diagnosis)
+        said = f"{self.endpoint} answered 404 (not found) for model {self.model!r}"
+        return f"{said}. Server said: {message}.{hints}"
+
+    async def _diagnose_404(self, replica: Replica) -> str:
+        from urllib.parse import urlsplit
+
+        if self.config.kind == "azure":
+            return " Check AZURE_OPENAI_ENDPOINT and that the deployment exists."
+        base = replica.url.rstrip("/")
+        lacks_v1 = not urlsplit(base).path.rstrip("/").endswith("/v1")
+        hints = ""
+        if lacks_v1:
+            hints = f" The base URL's path lacks /v1: try --base-url {printable(base)}/v1."
+
+        for url in [f"{base}/v1/models"] * lacks_v1 + [f"{base}/models"]:
+            models = await self._list_models(url, replica)
+            if models:
+                shown = ", ".join(models[:12]) + (f" and {len(models) - 12} more" if len(models) > 12 else "")
+                return hints + f" {url} serves: {shown}."
+        return hints or " Check the base URL and the model name."
+
+    async def _list_models(self, url: str, replica: Replica) -> list[str]:
+        """The model ids a /models URL lists (asked as `bv models` asks), or [] if it does not
+        answer with a list within a few seconds."""
+        try:
+            async with asyncio.timeout(5):
+                proxy = {"proxy": replica.proxy, "proxy_auth": replica.proxy_auth}
+                listed = await fetch_models(self._open(), self.config, url, **proxy)
+        except (NoModelList, TimeoutError):
+            return []
+        return [printable(clean_text(model["id"]))[:80] for model in listed]
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            try:
+                await self._session.close()
+            except Exception:  # closing is best effort; the process is ending anyway
+                pass
+
+
+def body_json(body: dict[str, Any]) -> bytes:
+    """The request body as JSON: by orjson (json.dumps scans each character of an image's data URI
+    to escape it, most of a request's JSON time), else by json.dumps for what orjson refuses
+    (a lone surrogate, an integer beyond 64 bits, a key that is not a string)."""
+    try:
+        return orjson.dumps(body)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(body).encode()
+
+
+class AzureBackend(OpenAIBackend):
+    """Azure OpenAI: endpoint, key and API version from the environment; the deployment is --model."""
+
+    name = "azure"

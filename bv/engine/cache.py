@@ -1,0 +1,189 @@
+"""The reply cache: every finished model reply, keyed by everything that determines it.
+
+A SQLite database in WAL mode, so several bv processes (shards, the judge) can share one
+file. Re-running an interrupted command finds its finished replies here and sends only
+the rest. Errors are never stored, and neither is any API key: the key hashes the
+backend, model, endpoint, messages (images by content hash), parameters, run and turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import sys
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bv.core import environment
+from bv.core.errors import Fatal
+from bv.core.images import content_hash, map_image_urls
+from bv.core.terminal import printable
+
+CACHE_VERSION = 1
+
+
+def default_path() -> Path:
+    return environment.cache_home() / "bv" / "cache.sqlite"
+
+
+class ImageHashes:
+    """Content hashes of image files, remembered by (path, size, mtime) so each is read once."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, int], str] = {}
+
+    def __call__(self, path: Path) -> str:
+        try:
+            stat = path.stat()
+        except (OSError, ValueError):
+            return content_hash(path)  # raises ImageError, saying why
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key not in self._known:
+            if len(self._known) > 10_000:
+                self._known.clear()
+            self._known[key] = content_hash(path)
+        return self._known[key]
+
+
+def request_key(
+    *,
+    backend: str,
+    model: str,
+    endpoint: str | None,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    run: int,
+    turn: int,
+    image_hash: ImageHashes,
+) -> str:
+    """The cache key of one request; the same inputs give the same key on any machine."""
+    payload = {
+        "v": CACHE_VERSION,
+        "backend": backend,
+        "model": model,
+        "endpoint": endpoint,
+        "messages": map_image_urls(messages, lambda path: "sha256:" + image_hash(path)),
+        "params": params,
+        "run": run,
+        "turn": turn,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def fix_hint(path: Path, opening: bool = False) -> str:
+    """How to get past a cache that failed: what the messages about it end with."""
+    first = "" if opening else f"free disk space or make {path} writable, or empty it (`bv cache clear`), or "
+    return f"{first}delete {path}, or run with --no-cache or another --cache FILE"
+
+
+class CacheUnusable(Fatal):
+    """The cache file cannot be opened (corrupt, not a database, unwritable folder): said with
+    its path and the fix, before any request is sent."""
+
+
+def _date(epoch: float) -> str:
+    """A time stamp people read: ISO 8601, UTC, to the second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ReplyCache:
+    """get/put of finished replies; each put is its own transaction, durable once it returns.
+
+    The cache serves the run, never the other way round: once it fails mid-run (a full disk,
+    a file made read-only, corruption found), bv says so once, naming the file and the fix, and
+    goes on without it, so every paid reply still reaches the output exactly once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.failed: str | None = None  # why the cache was given up, once it was
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS replies ("
+                " key TEXT PRIMARY KEY, created REAL NOT NULL, backend TEXT NOT NULL,"
+                " model TEXT NOT NULL, reply TEXT NOT NULL)"
+            )
+            self.db.execute("SELECT key, created, backend, model, reply FROM replies LIMIT 1").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CacheUnusable(
+                f"the reply cache {path} cannot be used ({why}); {fix_hint(path, opening=True)}"
+            ) from None
+
+    def _give_up(self, exc: Exception) -> None:
+        """Say once which file failed and how to fix it; the run goes on without the cache."""
+        if self.failed is None:
+            self.failed = str(exc)
+            sys.stderr.write(
+                printable(
+                    f"bv: warning: the reply cache {self.path} failed ({exc}); going on without it:"
+                    f" every reply is still written to the output, but not cached for a re-run. To fix:"
+                    f" {fix_hint(self.path)}"
+                )
+                + "\n"
+            )
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self.failed is not None:
+            return None
+        try:
+            row = self.db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError) as exc:  # corruption found, or a reply that is not JSON
+            self._give_up(exc)
+            return None
+
+    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any]) -> None:
+        """Store a reply; never raises (see the class), since the reply is already paid for."""
+        if self.failed is not None:
+            return
+        text = json.dumps(reply, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: SQLite takes only valid UTF-8; keep it escaped
+            text = json.dumps(reply)
+        try:
+            self.db.execute(
+                "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",
+                (key, time.time(), backend, model, text),
+            )
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+
+    def stats(self) -> dict[str, Any]:
+        rows = self.db.execute(
+            "SELECT backend, model, COUNT(*), MIN(created), MAX(created) FROM replies"
+            " GROUP BY backend, model ORDER BY COUNT(*) DESC"
+        ).fetchall()
+        return {
+            "path": str(self.path),
+            "bytes": sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*")),
+            "replies": sum(r[2] for r in rows),
+            "models": [
+                {"backend": b, "model": m, "replies": n, "first": _date(first), "last": _date(last)}
+                for b, m, n, first, last in rows
+            ],
+        }
+
+    def clear(self, model: str | None = None, older_than_s: float | None = None) -> int:
+        """Delete replies (all, one model's, or those older than a number of seconds); return how many."""
+        where: list[str] = []
+        args: list[Any] = []
+        if model is not None:
+            where.append("model = ?")
+            args.append(model)
+        if older_than_s is not None:
+            where.append("created < ?")
+            args.append(time.time() - older_than_s)
+        sql = "DELETE FROM replies" + (" WHERE " + " AND ".join(where) if where else "")
+        deleted = self.db.execute(sql, args).rowcount
+        self.db.execute("VACUUM")
+        return deleted

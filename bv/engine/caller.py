@@ -1,0 +1,231 @@
+"""The request engine shared by rollout and judge: retries, cache, timeouts, the grace period.
+
+`Caller.call` sends one chat request the way every bv stage does: look in the cache, else
+try the backend under the retry policy with a per-try timeout, store the reply. `run_stage`
+runs a whole request stage: bv.engine.stream's run over the input, with progress on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bv.core import redaction
+from bv.core.errors import Fatal, Interrupted, ItemFailure, Transient
+from bv.core.images import ImageError
+from bv.core.outcome import Outcome
+from bv.engine.backends import Backend, Reply
+from bv.engine.cache import ImageHashes, ReplyCache, request_key
+from bv.engine.progress import ProgressDisplay, Stats
+from bv.engine.retry import RetryPolicy
+from bv.engine.stream import GRACE_S, run_stream
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a request stage (rollout, judge) runs; set from the command line."""
+
+    jobs: int = 8
+    retries: int = 5
+    timeout_s: float = 600.0
+    cache_path: Path | None = None  # None: no cache
+    quiet: bool = False
+    ordered: bool = False
+
+
+@dataclass
+class Caller:
+    """Sends chat requests to one backend with the cache, the retry policy and a timeout."""
+
+    backend: Backend
+    cache: ReplyCache | None
+    stats: Stats
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float = 600.0
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    image_hash: ImageHashes = field(default_factory=ImageHashes)
+    grace_s: float = GRACE_S
+    _in_flight: set[asyncio.Task] = field(default_factory=set)  # the tasks awaiting a request
+    _abandoned: set[asyncio.Task] = field(default_factory=set)
+    _watcher: asyncio.Task | None = None
+
+    async def _abandon_after_stop(self) -> None:
+        """After Ctrl-C and the grace period, give up the requests still in flight: each call
+        raises Interrupted, so its stage can still write the row (the judge) or drop it (rollout)."""
+        await self.stopping.wait()
+        await asyncio.sleep(self.grace_s)
+        for task in list(self._in_flight):
+            self._abandoned.add(task)
+            task.cancel()
+
+    async def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int) -> Reply:
+        """The backend's reply, awaited in the caller's own task (a task per request cost more
+        than the rest of the engine's bookkeeping): abandoning a request cancels that task, and
+        the cancellation is turned into Interrupted here unless the task itself is being cancelled."""
+        if self._watcher is None:
+            self._watcher = asyncio.ensure_future(self._abandon_after_stop())
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_flight.add(task)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self.backend.complete(messages, run=run, **params)
+        except asyncio.CancelledError:
+            if task in self._abandoned and task.uncancel() == 0:
+                raise Interrupted() from None
+            raise  # this task itself is being cancelled, not just its request
+        finally:
+            self._in_flight.discard(task)
+            self._abandoned.discard(task)
+
+    def _key(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int, turn: int) -> str | None:
+        if self.cache is None or not self.backend.cacheable:
+            return None
+        try:
+            return request_key(
+                backend=self.backend.name,
+                model=self.backend.model,
+                endpoint=self.backend.endpoint,
+                messages=messages,
+                params=params,
+                run=run,
+                turn=turn,
+                image_hash=self.image_hash,
+            )
+        except ImageError as exc:  # not a regular file, over the size limit, unreadable
+            raise ItemFailure(f"image: {exc}") from None
+
+    @classmethod
+    def for_run(
+        cls, backend: Backend, settings: RunSettings, stats: Stats, stopping: asyncio.Event
+    ) -> Caller:
+        """A caller with the run's retry policy, timeout and cache (none for uncacheable backends)."""
+        cache = ReplyCache(settings.cache_path) if settings.cache_path and backend.cacheable else None
+        return cls(backend, cache, stats, RetryPolicy(retries=settings.retries), settings.timeout_s, stopping)
+
+    async def call(
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        run: int = 0,
+        turn: int = 0,
+        keep: Callable[[Reply], bool] | None = None,
+    ) -> tuple[Reply, bool]:
+        """The reply to `messages`, and whether it came from the cache. A reply `keep` refuses is
+        returned but not cached, so the next run asks again (the judge keeps only verdicts)."""
+        key = self._key(messages, params, run, turn)
+        if key is not None:
+            cached = self.cache.get(key)  # type: ignore[union-attr]
+            if cached is not None:
+                self.stats.cache_hits += 1
+                return Reply.from_json(cached), True
+        last: Transient | None = None
+        for attempt in range(self.policy.retries + 1):
+            if self.stopping.is_set():
+                raise Interrupted()
+            self.stats.requests += 1
+            try:
+                reply = await self._send(messages, params, run)
+            except TimeoutError:
+                last = Transient(f"timeout after {self.timeout_s:g} s")
+            except Transient as exc:
+                last = exc
+            except (ItemFailure, Fatal, Interrupted):
+                raise
+            except Exception as exc:  # an unforeseen transport error: retry it like a transient one
+                last = Transient(f"{type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
+            else:
+                reply.content = redaction.redact(reply.content)  # a server or proxy may echo a key
+                if key is not None and (keep is None or keep(reply)):
+                    self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
+                self.stats.add_usage(reply.usage)
+                return reply, False
+            if attempt == self.policy.retries:
+                break
+            await self._wait(self.policy.delay(attempt, last.retry_after), last.reason)
+        assert last is not None
+        raise ItemFailure(f"{last.reason} (gave up after {self.policy.retries + 1} tries)")
+
+    async def _wait(self, seconds: float, reason: str) -> None:
+        """Sleep before a retry, visibly (progress shows who waits and why), cut short by Ctrl-C."""
+        self.stats.waiting[reason] += 1
+        try:
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        except TimeoutError:
+            return
+        finally:
+            self.stats.waiting[reason] -= 1
+        raise Interrupted()
+
+
+def run_stage(
+    tasks: Iterable[T],
+    work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+    write: Callable[[Mapping[str, Any]], None],
+    *,
+    settings: RunSettings,
+    stats: Stats,
+    label: str,
+    stopping: asyncio.Event,
+    backend: Backend | None = None,
+    drain_on_interrupt: bool = False,
+) -> Outcome:
+    """Run a whole request stage on a fresh event loop, with progress on stderr."""
+
+    async def go() -> Outcome:
+        try:
+            async with ProgressDisplay(stats, label, settings.quiet):
+                return await run_stream(
+                    tasks,
+                    work,
+                    write,
+                    jobs=settings.jobs,
+                    ordered=settings.ordered,
+                    stopping=stopping,
+                    drain_on_interrupt=drain_on_interrupt,
+                )
+        finally:
+            if backend is not None:
+                await backend.aclose()
+
+    with fewer_collections():
+        return asyncio.run(go())
+
+
+# Young objects collected every this many allocations while a stage runs (Python's default: 700).
+# At -j 512 the default ran ~200 collections a run, 10-15% of bv's CPU; this runs ~10, and the
+# cyclic garbage waiting for them is a few requests' worth.
+GC_YOUNG_THRESHOLD = 10_000
+
+
+_RAISED: list[tuple[int, int, int]] = []  # the thresholds found by the first running stage
+_RAISED_LOCK = threading.Lock()
+_RUNNING = [0]  # stages running in this process (bv.api may run several on threads at once)
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect cyclic garbage less often while stages run; the first stage to start keeps the
+    process's thresholds and the last to end restores them, however the stages overlap (bv.api
+    runs stages inside its callers' processes)."""
+    with _RAISED_LOCK:
+        if _RUNNING[0] == 0:
+            before = gc.get_threshold()
+            _RAISED[:] = [before]
+            gc.set_threshold(max(before[0], GC_YOUNG_THRESHOLD), *before[1:])
+        _RUNNING[0] += 1
+    try:
+        yield
+    finally:
+        with _RAISED_LOCK:
+            _RUNNING[0] -= 1
+            if _RUNNING[0] == 0:
+                gc.set_threshold(*_RAISED.pop())

@@ -1,0 +1,299 @@
+"""Where model requests go: one endpoint configuration, checked once, for rollout and judge alike.
+
+`resolve` builds an `Endpoint` from command-line options and the environment (OPENAI_BASE_URL,
+OPENAI_API_KEY, OPENAI_ORG_ID, OPENAI_PROJECT_ID; AZURE_OPENAI_* for Azure), in this one place,
+and refuses what cannot work before any request is sent: a URL without an http(s) scheme or a
+host, or with credentials inside it. `describe_transport_error` names what went wrong on the
+wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "timeout".
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from bv.core import environment, redaction
+from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.terminal import printable
+
+OPENAI_URL = "https://api.openai.com/v1"
+CONNECT_TIMEOUT_S = 10.0  # an endpoint that does not accept a connection in this long is unreachable
+MAX_MODELS = 10_000  # models kept from one /models answer
+MAX_MODEL_ID_CHARS = 300  # a longer id is not a model name
+MAX_MODELS_BYTES = 16 * 1024 * 1024  # a /models answer, as received and as inflated
+
+
+class BadEndpoint(ValueError):
+    """An endpoint option that cannot work (the command line should exit 2, before any work)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible (or Azure OpenAI) chat endpoint: the URLs, the key, the model."""
+
+    kind: str  # "openai" or "azure"
+    model: str
+    base_urls: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
+    api_key: str | None
+    timeout_s: float = 600.0
+    jobs: int = 8
+    api_version: str | None = None  # Azure only
+    organization: str | None = None  # OpenAI-Organization header
+    project: str | None = None  # OpenAI-Project header
+    role: str = "model"  # "model" or "judge": how messages name it
+
+    @property
+    def public(self) -> str:
+        """Where replies come from, fit to print and to hash into cache keys (never a secret)."""
+        return " ".join(sorted(redaction.public_url(url) for url in self.base_urls))
+
+    def chat_url(self, base_url: str) -> str:
+        if self.kind == "azure":
+            deployment = f"{base_url.rstrip('/')}/openai/deployments/{self.model}"
+            return f"{deployment}/chat/completions?api-version={self.api_version}"
+        return base_url.rstrip("/") + "/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        from bv import __version__
+
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            "User-Agent": f"bv/{__version__}",
+        }
+        if self.kind == "azure":
+            headers["api-key"] = self.api_key or ""
+        else:
+            headers["Authorization"] = f"Bearer {self.api_key or PLACEHOLDER_KEY}"
+            if self.organization:
+                headers["OpenAI-Organization"] = self.organization
+            if self.project:
+                headers["OpenAI-Project"] = self.project
+        return headers
+
+
+PLACEHOLDER_KEY = "no-key"  # local servers (vLLM, SGLang) accept any key
+
+
+def check_base_url(url: str, option: str = "--base-url") -> str:
+    """The URL if it can work; else BadEndpoint saying why (no scheme, no host, credentials inside)."""
+    parts = urlsplit(url.strip())
+    shown = printable(redaction.public_url(url))
+    if parts.scheme not in ("http", "https"):
+        hint = f" (did you mean http://{shown}?)" if "://" not in url else ""
+        raise BadEndpoint(f"{option} {shown!r} needs an http:// or https:// scheme{hint}")
+    if not parts.hostname:
+        raise BadEndpoint(f"{option} {shown!r} has no host")
+    try:
+        _ = parts.port
+    except ValueError:
+        raise BadEndpoint(f"{option} {shown!r} has an invalid port") from None
+    if parts.username or parts.password:
+        redaction.register_url(url)
+        raise BadEndpoint(
+            f"{option} {shown!r} carries credentials (user:password@): give the key with --api-key"
+            " (or its environment variable) instead"
+        )
+    return url.strip()
+
+
+def resolve(
+    kind: str = "openai",
+    *,
+    model: str | None,
+    base_urls: tuple[str, ...] | list[str] = (),
+    api_key: str | None = None,
+    timeout: float = 600.0,
+    jobs: int = 8,
+    role: str = "model",
+    env: Mapping[str, str] | None = None,
+) -> Endpoint:
+    """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work."""
+    env = environment.variables() if env is None else env
+    option = "--judge-base-url" if role == "judge" else "--base-url"
+    if kind == "azure":
+        urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
+        api_key = api_key or env.get("AZURE_OPENAI_API_KEY")
+        version = env.get("AZURE_OPENAI_API_VERSION")
+        missing = [
+            name
+            for name, value in (
+                ("AZURE_OPENAI_ENDPOINT", urls),
+                ("AZURE_OPENAI_API_KEY", api_key),
+                ("AZURE_OPENAI_API_VERSION", version),
+            )
+            if not value
+        ]
+        if missing:
+            raise Fatal(f"--backend azure needs {', '.join(missing)} in the environment")
+        urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_urls else option)]
+        if not model:
+            raise Fatal("no deployment given: use -m/--model with the Azure deployment name")
+        extra: dict[str, str | None] = {"api_version": version}
+    elif kind == "openai":
+        from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
+        urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
+        api_key = api_key or env.get("OPENAI_API_KEY")
+        if not urls and not api_key:
+            if role == "judge":
+                raise Fatal(
+                    "the LLM judge has no endpoint: give --judge-base-url and/or --judge-api-key"
+                    " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with --mode rules"
+                )
+            raise Fatal(
+                "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or --base-url for a"
+                " server other than OpenAI's), or run the offline baseline with --backend chance"
+            )
+        where = "OPENAI_BASE_URL" if from_env else option
+        urls = [check_base_url(url, where) for url in urls] or [OPENAI_URL]
+        if not model:
+            raise Fatal(
+                "no judge model given: --judge-model or BV_JUDGE_MODEL"
+                if role == "judge"
+                else "no model given: use -m/--model or set BV_MODEL"
+            )
+        extra = {"organization": env.get("OPENAI_ORG_ID"), "project": env.get("OPENAI_PROJECT_ID")}
+    else:
+        raise ValueError(f"unknown endpoint kind {kind!r}")
+    redaction.register(api_key)
+    for url in urls:
+        redaction.register_url(url)
+    return Endpoint(
+        kind=kind,
+        model=model,
+        base_urls=tuple(urls),
+        api_key=api_key,
+        timeout_s=timeout,
+        jobs=jobs,
+        role=role,
+        **extra,
+    )
+
+
+def judge_endpoint(
+    mode: str,
+    model: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float = 600.0,
+    jobs: int = 8,
+    env: Mapping[str, str] | None = None,
+) -> Endpoint | None:
+    """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
+    when the mode may ask an LLM and a model is given; None otherwise."""
+    if mode == "rules" or not model:
+        return None
+    env = environment.variables() if env is None else env
+    return resolve(
+        "openai",
+        model=model,
+        base_urls=[base_url] if base_url else [],
+        api_key=api_key or env.get("BV_JUDGE_API_KEY"),
+        timeout=timeout,
+        jobs=jobs,
+        role="judge",
+        env=env,
+    )
+
+
+class NoModelList(Exception):
+    """Why a /models URL gave no list of models: `answered` whether the server answered at all
+    (if not, the message names the failure on the wire), `status` its HTTP error status."""
+
+    def __init__(self, reason: str, answered: bool = True, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.answered = answered
+        self.status = status
+
+
+def models_url(endpoint: Endpoint, base_url: str) -> str:
+    """Where an endpoint lists its models, as the openai SDK asks: GET {base}/models; Azure's
+    resource lists them under /openai/models for its API version."""
+    if endpoint.kind == "azure":
+        return f"{base_url.rstrip('/')}/openai/models?api-version={endpoint.api_version}"
+    return base_url.rstrip("/") + "/models"
+
+
+async def fetch_models(
+    session: Any, endpoint: Endpoint, url: str, proxy: Any = None, proxy_auth: Any = None
+) -> list[dict[str, Any]]:
+    """The models a /models URL lists (each a dict with a short string id; at most MAX_MODELS),
+    asked with the endpoint's headers through an aiohttp session, as bv's requests are: for
+    `bv models` and for what a 404 names. What the server says is not trusted: the body is
+    read under a cap, entries without a usable id are left out. NoModelList says why not."""
+    import json
+
+    import aiohttp
+
+    from bv.engine.backends.replies import read_body
+
+    try:
+        async with session.get(
+            url, headers=endpoint.headers(), proxy=proxy, proxy_auth=proxy_auth
+        ) as response:
+            if not 200 <= response.status < 300:
+                raise NoModelList(f"HTTP {response.status}", status=response.status)
+            raw = await read_body(response, MAX_MODELS_BYTES)
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise NoModelList(describe_transport_error(exc, url)[0], answered=False) from None
+    except (ItemFailure, Transient) as exc:  # over the cap, or an encoding bv does not read
+        raise NoModelList(str(exc)) from None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise NoModelList("not JSON") from None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise NoModelList("not a list of models")
+    return [
+        entry
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("id"), str)
+        and 0 < len(entry["id"]) <= MAX_MODEL_ID_CHARS
+    ][:MAX_MODELS]
+
+
+def host_port(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
+
+
+def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
+    """(what happened, in words with host and port; whether it was a failure to connect at all)."""
+    import aiohttp
+
+    where = host_port(url)
+    cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc  # the socket's own error
+    detail = printable(redaction.redact(str(getattr(cause, "strerror", None) or cause)))[:160]
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"DNS failure: cannot resolve {urlsplit(url).hostname} ({detail})", True
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return f"TLS failure: certificate of {where} not trusted ({detail})", True
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"TLS failure connecting to {where} ({detail})", True
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused by {where} (nothing listening?)", True
+        return f"cannot connect to {where} ({detail})", True
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"connect timeout: no connection to {where} within {CONNECT_TIMEOUT_S:g} s", True
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"connection closed by {where} before it answered", False
+    if isinstance(exc, aiohttp.ClientOSError) and (
+        isinstance(exc.__cause__ or exc, ConnectionResetError) or exc.errno == errno.ECONNRESET
+    ):
+        return f"connection reset by {where}", False
+    if isinstance(exc, (aiohttp.SocketTimeoutError, TimeoutError)):
+        return f"read timeout: {where} stopped sending", False
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return f"incomplete reply from {where} ({detail})", False
+    if isinstance(exc, aiohttp.TooManyRedirects):
+        return f"too many redirects from {where}", False
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"malformed HTTP from {where} ({detail})", False
+    return f"{type(exc).__name__} talking to {where} ({detail})", False

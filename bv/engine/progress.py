@@ -1,0 +1,233 @@
+"""Run statistics and how they are shown on stderr: a live bar on a terminal, plain lines
+every few seconds otherwise (logs, CI), one summary line at the end, nothing with --quiet.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from bv.core import environment
+from bv.core.stats import counted, human_count
+from bv.core.terminal import printable
+
+if TYPE_CHECKING:  # asyncio is imported where a display runs: bv report and merge need none
+    import asyncio
+
+
+@dataclass
+class Stats:
+    """Counters the engine and the stages update; `waiting` is a gauge of items in retry backoff."""
+
+    total: int | None = None  # rows expected, when the input is a file
+    done: int = 0
+    errors: int = 0
+    answered: int = 0  # rows whose reply has a \boxed{} answer
+    requests: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    waiting: Counter = field(default_factory=Counter)
+    decided: Counter = field(default_factory=Counter)  # judge: rows by who decided (rules, llm, ...)
+    started: float = field(default_factory=time.monotonic)
+
+    def add_usage(self, usage: dict[str, int]) -> None:
+        self.prompt_tokens += usage.get("prompt_tokens", 0)
+        self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def waiting_text(self) -> str:
+        reasons = {r: n for r, n in self.waiting.items() if n > 0}
+        if not reasons:
+            return ""
+        detail = ", ".join(f"{reason} ×{n}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+        return f"{sum(reasons.values())} waiting to retry ({detail})"
+
+    def decided_text(self) -> str:
+        """What the judge did: `110 by rules, 37 by LLM, 3 undecided, 0 judge errors`."""
+        names = {"rules": "by rules", "llm": "by LLM", "imported": "imported", "undecided": "undecided"}
+        parts = [f"{self.decided[key]} {name}" for key, name in names.items() if self.decided[key]]
+        return ", ".join([*parts, counted(self.decided["error"], "judge error")])
+
+    def eta(self, elapsed: float) -> str:
+        """Time left at the rate so far, when the total is known."""
+        if self.total is None or not self.done or self.done >= self.total:
+            return ""
+        return "ETA " + duration(elapsed / self.done * (self.total - self.done))
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
+        parts = [f"{done} done"]
+        eta = self.eta(elapsed)
+        if eta:
+            parts.append(eta)
+        parts += [
+            self.decided_text() if self.decided else counted(self.errors, "error"),
+            f"{self.cache_hits} cached",
+            f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s",
+        ]
+        replied = self.done - self.errors
+        if replied and not self.decided:
+            parts.append(f"{100 * self.answered / replied:.0f}% boxed")
+        waiting = self.waiting_text()
+        if waiting:
+            parts.append(waiting)
+        return ", ".join(parts)
+
+    def summary(self) -> str:
+        elapsed = time.monotonic() - self.started
+        parts = [
+            counted(self.done, "row"),
+            self.decided_text() if self.decided else counted(self.errors, "error"),
+        ]
+        if self.requests or self.cache_hits:  # a judge by rules alone sends nothing
+            parts += [
+                counted(self.cache_hits, "cache hit"),
+                counted(self.requests, "request"),
+                f"{human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
+                " completion tokens",
+            ]
+        parts.append(f"{elapsed:.1f} s")
+        if self.requests or self.cache_hits:
+            parts.append(f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s")
+        return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `3 min 12 s`, `2 h 05 min`."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def stdin_notice(inputs: tuple[str, ...] | list[str], what: str, quiet: bool = False) -> None:
+    """Say once, on a terminal, that the stage waits for records typed on stdin, not silently."""
+    if quiet or (inputs and "-" not in inputs):
+        return
+    try:
+        if sys.stdin.isatty():
+            sys.stderr.write(f"bv: reading {what} from stdin; pipe a file or Ctrl-D\n")
+            sys.stderr.flush()
+    except (ValueError, OSError):  # stdin closed
+        pass
+
+
+def stdin_lines() -> int | None:
+    """Lines left in stdin when it is a regular file (`< prompts.jsonl`), without reading it."""
+    try:
+        fd = sys.stdin.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        offset, lines = os.lseek(fd, 0, os.SEEK_CUR), 0
+        while block := os.pread(fd, 1 << 20, offset):
+            lines += block.count(b"\n")
+            offset += len(block)
+        return lines
+    except (OSError, ValueError):
+        return None
+
+
+class ProgressDisplay:
+    """Shows `Stats` while a run goes on; use `async with` around the run."""
+
+    def __init__(
+        self,
+        stats: Stats,
+        label: str,
+        quiet: bool = False,
+        stream: IO[str] | None = None,
+        every_s: float | None = None,
+    ) -> None:
+        self.stats = stats
+        self.label = label
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        # Seconds between plain lines (a log, CI); BV_PROGRESS_EVERY_S changes the default of 5.
+        self.every_s = environment.number("BV_PROGRESS_EVERY_S", 5) if every_s is None else every_s
+        self._task: asyncio.Task | None = None
+        self._bar: Any = None  # a rich Progress, imported only when shown
+
+    async def __aenter__(self) -> ProgressDisplay:
+        if self.quiet:
+            return self
+        if self.stream.isatty():
+            self._start_bar()
+        import asyncio
+
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+
+        fixed = Column(no_wrap=True)  # counts and time keep their width; the bar and details give way
+        self._bar = Progress(
+            TextColumn(f"bv {self.label}", table_column=Column(no_wrap=True)),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=fixed),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn(  # server text is data, not markup
+                "{task.fields[info]}",
+                markup=False,
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
+            console=Console(file=self.stream),
+            transient=True,
+        )
+        self._bar.start()
+        self._bar_task = self._bar.add_task("", total=self.stats.total, info="")
+
+    async def _tick(self) -> None:
+        """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
+        import asyncio
+
+        last_line, last_waiting = time.monotonic(), ""
+        while True:
+            await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))
+            if self._bar is not None:
+                info = printable(self.stats.line().split(", ", 1)[1])
+                self._bar.update(self._bar_task, completed=self.stats.done, info=info)
+                continue
+            waiting = self.stats.waiting_text()
+            if time.monotonic() - last_line >= self.every_s or (waiting and waiting != last_waiting):
+                last_line, last_waiting = time.monotonic(), waiting
+                self.stream.write(printable(f"bv {self.label}: {self.stats.line()}") + "\n")
+                self.stream.flush()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._bar is not None:
+            self._bar.stop()
+        if not self.quiet:
+            self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
+            self.stream.flush()
+
+
+def input_lines(inputs: Iterable[str]) -> int | None:
+    """Lines in the inputs (for a progress total); None when one is a pipe or a terminal."""
+    total = 0
+    for path in inputs or ["-"]:
+        if path == "-":
+            lines = stdin_lines()
+            if lines is None:
+                return None
+            total += lines
+            continue
+        try:
+            with open(path, "rb") as f:
+                total += sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        except OSError:
+            pass  # reported when the file is read
+    return total

@@ -1,0 +1,288 @@
+"""Running a stage's work over a stream of tasks: a reader, bounded concurrency, a writer.
+
+`run_stream` keeps `jobs` tasks in flight over a lazily read input (a reader thread feeds the
+event loop, so a slow upstream stage never stalls requests in flight), writes each finished row
+at once (or in input order with `ordered`), and turns Ctrl-C, SIGTERM, a closed stdout or a
+fatal backend error into a clean stop that never loses or duplicates a finished row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+
+from bv.core import environment, redaction
+from bv.core.errors import Fatal, Interrupted, StdoutClosed
+from bv.core.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, requested_stops, say, status_for
+from bv.core.terminal import printable
+
+T = TypeVar("T")
+GRACE_S = 10.0  # after Ctrl-C or SIGTERM, how long requests in flight may still finish
+_DONE = object()  # the reader's end-of-input marker
+
+
+async def run_stream(
+    tasks: Iterable[T],
+    work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+    write: Callable[[Mapping[str, Any]], None],
+    *,
+    jobs: int,
+    ordered: bool = False,
+    stopping: asyncio.Event | None = None,
+    drain_on_interrupt: bool = False,
+    grace_s: float = GRACE_S,
+) -> Outcome:
+    """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
+    (see StreamRun)."""
+    run = StreamRun(
+        tasks,
+        work,
+        write,
+        jobs=jobs,
+        ordered=ordered,
+        stopping=stopping or asyncio.Event(),
+        drain_on_interrupt=drain_on_interrupt,
+        grace_s=grace_s,
+    )
+    return await run.run()
+
+
+class StreamRun:
+    """One run of `work` over `tasks`: a reader thread, `jobs` workers and a writer.
+
+    The reader pulls tasks from the (possibly blocking) input and hands them to the event loop,
+    at most 2 x jobs ahead of the workers. Each worker takes a task, awaits `work` on it and hands
+    the row to the writer, which writes it at once, or with `ordered` in input order (workers stay
+    within `window` tasks of the oldest unwritten one, so memory stays bounded).
+
+    The first Ctrl-C or SIGTERM sets `stopping`: no new request starts. By default reading stops
+    too, requests in flight get `grace_s` to finish, and what finished is written. With
+    `drain_on_interrupt` (a downstream stage such as judge) the input is still read to its end, so
+    rows that need no request keep flowing. A second signal quits at once.
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[T],
+        work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+        write: Callable[[Mapping[str, Any]], None],
+        *,
+        jobs: int,
+        ordered: bool,
+        stopping: asyncio.Event,
+        drain_on_interrupt: bool,
+        grace_s: float,
+    ) -> None:
+        self.tasks, self.work, self.write = tasks, work, write
+        self.jobs, self.ordered, self.grace_s = jobs, ordered, grace_s
+        self.stopping = stopping  # no new requests (shared with the Caller)
+        self.drain_on_interrupt = drain_on_interrupt
+        self.finishing = asyncio.Event()  # workers take no new tasks; those in flight get the grace
+        self.outcome = Outcome()
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.slots = threading.Semaphore(2 * jobs)  # tasks read ahead of the workers, at most
+        self.taken = 0  # tasks taken by workers whose slots are not yet given back
+        self.batch = max(1, jobs // 2)  # slots are given back this many at a time (<= 2 x jobs)
+        self.inbox: deque[Any] = deque()  # tasks read, on their way to the event loop
+        self.waking = False  # a hand-over of the inbox to the event loop is pending
+        self.stop_reading = threading.Event()
+        self.window = max(4 * jobs, 64)  # with `ordered`: how far ahead of the writer a worker may be
+        self.next_seq = 0  # with `ordered`: the next row to write
+        self.pending: dict[int, Mapping[str, Any] | None] = {}  # finished rows waiting for their turn
+        self.turn = asyncio.Condition()
+        self.reader_failure: BaseException | None = None
+        self.workers: list[asyncio.Task] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self) -> Outcome:
+        self.loop = asyncio.get_running_loop()
+        self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
+        with loop_signals(self.loop, self.on_signal), requested_stops(self.loop, self.cancel):
+            threading.Thread(target=self.read, name="bv-reader", daemon=True).start()
+            try:
+                await self.supervise()
+            except StdoutClosed:
+                self.outcome.stdout_closed = True
+            except Fatal as exc:
+                self.outcome.fatal = str(exc)
+            finally:
+                await self.stop()
+        if self.reader_failure is not None:
+            raise self.reader_failure
+        return self.outcome
+
+    def read(self) -> None:
+        """The reader thread: pull tasks from the input and hand them to the workers' queue."""
+        assert self.loop is not None
+        try:
+            for seq, task in enumerate(self.tasks):
+                while not self.slots.acquire(timeout=0.25):
+                    if self.stop_reading.is_set():
+                        return
+                if self.stop_reading.is_set():
+                    return
+                self._post((seq, task))
+        except BaseException as exc:  # handed to the event loop, which re-raises it
+            self._post((_DONE, exc))
+            return
+        self._post((_DONE, None))
+
+    def _post(self, item: Any) -> None:
+        """Hand a task to the event loop: through the inbox, waking the loop only when no
+        hand-over is pending (one wake-up, a system call, for all the tasks read meanwhile)."""
+        self.inbox.append(item)
+        if self.waking:
+            return
+        self.waking = True
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)  # type: ignore[union-attr]
+        except RuntimeError:  # the loop already closed: the run ended while we were reading
+            pass
+
+    def _deliver(self) -> None:
+        """On the event loop: move what the reader read into the workers' queue."""
+        self.waking = False  # before taking: a task the reader adds from now on wakes the loop again
+        while self.inbox:
+            self.queue.put_nowait(self.inbox.popleft())
+
+    async def worker(self) -> None:
+        """Take tasks until the input ends or the run finishes; each row goes to the writer."""
+        while not self.finishing.is_set():
+            seq, task = await self.queue.get()
+            if seq is _DONE:
+                self.queue.put_nowait((_DONE, task))  # let the other workers see the end too
+                if task is not None:
+                    self.reader_failure = task
+                return
+            self.taken += 1
+            if self.taken >= self.batch:  # the reader, waiting, wakes once per batch, not per task
+                self.slots.release(self.taken)
+                self.taken = 0
+            if self.ordered:
+                async with self.turn:
+                    await self.turn.wait_for(partial(self.in_window, seq))
+            await self.emit(seq, await self.do(seq, task))
+
+    def in_window(self, seq: int) -> bool:
+        """Whether task `seq` may start: the window of ordered output would not outgrow its bound."""
+        return seq < self.next_seq + self.window
+
+    async def do(self, seq: int, task: Any) -> Mapping[str, Any] | None:
+        """The row for one task; None when it is unfinished (Ctrl-C) or broken (a bug)."""
+        try:
+            return await self.work(task)
+        except Interrupted:
+            return None  # unfinished: not written, redone by the next run
+        except (Fatal, StdoutClosed):
+            raise
+        except Exception as exc:  # a bug must cost its row, not the run
+            if environment.debug():
+                raise
+            self.outcome.broken_rows += 1
+            sys.stderr.write(
+                f"{prefix()} error: input row {seq + 1} could not be processed and is left out"
+                f" ({type(exc).__name__}: {printable(redaction.redact(str(exc)), 200)}; BV_DEBUG=1 shows"
+                " a traceback)\n"
+            )
+            return None
+
+    async def emit(self, seq: int, row: Mapping[str, Any] | None) -> None:
+        """The writer: write a finished row (None: nothing to write), in input order when `ordered`."""
+        if not self.ordered:
+            if row is not None:
+                self.write(row)
+            return
+        async with self.turn:
+            self.pending[seq] = row
+            while self.next_seq in self.pending:
+                ready = self.pending.pop(self.next_seq)
+                if ready is not None:
+                    self.write(ready)
+                self.next_seq += 1
+            self.turn.notify_all()
+
+    def on_signal(self, signum: int) -> None:
+        """The first Ctrl-C or SIGTERM stops the run gently; a second one quits now."""
+        if self.outcome.signal is not None:
+            # Cancel what runs (an exec agent's process group is killed on cancellation) and
+            # end; if anything still lingers a moment later, leave without waiting for it.
+            say("interrupted again; quitting now")
+            for task in self.workers:
+                task.cancel()
+            self.loop.call_later(1.0, os._exit, status_for(signum))  # type: ignore[union-attr]
+            return
+        self.outcome.signal = signum
+        self.stopping.set()
+        name = SIGNAL_NAMES.get(signum, "a signal")
+        if self.drain_on_interrupt:
+            say(
+                f"interrupted by {name}; no new requests, passing on the rest of the input"
+                " (Ctrl-C again to quit now)"
+            )
+            return
+        self.finish()
+        say(
+            f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
+            " (Ctrl-C again to quit now)"
+        )
+
+    def finish(self) -> None:
+        """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""
+        self.finishing.set()
+        self.stop_reading.set()
+        for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
+            self.queue.put_nowait((_DONE, None))
+
+    def cancel(self) -> None:
+        """A stop asked from Python (bv.api, its awaiting task cancelled): as a first Ctrl-C, but
+        quietly and without passing on the rest of the input, since the caller takes no more rows."""
+        if not self.finishing.is_set():
+            self.stopping.set()
+            self.finish()
+
+    async def supervise(self) -> None:
+        """Wait for the workers; after a stop, give those in flight the grace period, then go on."""
+        pending = set(self.workers)
+        stop_wait = asyncio.ensure_future(self.finishing.wait())
+        try:
+            while pending:
+                done, rest = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                pending = rest - {stop_wait}
+                _raise_failures(done - {stop_wait})
+                if stop_wait in done and pending:
+                    done, _ = await asyncio.wait(pending, timeout=self.grace_s)
+                    _raise_failures(done)
+                    return
+        finally:
+            stop_wait.cancel()
+
+    async def stop(self) -> None:
+        """End the run: the reader and workers stop; rows that finished behind one cut short by
+        the stop are still written, in order."""
+        self.stop_reading.set()
+        self.stopping.set()
+        self.finishing.set()  # a worker whose cancellation is swallowed (3.11's wait_for) still ends
+        for task in self.workers:
+            task.cancel()
+        await asyncio.gather(*self.workers, return_exceptions=True)
+        if not self.pending or self.outcome.stdout_closed:
+            return
+        try:
+            for seq in sorted(self.pending):
+                row = self.pending.pop(seq)
+                if row is not None:
+                    self.write(row)
+        except StdoutClosed:
+            self.outcome.stdout_closed = True
+
+
+def _raise_failures(tasks: set[asyncio.Task]) -> None:
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]

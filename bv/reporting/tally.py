@@ -1,0 +1,279 @@
+"""Streaming aggregation for `bv report`: a few counters per group and run, one byte per (id, run).
+
+A `Tally` takes judged rows one at a time and keeps no row: per group (overall, type, subtype,
+answer type) and run it counts rows, right answers and failures, and a `KeyTable` remembers
+each (id, run) it saw with its verdict in one byte, which is all that duplicate checks,
+comparisons and the paired test need. Memory grows with the number of items and runs, not
+with the size of the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from bv.core.records import JudgedRow
+from bv.core.stats import mean, pstdev, wilson
+from bv.reporting.report_types import Figures, SubtypeFigures, Summary
+
+# One byte per (id, run) in a KeyTable: absent, or present with this verdict.
+ABSENT, NO_VERDICT, WRONG, RIGHT = 0, 1, 2, 3
+_CODE = {None: NO_VERDICT, 0: WRONG, 1: RIGHT}
+_DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rare) in a dict
+
+
+def chance_of(row: JudgedRow) -> float:
+    """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
+    choices = row.get("choices")
+    if choices and choices.__class__ is list and row.get("ans_type") == "choice":
+        return 1 / len(choices)
+    return 0.0
+
+
+class KeyTable:
+    """The (id, run) pairs of one column, each with its verdict code, in about a byte each."""
+
+    def __init__(self) -> None:
+        self._dense: dict[str, bytearray] = {}
+        self._sparse: dict[tuple[str, int], int] = {}
+        self.size = 0
+
+    def get(self, item: str, run: int) -> int:
+        if 0 <= run < _DENSE_RUNS:
+            runs = self._dense.get(item)
+            return runs[run] if runs is not None and run < len(runs) else ABSENT
+        return self._sparse.get((item, run), ABSENT)
+
+    def add(self, item: str, run: int, hard: int | None) -> bool:
+        """Record (item, run); False when it was there already (a duplicate)."""
+        if 0 <= run < _DENSE_RUNS:
+            runs = self._dense.get(item)
+            if runs is None:
+                runs = self._dense[item] = bytearray()
+            elif run < len(runs) and runs[run]:
+                return False
+            if run >= len(runs):
+                runs.extend(bytes(max(run + 1 - len(runs), len(runs))))
+            runs[run] = _CODE[hard]
+        else:
+            if (item, run) in self._sparse:
+                return False
+            self._sparse[(item, run)] = _CODE[hard]
+        self.size += 1
+        return True
+
+    def items(self) -> Iterator[tuple[tuple[str, int], int]]:
+        """((id, run), code) of every pair present."""
+        for item, runs in self._dense.items():
+            for run, code in enumerate(runs):
+                if code:
+                    yield (item, run), code
+        yield from self._sparse.items()
+
+
+class Cell:
+    """The counts of one group: per run [rows, right, finished, right among finished]."""
+
+    __slots__ = ("chance", "errors", "items", "judge_errors", "runs", "undecided")
+
+    def __init__(self) -> None:
+        self.runs: dict[int, list[int]] = {}
+        self.items = 0
+        self.chance = 0.0
+        self.errors = self.judge_errors = self.undecided = 0
+
+    def add(self, kind: tuple[int, int | None, bool, bool, bool, float], count: int) -> None:
+        """Count `count` rows of one kind: (run, hard, rollout error, judge error, undecided, chance)."""
+        run, hard, error, judge_error, undecided, chance = kind
+        counts = self.runs.get(run)
+        if counts is None:
+            counts = self.runs[run] = [0, 0, 0, 0]
+        right = count if hard == 1 else 0
+        counts[0] += count
+        counts[1] += right
+        if not (error or hard is None or undecided):
+            counts[2] += count
+            counts[3] += right
+        self.chance += chance * count
+        self.errors += count if error else 0
+        self.judge_errors += count if judge_error else 0
+        self.undecided += count if undecided else 0
+
+    def figures(self, exclude_failed: bool) -> Figures:
+        """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`."""
+        total, right = (2, 3) if exclude_failed else (0, 1)
+        per_run = [c[right] / c[total] for _, c in sorted(self.runs.items()) if c[total]]
+        rows = sum(c[0] for c in self.runs.values())
+        correct = sum(c[right] for c in self.runs.values())
+        denominator = sum(c[total] for c in self.runs.values())
+        cell: Figures = {
+            "n": self.items,
+            "rows": rows,
+            "finished": sum(c[2] for c in self.runs.values()),
+            "runs": len(self.runs),
+            "correct": correct,
+            "denominator": denominator,
+            "accuracy": round(mean(per_run), 6) if per_run else None,
+            "std": round(pstdev(per_run), 6) if len(per_run) > 1 else None,
+            "per_run": [round(a, 6) for a in per_run],
+            "ci95": None,
+            "chance": round(self.chance / rows, 6) if rows else None,
+            "errors": self.errors,
+            "judge_errors": self.judge_errors,
+            "undecided": self.undecided,
+        }
+        if len(self.runs) == 1 and denominator:
+            low, high = wilson(correct, denominator)
+            cell["ci95"] = [round(low, 6), round(high, 6)]
+        return cell
+
+
+GROUPS = (("by_type", "type"), ("by_subtype", "subtype"), ("by_ans_type", "ans_type"))
+_SEEN = ("model", "endpoint", "bv_version")  # shown per input, up to _MAX_SEEN values each
+_MAX_SEEN = 20
+# Latencies are summed in whole tenths of a millisecond (rows record them to 4 decimals), so a
+# merged, sharded or reordered input gives the same mean; a value outside [0, MAX_LATENCY_S) is
+# not a latency and is left out of the mean.
+LATENCY_UNITS = 10_000
+MAX_LATENCY_S = 1e7
+
+
+@dataclass
+class Tally:
+    """Everything one report column shows, gathered row by row.
+
+    Rows are counted by kind (the item's groups, run, verdict, failures, chance level) in one
+    dict, spread into the cells of each group only when the summary is asked for: one dict
+    update per row rather than four cells.
+    """
+
+    keys: KeyTable = field(default_factory=KeyTable)
+    kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    item_groups: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    items: dict[tuple[int, str], int] = field(default_factory=dict)  # (group index, label) -> items
+    # prompt tokens, completion tokens, latency sum, rows with a latency, replies without an answer
+    usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0])
+    seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
+    started: list[str] = field(default_factory=list)  # [first, last] started_at
+    _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
+
+    def add(self, row: JudgedRow, item: str, run: int) -> bool:
+        """Count one judged row; False (and nothing counted) when its (id, run) was seen already."""
+        get: Callable[[str], Any] = row.get  # bound once: this runs for every row
+        hard = get("hard")
+        if not self.keys.add(item, run, hard):
+            return False
+        groups = self.item_groups.get(item)
+        if groups is None:
+            labels = [str(get(name) or "unknown") for _, name in GROUPS]
+            groups = self.item_groups[item] = (labels[0], labels[1], labels[2])
+            for index, label in enumerate(groups):  # an item stays in the groups of its first row
+                self.items[index, label] = self.items.get((index, label), 0) + 1
+        error = get("error")
+        kind = (
+            groups,
+            run,
+            hard,
+            bool(error),
+            get("decided_by") == "error",
+            bool(get("undecided")),
+            chance_of(row) if get("ans_type") == "choice" else 0.0,
+        )
+        kinds = self.kinds
+        kinds[kind] = kinds.get(kind, 0) + 1
+        self._add_usage(row, get, error)
+        return True
+
+    def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
+        """The overall cell and the cells of each group, from the counts by kind."""
+        overall = Cell()
+        groups: dict[str, dict[str, Cell]] = {group: {} for group, _ in GROUPS}
+        overall.items = len(self.item_groups)
+        for (labels, *kind), count in self.kinds.items():
+            overall.add(tuple(kind), count)
+            for (group, _), label in zip(GROUPS, labels, strict=True):
+                cell = groups[group].get(label)
+                if cell is None:
+                    cell = groups[group][label] = Cell()
+                cell.add(tuple(kind), count)
+        for index, (group, _) in enumerate(GROUPS):
+            for label, cell in groups[group].items():
+                cell.items = self.items[index, label]
+        return overall, groups
+
+    def _add_usage(self, row: JudgedRow, get: Callable[[str], Any], error: Any) -> None:
+        """Tokens, latency, unboxed replies, provenance (`get` is row.get, `error` the row's)."""
+        usage = self.usage
+        tokens = get("usage")
+        if tokens.__class__ is dict:
+            count = tokens.get("prompt_tokens")
+            if count.__class__ is int:
+                usage[0] += count
+            count = tokens.get("completion_tokens")
+            if count.__class__ is int:
+                usage[1] += count
+        latency = get("latency_s")
+        if (latency.__class__ is float or latency.__class__ is int) and 0 <= latency < MAX_LATENCY_S:
+            usage[2] += round(latency * LATENCY_UNITS)  # whole units: the sum is the same in any order
+            usage[3] += 1
+        if not error and "response" in row:  # replies only: a failed rollout has none
+            if "extracted" in row:  # what bv judge found; the same test as has_answer, done once
+                usage[4] += row["extracted"] is None
+            else:
+                from bv.core.extract import has_answer
+
+                usage[4] += not has_answer(get("response"))
+        made = (get("model"), get("endpoint"), get("bv_version"))  # _SEEN, mostly as in the row before
+        if made != self._last_seen:
+            self._last_seen = made
+            for name, value in zip(_SEEN, made, strict=True):
+                values = self.seen[name]
+                if value is not None:
+                    text = value if value.__class__ is str else str(value)
+                    if text not in values and len(values) < _MAX_SEEN:
+                        values.add(text)
+        started = get("started_at")
+        if started.__class__ is str:
+            if not self.started:
+                self.started = [started, started]
+            elif started < self.started[0]:
+                self.started[0] = started
+            elif started > self.started[1]:
+                self.started[1] = started
+
+    def summary(self, name: str, exclude_failed: bool = False) -> Summary:
+        """The figures of this column, in the report's JSON shape (bv.reporting.report_types)."""
+        overall, groups = self.cells()
+        by = {
+            group: {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
+            for group, cells in groups.items()
+        }
+        subtype_type: dict[str, str] = {}
+        for type_name, subtype, _ in self.item_groups.values():
+            subtype_type.setdefault(subtype, type_name)
+        by_subtype: dict[str, SubtypeFigures] = {
+            subtype: {**cell, "type": subtype_type[subtype]} for subtype, cell in by["by_subtype"].items()
+        }
+        return {
+            "name": name,
+            "overall": overall.figures(exclude_failed),
+            "by_type": by["by_type"],
+            "by_subtype": by_subtype,
+            "by_ans_type": by["by_ans_type"],
+            "accuracy_over": "finished rows (--exclude-failed)" if exclude_failed else "all rows",
+            "models": sorted(self.seen.get("model", ())),
+            "provenance": {
+                "endpoints": sorted(self.seen.get("endpoint", ())),
+                "bv_versions": sorted(self.seen.get("bv_version", ())),
+                "started_at": {"first": self.started[0], "last": self.started[1]} if self.started else None,
+            },
+            "usage": {  # token and reply counts: sums of ints
+                "prompt_tokens": cast(int, self.usage[0]),
+                "completion_tokens": cast(int, self.usage[1]),
+                "latency_s_mean": round(self.usage[2] / self.usage[3] / LATENCY_UNITS, 3)
+                if self.usage[3]
+                else None,
+                "unboxed": cast(int, self.usage[4]),
+            },
+        }

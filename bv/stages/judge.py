@@ -1,0 +1,283 @@
+"""The judge stage: extract each reply's answer and decide whether it is right.
+
+Rules decide first (bv.core.rules); what they cannot decide goes to an LLM judge in `auto` mode,
+every item goes to it in `llm` mode (the official BabyVision protocol), none in `rules`
+mode. The LLM judge is any OpenAI-compatible model called through the same engine as the
+rollout, with its cache and retries, so re-judging a file costs no new calls. A judge reply
+that is not exactly True or False is a judge error, counted apart, never a 0 or a 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import signal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bv.core import redaction
+from bv.core.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
+from bv.core.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
+from bv.core.jsonl import JsonlWriter, Problems, read_records
+from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
+from bv.core.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
+from bv.core.rules import RULES_VERSION, Verdict, decide
+from bv.core.templates import BV_TEMPLATES, Templates
+from bv.engine.backends import make_backend
+from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.endpoints import Endpoint
+from bv.engine.progress import Stats, input_lines, stdin_notice
+
+JUDGE_PARAMS = {"temperature": 0}
+
+
+def judge_version(templates: Templates = BV_TEMPLATES) -> str:
+    """A short hash of the judge prompt (bv's or the user's replacement) and the rules: rows with
+    another version were judged differently."""
+    blob = templates.text("judge") + "\0" + RULES_VERSION
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def judge_messages(
+    record: dict[str, Any], extracted: str | None, templates: Templates = BV_TEMPLATES
+) -> list[dict[str, str]]:
+    question = record["question"].strip()
+    if record["ans_type"] == "choice":
+        question += "\n\n" + choice_lines(record["choices"])
+    gold = " or ".join(record["answer"])
+    text = templates.render(
+        "judge", question=question, gold=gold, answer="None" if extracted is None else extracted
+    )
+    return [{"role": "user", "content": text}]
+
+
+_VERDICT = re.compile(r"^\W*(true|false)\W*$", re.IGNORECASE)
+
+
+def parse_verdict(reply: str) -> int | None:
+    """1 for True, 0 for False, None for anything else; `untrue` or `True or False` are not verdicts."""
+    text = strip_thinking(reply or "").strip()
+    boxed = extract_answer(text)
+    candidates = [boxed] if boxed is not None else [text, text.splitlines()[-1] if text else ""]
+    for candidate in candidates:
+        match = _VERDICT.match(candidate.strip())
+        if match:
+            return int(match.group(1).lower() == "true")
+    return None
+
+
+@dataclass
+class LLMJudge:
+    caller: Caller
+    templates: Templates = BV_TEMPLATES
+    unusable: str | None = None  # why no judge call can succeed (unreachable, key refused), once known
+
+    @property
+    def model(self) -> str:
+        return self.caller.backend.model
+
+    async def verdict(
+        self, record: dict[str, Any], extracted: str | None
+    ) -> tuple[int | None, str | None, str | None]:
+        """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
+        the error is said once and every later row goes out at once as a judge error: the judge
+        stage still writes every row, and exits 1."""
+        if self.unusable is not None:
+            return None, None, f"LLM judge unusable: {self.unusable}"
+        try:
+            reply, _ = await self.caller.call(
+                judge_messages(record, extracted, self.templates),
+                JUDGE_PARAMS,
+                keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
+            )
+        except ItemFailure as exc:
+            return None, None, f"judge request failed: {exc}"
+        except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
+            return None, None, "interrupted before the LLM judge answered; run bv judge again"
+        except Fatal as exc:
+            if self.unusable is None:
+                self.unusable = redaction.redact(str(exc))
+                say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
+            return None, None, f"LLM judge unusable: {self.unusable}"
+        hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
+        return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
+
+
+async def judge_one(
+    record: RolloutRow,
+    mode: str,
+    llm: LLMJudge | None,
+    version: str,
+    templates: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One judged row: the record with the judge fields replaced (`templates`: the replaced
+    judge template recorded, by name and SHA-256)."""
+    if llm is None:
+        return judge_by_rules(record, version, templates)
+    extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
+    row = without_stage(record, "judge")
+    verdict = decide(row, extracted)
+    if mode == "llm" or (mode == "auto" and verdict.hard is None):
+        hard, reply, error = await llm.verdict(row, extracted)
+        fields: JudgeFields = {
+            "extracted": extracted,
+            "judge_version": version,
+            "judge_model": llm.model,
+            "judge_reply": reply,
+            "judge_error": error,
+            "hard": hard,
+            "decided_by": "llm" if error is None else "error",
+            "undecided": False,
+            "judge_reason": f"LLM judge; rules said: {verdict.reason}",
+        }
+        return _judged(row, fields, templates)
+    return _judged(row, _by_rules(extracted, verdict, version), templates)
+
+
+def _by_rules(extracted: str | None, verdict: Verdict, version: str) -> JudgeFields:
+    """The judge fields of a row the rules judged (undecided: counted wrong, and said so)."""
+    return {
+        "extracted": extracted,
+        "judge_version": version,
+        "judge_model": None,
+        "judge_reply": None,
+        "judge_error": None,
+        "hard": verdict.hard if verdict.hard is not None else 0,
+        "decided_by": "rules",
+        "undecided": verdict.hard is None,
+        "judge_reason": verdict.reason,
+    }
+
+
+def _judged(row: dict[str, Any], fields: JudgeFields, templates: dict[str, str] | None) -> dict[str, Any]:
+    """The row (its judge fields already dropped) with these (`templates`: the replaced judge
+    template recorded, by name and SHA-256)."""
+    if templates:
+        fields["judge_templates"] = templates
+    row.update(fields)
+    return row
+
+
+def judge_by_rules(
+    record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One row judged by the rules alone (undecided rows count wrong)."""
+    row = without_stage(record, "judge")
+    extracted = extract_answer(record.get("response"))
+    return _judged(row, _by_rules(extracted, decide(row, extracted), version), templates)
+
+
+def run_by_rules(
+    records: Iterable[Any],
+    judge: Callable[[Any], dict[str, Any]],
+    write: Callable[[dict[str, Any]], None],
+) -> Outcome:
+    """Judge by rules with no LLM: nothing to wait for, so no event loop, reader thread or
+    workers, whose hand-offs cost more than the judging (docs/performance.md). One row in, one
+    row out, flushed. As in the engine for a judge, the first Ctrl-C or SIGTERM is noted and
+    the rest of the input still passed on; a second one quits at once."""
+    result = Outcome()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if result.signal is not None:
+            say("interrupted again; quitting now")
+            os._exit(status_for(signum))
+        result.signal = signum
+        name = SIGNAL_NAMES.get(signum, "a signal")
+        say(f"interrupted by {name}; passing on the rest of the input (Ctrl-C again to quit now)")
+
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave them
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, on_signal)
+    try:
+        for record in records:
+            write(judge(record))
+    except StdoutClosed:
+        result.stdout_closed = True
+    except Fatal as exc:
+        result.fatal = str(exc)
+    finally:
+        with contextlib.suppress(ValueError):
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+    return result
+
+
+def run_judge(
+    inputs: tuple[str, ...],
+    mode: str,
+    endpoint: Endpoint | None,
+    settings: RunSettings,
+    templates: Templates = BV_TEMPLATES,
+    records: list[RolloutRow] | None = None,
+    write: Callable[[Mapping[str, Any]], None] | None = None,
+) -> tuple[Problems, Outcome]:
+    """The whole stage: read rollout rows, judge them, write them in input order to stdout. From
+    Python (bv.api): the checked `records` instead of the inputs, each row to `write`."""
+    problems = Problems()
+    backend = None
+    if mode != "rules":
+        if endpoint is not None:  # bv.engine.endpoints.judge_endpoint: resolved and checked there, once
+            backend = make_backend("openai", endpoint=endpoint)
+        elif mode == "llm":
+            raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
+        elif not settings.quiet:
+            problems.stream.write(
+                "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
+                " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
+            )
+    if records is None:
+        stdin_notice(inputs, "rollout rows", settings.quiet)
+    # The total is for the progress display only: --quiet shows none, so the input is not read twice.
+    total = None if settings.quiet else input_lines(inputs) if records is None else len(records)
+    stats = Stats(total=total)
+    stopping = asyncio.Event()
+    caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
+    llm = LLMJudge(caller, templates) if caller is not None else None
+    version, recorded = judge_version(templates), templates.recorded("judge")
+    carried = 0  # rows whose rollout failed: judged wrong, but not a result either
+
+    def count(row: dict[str, Any]) -> dict[str, Any]:
+        nonlocal carried
+        stats.done += 1
+        stats.errors += row["decided_by"] == "error"
+        stats.answered += row["extracted"] is not None
+        stats.decided["undecided" if row["undecided"] else row["decided_by"]] += 1
+        carried += bool(row.get("error"))
+        return row
+
+    async def one(record: RolloutRow) -> dict[str, Any]:
+        return count(await judge_one(record, mode, llm, version, recorded))
+
+    rows_in = (
+        records
+        if records is not None
+        else (r for _, r in read_records(inputs, problems, check_rollout_record))
+    )
+    if llm is None:
+        judge_row = lambda record: count(judge_by_rules(record, version, recorded))  # noqa: E731
+        outcome = run_by_rules(rows_in, judge_row, write or JsonlWriter().write)
+        if not settings.quiet:
+            say(stats.summary())  # what the progress display says at its end
+    else:
+        outcome = run_stage(
+            rows_in,
+            one,
+            write or JsonlWriter().write,
+            settings=replace(settings, ordered=True),
+            stats=stats,
+            label="judge",
+            stopping=stopping,
+            backend=backend,
+            drain_on_interrupt=True,
+        )
+    outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
+    outcome.failed_what = "got a judge error"
+    if llm is not None and llm.caller.cache is not None:
+        outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
+    return problems, outcome

@@ -1,0 +1,165 @@
+"""The prompt stage: items to chat requests, with every text taken from bv's templates
+(prompts/, or the user's replacements, see bv.core.templates).
+
+Two layouts (`style`). `bv`, the default, follows the reference implementation: a system
+prompt with an optional `## Skill` section, then one user message holding the text (an
+optional trace snapshot, the question, the choices or the blank instruction, an optional
+training readout) and then the image. `official` follows the BabyVision paper's evaluation:
+no system prompt, one user message holding the image and then the text (the question, a
+`Choices:` block of `(A) text` lines, one boxed-answer instruction). Either way the image
+part points at the file; the bytes are attached at send time. docs/protocol.md compares them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bv.core.errors import BadRecord
+from bv.core.images import file_url, resolve_image
+from bv.core.records import SCHEMA_VERSION, PromptFields, choice_lines, official_choice_lines, without_stage
+from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
+
+STYLES = tuple(STYLE_TEMPLATES)
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A skill: Markdown text for the system prompt, named so runs can say which one they used."""
+
+    name: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @classmethod
+    def load(cls, path: Path) -> Skill:
+        try:
+            return cls(name=path.stem, text=path.read_text(encoding="utf-8").strip())
+        except UnicodeDecodeError:
+            raise BadRecord(f"--skill {path}: not UTF-8 text") from None
+
+
+def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:
+    section = templates.render("skill", skill=skill.text) if skill and skill.text else ""
+    return templates.render("system", skill=section)
+
+
+def user_text(
+    item: dict[str, Any],
+    trace: str | None = None,
+    diagnostic: str | None = None,
+    templates: Templates = BV_TEMPLATES,
+) -> str:
+    """The text of bv's user message: sections joined by blank lines."""
+    parts = []
+    if trace:
+        parts.append(templates.render("trace", trace=trace.strip()))
+    parts.append(templates.render("question", question=item["question"].strip()))
+    if item["ans_type"] == "choice":
+        parts.append(templates.render("choices", choices=choice_lines(item["choices"])))
+    else:
+        parts.append(templates.render("blank"))
+    if diagnostic:
+        parts.append(templates.render("readout", instruction=diagnostic.strip()))
+    return "\n\n".join(parts)
+
+
+def official_text(item: dict[str, Any], templates: Templates = BV_TEMPLATES) -> str:
+    """The text of the paper's user message: lines, no headings, no blank lines."""
+    lines = [item["question"].strip()]
+    if item["ans_type"] == "choice":
+        lines.append(templates.render("official_choices", choices=official_choice_lines(item["choices"])))
+    lines.append(templates.render("official_answer"))
+    return "\n".join(line for line in lines if line)
+
+
+def refine_text(previous_reply: str, templates: Templates = BV_TEMPLATES) -> str:
+    """The follow-up turn sent when a reply has no \\boxed{} answer."""
+    lines = [line.strip() for line in previous_reply.strip().splitlines() if line.strip()]
+    previous = lines[-1] if lines else "(empty reply)"
+    if len(previous) > 300:
+        previous = "…" + previous[-300:]
+    return templates.render("refine", previous=previous)
+
+
+def image_part(url: str, detail: str) -> dict[str, Any]:
+    image_url: dict[str, Any] = {"url": url}
+    if detail != "auto":
+        image_url["detail"] = detail
+    return {"type": "image_url", "image_url": image_url}
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    style: str = "bv"  # one of STYLES
+    templates: Templates = BV_TEMPLATES
+    skill: Skill | None = None
+    detail: str = "auto"
+    diagnostic: str | None = None
+    traces: dict[str, str] | None = None  # item id -> snapshot text
+    image_root: Path | None = None  # for items read from stdin
+    allow_any_path: bool = False
+
+    def __post_init__(self) -> None:
+        if self.style not in STYLES:
+            raise ValueError(f"unknown prompt style {self.style!r}")
+        if self.style == "official" and (self.skill or self.diagnostic or self.traces is not None):
+            raise ValueError(
+                "--style official has no system prompt and no sections, so it takes no --skill,"
+                " --diagnostic-instruction or --trace-context; use --style bv for skill work"
+                " (docs/protocol.md)"
+            )
+
+
+def build_prompt(item: dict[str, Any], folder: Path | None, options: PromptOptions) -> dict[str, Any]:
+    """One prompt record: the item as given plus the chat messages, whose image parts name the
+    resolved files by `file://` URL (the item's `images` stay as written in the items file)."""
+    root = folder or options.image_root or Path.cwd()
+    paths = [resolve_image(p, root, options.allow_any_path) for p in item["images"]]
+    images = [image_part(file_url(p), options.detail) for p in paths]
+    templates = options.templates
+    if options.style == "official":
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": [*images, {"type": "text", "text": official_text(item, templates)}]}
+        ]
+    else:
+        trace = (options.traces or {}).get(item["id"])
+        text = user_text(item, trace=trace, diagnostic=options.diagnostic, templates=templates)
+        messages = [
+            {"role": "system", "content": system_prompt(options.skill, templates)},
+            {"role": "user", "content": [{"type": "text", "text": text}, *images]},
+        ]
+    skill = options.skill
+    fields: PromptFields = {
+        "schema": SCHEMA_VERSION,
+        "messages": messages,
+        "skill": {"name": skill.name, "sha256": skill.sha256} if skill and skill.text else None,
+    }
+    # Written only when they differ from the default, so a default run's records stay as they were.
+    if options.style != "bv":
+        fields["style"] = options.style
+    recorded = templates.recorded(*STYLE_TEMPLATES[options.style])
+    if recorded:
+        fields["templates"] = recorded
+    return {**without_stage(item, "prompt"), **fields}
+
+
+def load_traces(path: Path) -> dict[str, str]:
+    """Trace snapshots by item id, from a JSONL file of {"id": ..., "text": ...}."""
+    import json
+
+    traces = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            traces[str(obj["id"])] = str(obj["text"])
+        except (ValueError, KeyError, TypeError):
+            raise BadRecord(f'{path}:{number}: expected {{"id": ..., "text": ...}}') from None
+    return traces

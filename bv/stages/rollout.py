@@ -1,0 +1,189 @@
+"""The rollout stage: send each prompt record to a model and record what came back.
+
+A record is rolled out `repeats` times (`run` 0..K-1, the paper's Avg@k protocol). Each
+run takes up to `max_turns` turns: when a reply has no final answer in \\boxed{}, the next
+turn sends the reply back with the refinement prompt. A row whose requests failed is still
+written, with `error` set and no cached reply, so the next run of the same command retries
+exactly the failed and unfinished rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from bv import __version__
+from bv.core.errors import BadRecord, ItemFailure
+from bv.core.extract import has_answer_async
+from bv.core.jsonl import JsonlWriter, Problems, read_records
+from bv.core.outcome import Outcome
+from bv.core.records import PromptRecord, RolloutFields, Turn, check_prompt_record, without_stage
+from bv.engine.backends import Backend, make_backend
+from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.progress import Stats, input_lines, stdin_notice
+from bv.stages.rollout_config import RolloutOptions, expand_runs, in_shard, next_turn
+
+
+def endpoint_of(backend: Backend) -> str:
+    """Where a row's replies came from, fit to record: the public URL (no credentials, no query),
+    the agent program and a hash of its command template for exec, the backend's name otherwise."""
+    return backend.endpoint or backend.name
+
+
+_stamp: tuple[int, str] = (-1, "")
+
+
+def now_utc() -> str:
+    """The time now in ISO 8601, UTC, to the second; formatted once a second, not per row (the
+    C library's strftime looks up the local time zone on every call)."""
+    global _stamp
+    second = int(time.time())
+    if second != _stamp[0]:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
+
+
+async def rollout_one(
+    record: PromptRecord, run: int, caller: Caller, options: RolloutOptions
+) -> dict[str, Any]:
+    """Roll one record out once; never raises for a failed item, it records the error instead."""
+    conversation = list(record["messages"])
+    turns: list[Turn] = []
+    error = None
+    started_at, started = now_utc(), time.monotonic()
+    try:
+        for turn in range(options.max_turns):
+            reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
+            turns.append({**reply.to_json(), "cached": cached})
+            if turn + 1 == options.max_turns or await has_answer_async(reply.content):
+                break
+            conversation = next_turn(conversation, reply.content, options)
+    except ItemFailure as exc:
+        error = str(exc)
+    stats = caller.stats
+    stats.done += 1
+    stats.errors += error is not None
+    response = turns[-1]["content"] if turns and error is None else None
+    stats.answered += await has_answer_async(response)
+    fields: RolloutFields = {
+        "run": run,
+        "backend": caller.backend.name,
+        "model": caller.backend.model,
+        "params": options.params,
+        "response": response,
+        "turns": turns,
+        "usage": {
+            "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
+            "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
+        },
+        "latency_s": round(time.monotonic() - started, 4),
+        "error": error,
+        "bv_version": __version__,
+        "endpoint": endpoint_of(caller.backend),
+        "started_at": started_at,
+    }
+    if options.recorded_templates:  # only when a replaced refine.md may have been sent
+        fields["rollout_templates"] = options.recorded_templates
+    row = {**without_stage(record, "rollout"), **fields}
+    if options.artifacts is not None:
+        last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
+        options.artifacts.write(row, conversation + last)
+    return row
+
+
+def _prompt_records(problems: Problems) -> Callable[[Any], PromptRecord]:
+    """check_prompt_record, saying once when the input is items that have not been through bv prompt."""
+    hinted = False
+
+    def parse(value: Any) -> PromptRecord:
+        nonlocal hinted
+        try:
+            return check_prompt_record(value)
+        except BadRecord:
+            if not hinted and "messages" not in value and ("question" in value or "taskId" in value):
+                hinted = True
+                problems.stream.write(
+                    "bv rollout: the input holds items, not prompt records: run them through bv prompt"
+                    " first (bv prompt items.jsonl | bv rollout -m MODEL)\n"
+                )
+            raise
+
+    return parse
+
+
+def prompt_records(
+    inputs: tuple[str, ...], problems: Problems, options: RolloutOptions
+) -> Iterator[PromptRecord]:
+    """The prompt records of the input that belong to this shard, lazily; bad lines to `problems`."""
+    return (
+        record
+        for _, record in read_records(inputs, problems, _prompt_records(problems))
+        if in_shard(str(record["id"]), options.shard)
+    )
+
+
+def run_rollout(
+    inputs: tuple[str, ...],
+    backend_name: str,
+    backend_config: dict[str, Any],
+    options: RolloutOptions,
+    settings: RunSettings,
+    records: list[PromptRecord] | None = None,
+    write: Callable[[Mapping[str, Any]], None] | None = None,
+) -> tuple[Problems, Outcome]:
+    """The whole stage: read prompt records, roll them out, write rows to stdout. From Python
+    (bv.api): the checked `records` instead of the inputs, each row to `write`."""
+    problems = Problems()
+    backend = make_backend(backend_name, **backend_config)
+    if records is None:
+        stdin_notice(inputs, "prompt records", settings.quiet)
+        total = input_lines(inputs) if options.shard is None else None
+        records_in: Iterable[PromptRecord] = prompt_records(inputs, problems, options)
+    else:
+        records_in = [r for r in records if in_shard(str(r["id"]), options.shard)]
+        total = len(records_in)
+    stats = Stats(total=None if total is None else total * options.repeats)
+    stopping = asyncio.Event()
+    caller = Caller.for_run(backend, settings, stats, stopping)
+    outcome = run_stage(
+        expand_runs(records_in, options.repeats),
+        lambda task: rollout_one(task[0], task[1], caller, options),
+        write or JsonlWriter().write,
+        settings=settings,
+        stats=stats,
+        label="rollout",
+        stopping=stopping,
+        backend=backend,
+    )
+    outcome.rows, outcome.failed = stats.done, stats.errors
+    outcome.cached = stats.done - stats.errors if caller.cache is not None else None
+    return problems, outcome
+
+
+def dry_run_rollout(
+    inputs: tuple[str, ...],
+    backend_name: str,
+    backend_config: dict[str, Any],
+    options: RolloutOptions,
+    settings: RunSettings,
+) -> Problems:
+    """`--dry-run`: read the input as the rollout would, send nothing, say what it would cost."""
+    import sys
+
+    from bv.engine.cache import ReplyCache
+    from bv.stages.dryrun import plan_lines, plan_rollout
+
+    problems = Problems()
+    backend = make_backend(backend_name, **backend_config)
+    path = settings.cache_path
+    cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
+    plan = plan_rollout(prompt_records(inputs, problems, options), backend, cache, options)
+    sys.stderr.write("bv rollout --dry-run: nothing sent\n")
+    for line in plan_lines(
+        plan, backend, options.repeats, options.max_turns, path if backend.cacheable else None
+    ):
+        sys.stderr.write(f"  {line}\n")
+    return problems
