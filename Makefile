@@ -35,22 +35,17 @@ test: $(VENV)/.installed
 data: $(VENV)/.installed
 	$(BIN)/bv data $(if $(DATA),--out $(DATA))
 
-# make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
-# Without ITEMS: the set `make data` wrote.
-# Results go to build/eval/<model>/ (a / in the model name becomes _); make fails when a stage fails.
-ITEMS ?= $(if $(DATA),$(DATA),$(shell $(BIN)/bv data --where))/meta_data.jsonl
+# make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [JUDGE_MODEL=gpt-4o-mini]
+#           [ITEMS=path/to/meta_data.jsonl] [REPEATS=3]
+# A thin call of `bv eval` (without ITEMS: the set `make data` wrote); the run folder is
+# build/eval/<model>/ (a / in the model name becomes _); make fails when the evaluation does, and
+# running it again resumes it from the reply cache.
+ITEMS ?= $(if $(DATA),$(DATA)/meta_data.jsonl)
+REPEATS ?= 1
 EVAL_DIR = build/eval/$(subst /,_,$(MODEL))
-eval: SHELL := /bin/bash
-eval: .SHELLFLAGS := -o pipefail -ec
 eval: $(VENV)/.installed
-	@test -n "$(MODEL)" || { echo "usage: make eval MODEL=name [BASE_URL=url] [ITEMS=meta_data.jsonl]" >&2; exit 2; }
-	@test -f "$(ITEMS)" || { echo "make eval: no items at ITEMS=$(ITEMS) (run make data first, or give ITEMS=path/to/meta_data.jsonl)" >&2; exit 2; }
-	@mkdir -p "$(EVAL_DIR)"
-	$(BIN)/bv prompt "$(ITEMS)" \
-	  | $(BIN)/bv rollout -m "$(MODEL)" $(if $(BASE_URL),--base-url "$(BASE_URL)") -j $(JOBS) \
-	  | $(BIN)/bv judge > "$(EVAL_DIR)/results.jsonl"
-	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html" \
-	  --image-root "$(dir $(ITEMS))"
+	$(BIN)/bv eval $(if $(ITEMS),"$(ITEMS)") $(if $(MODEL),-m "$(MODEL)") $(if $(BASE_URL),--base-url "$(BASE_URL)") \
+	  $(if $(JUDGE_MODEL),--judge-model "$(JUDGE_MODEL)") --repeats $(REPEATS) -j $(JOBS) -o "$(EVAL_DIR)"
 
 # Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
 bench: $(VENV)/.installed

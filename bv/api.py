@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
 
     from bv.core.outcome import StopRequest
     from bv.reporting.report_types import Paired, ReportData, Summary
+    from bv.runs.evaluate import EvalResult
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 
@@ -372,3 +373,43 @@ def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping
     inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
     built, _ = build_report(inputs)
     return Report(report_json(built))
+
+
+def evaluate(
+    items: str | Path,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    backend: str = "openai",
+    base_url: str | list[str] | None = None,
+    cache: str | Path | None = DEFAULT_CACHE,
+    quiet: bool = True,
+    **options: Any,
+) -> EvalResult:
+    """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
+    `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are the fields of
+    bv.runs.config.EvalConfig (repeats, params, judge_model, judge_mode, limit, …). Calling it again
+    with the same arguments resumes the run from the reply cache. Returns how the run went (its
+    `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
+    with other options raises ValueError, what stops the run raises as `rollout` does."""
+    from bv.engine.cache import default_path
+    from bv.runs.config import EvalConfig
+    from bv.runs.evaluate import run_eval
+
+    _no_running_loop("evaluate")
+    urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
+    path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+    for name in ("ids", "types", "subtypes"):
+        if name in options:
+            options[name] = tuple(options[name])
+    config = EvalConfig(
+        items=Path(items),
+        out=Path(out),
+        model=model,
+        backend=backend,
+        base_urls=urls,
+        cache=path,
+        quiet=quiet,
+        **options,
+    )
+    return run_eval(config)

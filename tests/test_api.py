@@ -109,7 +109,7 @@ def test_importing_the_api_is_cheap():
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.cli.request_commands import BACKEND_NAMES
+    from bv.cli.common import BACKEND_NAMES
     from bv.engine.backends import BACKENDS, backend_config, make_backend
 
     assert BACKEND_NAMES == list(BACKENDS)

@@ -20,6 +20,7 @@ from bv.cli.common import (
     reader_may_leave,
 )
 from bv.cli.data_commands import data, export, models
+from bv.cli.eval_command import eval_
 from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
@@ -56,6 +57,7 @@ cli.add_command(models)
 cli.add_command(templates)
 cli.add_command(merge)
 cli.add_command(report)
+cli.add_command(eval_)
 
 
 @cli.command()
@@ -135,8 +137,8 @@ def prompt(
     """
     from bv.core.items import parse_item
     from bv.core.jsonl import JsonlWriter, Problems, read_records
-    from bv.core.selection import Selection, Unmatched, parse_ids, select
-    from bv.stages.prompt import PromptOptions, Skill, build_prompt, load_traces
+    from bv.core.selection import Selection, parse_ids
+    from bv.stages.prompt import PromptOptions, Skill, load_traces, run_prompt
 
     loaded_skill = Skill.load(skill) if skill else None
     traces = load_traces(trace_context) if trace_context else None
@@ -157,20 +159,14 @@ def prompt(
 
     stdin_notice(inputs, "items")
     selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
-    problems, writer, unmatched = Problems(), JsonlWriter(), Unmatched()
-    items = read_records(inputs, problems, parse_item)
-    for source, item in select(items, selection, unmatched, key=lambda pair: pair[1]):
-        try:
-            writer.write(build_prompt(item, source.folder, options))
-        except BadRecord as exc:
-            why = str(exc)
-            if source.folder is None and image_root is None and "file not found" in why:
-                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
-            problems.report(source, why)
-    for message in unmatched.messages():
+    problems = Problems()
+    unmatched = run_prompt(
+        read_records(inputs, problems, parse_item), options, selection, JsonlWriter().write, problems
+    )
+    for message in unmatched:
         error(message)
     finish_rows(problems, skip_bad)
-    if unmatched.messages():
+    if unmatched:
         sys.exit(outcome.ROWS_FAILED)
 
 

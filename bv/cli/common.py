@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from bv.core.errors import StdoutClosed
+from bv.engine.backends import BACKENDS
 
 
 class Finite(click.FloatRange):
@@ -58,9 +59,11 @@ BASE_URLS = click.option(
     "--base-url",
     "base_urls",
     multiple=True,
-    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env: OPENAI_BASE_URL]",
+    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env var: OPENAI_BASE_URL]",
 )
-API_KEY = click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+API_KEY = click.option(
+    "--api-key", help="API key. [env var: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]"
+)
 CACHE = click.option(
     "--cache",
     "cache_path",
@@ -68,6 +71,99 @@ CACHE = click.option(
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+
+
+# The options of bv rollout and bv judge, shared with bv eval, which takes them all.
+BACKEND_NAMES = list(BACKENDS)
+BACKEND = click.option(
+    "--backend",
+    type=click.Choice(BACKEND_NAMES),
+    default="openai",
+    show_default=True,
+    envvar="BV_BACKEND",
+    show_envvar=True,
+    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
+    " or the offline chance baseline.",
+)
+MODEL = click.option(
+    "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
+)
+REPEATS = click.option(
+    "--repeats",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
+)
+MAX_TURNS = click.option(
+    "--max-turns",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
+)
+MAX_TOKENS = click.option(
+    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
+)
+TEMPERATURE = click.option(
+    "--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]"
+)
+SEED = click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
+PARAMS = click.option(
+    "-p",
+    "--param",
+    "extra_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20).",
+)
+MAX_PIXELS = click.option(
+    "--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels."
+)
+EXEC_CMD = click.option(
+    "--exec-cmd",
+    metavar="TEMPLATE",
+    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
+)
+JUDGE_MODE = click.option(
+    "--mode",
+    type=click.Choice(["auto", "rules", "llm"]),
+    default="auto",
+    show_default=True,
+    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
+    " auto: rules, then the LLM judge for what rules cannot decide.",
+)
+JUDGE_MODEL = click.option(
+    "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
+)
+JUDGE_BASE_URL = click.option(
+    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
+)
+JUDGE_API_KEY = click.option("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
+
+
+def request_params(
+    max_tokens: int | None,
+    temperature: float | None,
+    seed: int | None,
+    max_pixels: int | None,
+    extra_params: tuple[str, ...],
+) -> dict[str, Any]:
+    """The request parameters rollout records per row and keys its cache by, from its options."""
+    params: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("max_tokens", max_tokens),
+            ("temperature", temperature),
+            ("seed", seed),
+            ("max_pixels", max_pixels),
+        )
+        if v is not None
+    }
+    extra = parse_params(extra_params)
+    if extra:
+        params["extra_body"] = extra
+    return params
 
 
 def _load_templates(ctx: click.Context, param: click.Parameter, folder: Path | None) -> Any:

@@ -9,25 +9,35 @@ import click
 
 from bv.cli.common import (
     API_KEY,
+    BACKEND,
     BASE_URLS,
     CACHE,
+    EXEC_CMD,
     INPUTS,
     JOBS,
+    JUDGE_API_KEY,
+    JUDGE_BASE_URL,
+    JUDGE_MODE,
+    JUDGE_MODEL,
+    MAX_PIXELS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MODEL,
     NO_CACHE,
+    PARAMS,
     PROMPTS,
     QUIET,
+    REPEATS,
     RETRIES,
+    SEED,
     SKIP_BAD,
+    TEMPERATURE,
     TIMEOUT,
-    Finite,
     default_cache,
-    parse_params,
     parse_shard,
+    request_params,
 )
 from bv.core.outcome import Outcome, finish, leave
-from bv.engine.backends import BACKENDS
-
-BACKEND_NAMES = list(BACKENDS)
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
@@ -42,16 +52,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 
 @click.command()
 @INPUTS
-@click.option(
-    "--backend",
-    type=click.Choice(BACKEND_NAMES),
-    default="openai",
-    show_default=True,
-    envvar="BV_BACKEND",
-    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
-    " or the offline chance baseline.",
-)
-@click.option("-m", "--model", envvar="BV_MODEL", help="Model name (Azure: the deployment). [env: BV_MODEL]")
+@BACKEND
+@MODEL
 @BASE_URLS
 @API_KEY
 @JOBS
@@ -61,50 +63,25 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     metavar="K/N",
     help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines.",
 )
-@click.option(
-    "--repeats",
-    type=click.IntRange(1, 1000),
-    default=1,
-    show_default=True,
-    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
-)
-@click.option(
-    "--max-turns",
-    type=click.IntRange(1, 20),
-    default=1,
-    show_default=True,
-    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
-)
+@REPEATS
+@MAX_TURNS
 @PROMPTS
-@click.option(
-    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
-)
-@click.option("--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]")
-@click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
-@click.option(
-    "-p",
-    "--param",
-    "extra_params",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20).",
-)
+@MAX_TOKENS
+@TEMPERATURE
+@SEED
+@PARAMS
 @RETRIES
 @TIMEOUT
 @CACHE
 @NO_CACHE
-@click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
+@MAX_PIXELS
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write each row's system prompt, user prompt and conversation.json (every message of every"
     " turn) under DIR/<run>/<id>/.",
 )
-@click.option(
-    "--exec-cmd",
-    metavar="TEMPLATE",
-    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
-)
+@EXEC_CMD
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -160,19 +137,7 @@ def rollout(
     from bv.stages.artifacts import Artifacts
     from bv.stages.rollout import RolloutOptions, run_rollout
 
-    params: dict[str, Any] = {
-        k: v
-        for k, v in (
-            ("max_tokens", max_tokens),
-            ("temperature", temperature),
-            ("seed", seed),
-            ("max_pixels", max_pixels),
-        )
-        if v is not None
-    }
-    extra = parse_params(extra_params)
-    if extra:
-        params["extra_body"] = extra
+    params = request_params(max_tokens, temperature, seed, max_pixels, extra_params)
     from bv.engine.backends import backend_config
     from bv.engine.endpoints import BadEndpoint
 
@@ -217,19 +182,10 @@ def rollout(
 
 @click.command()
 @INPUTS
-@click.option(
-    "--mode",
-    type=click.Choice(["auto", "rules", "llm"]),
-    default="auto",
-    show_default=True,
-    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
-    " auto: rules, then the LLM judge for what rules cannot decide.",
-)
-@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
-@click.option(
-    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
-)
-@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@JUDGE_MODE
+@JUDGE_MODEL
+@JUDGE_BASE_URL
+@JUDGE_API_KEY
 @PROMPTS
 @JOBS
 @RETRIES

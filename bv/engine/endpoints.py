@@ -130,10 +130,16 @@ def resolve(
         if missing:
             raise Fatal(f"--backend azure needs {', '.join(missing)} in the environment")
         urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_urls else option)]
-        if not model:
-            raise Fatal("no deployment given: use -m/--model with the Azure deployment name")
+        if not model:  # a missing argument: a usage error
+            raise BadEndpoint("no deployment given: use -m/--model with the Azure deployment name")
         extra: dict[str, str | None] = {"api_version": version}
     elif kind == "openai":
+        if not model:  # a missing argument: a usage error, before what else is missing
+            raise BadEndpoint(
+                "no judge model given: --judge-model or BV_JUDGE_MODEL"
+                if role == "judge"
+                else "no model given: use -m/--model or set BV_MODEL"
+            )
         from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
         urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
         api_key = api_key or env.get("OPENAI_API_KEY")
@@ -149,12 +155,6 @@ def resolve(
             )
         where = "OPENAI_BASE_URL" if from_env else option
         urls = [check_base_url(url, where) for url in urls] or [OPENAI_URL]
-        if not model:
-            raise Fatal(
-                "no judge model given: --judge-model or BV_JUDGE_MODEL"
-                if role == "judge"
-                else "no model given: use -m/--model or set BV_MODEL"
-            )
         extra = {"organization": env.get("OPENAI_ORG_ID"), "project": env.get("OPENAI_PROJECT_ID")}
     else:
         raise ValueError(f"unknown endpoint kind {kind!r}")

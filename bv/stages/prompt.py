@@ -13,13 +13,16 @@ part points at the file; the bytes are attached at send time. docs/protocol.md c
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadRecord
 from bv.core.images import file_url, resolve_image
+from bv.core.jsonl import Problems, Source
 from bv.core.records import SCHEMA_VERSION, PromptFields, choice_lines, official_choice_lines, without_stage
+from bv.core.selection import Selection, Unmatched, select
 from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
 
 STYLES = tuple(STYLE_TEMPLATES)
@@ -163,3 +166,25 @@ def load_traces(path: Path) -> dict[str, str]:
         except (ValueError, KeyError, TypeError):
             raise BadRecord(f'{path}:{number}: expected {{"id": ..., "text": ...}}') from None
     return traces
+
+
+def run_prompt(
+    entries: Iterable[tuple[Source, dict[str, Any]]],
+    options: PromptOptions,
+    selection: Selection,
+    write: Callable[[Mapping[str, Any]], None],
+    problems: Problems,
+) -> list[str]:
+    """The whole stage: the prompt record of every item the selection keeps, to `write`; a bad
+    item costs its own line (to `problems`). Returns what the selection asked for and the input
+    did not have (for instance `--type: no item matches 'visual trackng' (did you mean ...)`)."""
+    unmatched = Unmatched()
+    for source, item in select(entries, selection, unmatched, key=lambda pair: pair[1]):
+        try:
+            write(build_prompt(item, source.folder, options))
+        except BadRecord as exc:
+            why = str(exc)
+            if source.folder is None and options.image_root is None and "file not found" in why:
+                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
+            problems.report(source, why)
+    return unmatched.messages()

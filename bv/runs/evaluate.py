@@ -1,0 +1,316 @@
+"""`bv eval`: prompt → rollout → judge → report for one model, into one run folder.
+
+    DIR/config.json    every option, the endpoints, bv's version, the items' SHA-256 (no key)
+    DIR/results.jsonl  the judged rows (written whole once the judge has finished)
+    DIR/report.md      the report, as `bv report --format markdown` writes it
+    DIR/report.html    the viewer of every item, as `bv report --html` writes it
+    DIR/logs/          what each stage said on stderr (prompt.log, rollout.log, judge.log, report.log)
+
+Each stage is its own runner (bv.stages, bv.reporting), called in this process as the pipeline
+`bv prompt | bv rollout | bv judge` runs them, with the same exit statuses. Resuming is re-running:
+finished replies and verdicts come from the reply cache, so a run stopped by Ctrl-C, SIGTERM or a
+kill sends again only what had not finished. An interrupted run writes no results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bv.core import outcome as outcomes
+from bv.core.atomic import atomic_output
+from bv.core.errors import StdoutClosed
+from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
+from bv.core.outcome import Outcome, finish, say, set_stage
+from bv.core.records import PromptRecord, RolloutRow
+from bv.runs.config import BadOption, EvalConfig, read_config, run_record, what_changed, write_config
+from bv.runs.logs import logged
+
+RESULTS = "results.jsonl"
+
+
+@dataclass
+class EvalResult:
+    """How a run went: its exit status (as the stages': 0, 1, 130, 143), the folder, the figures."""
+
+    folder: Path
+    status: int = outcomes.OK
+    rows: int = 0
+    accuracy: float | None = None  # overall Avg@k, once the report is written
+    written: list[str] = field(default_factory=list)  # the files the run wrote
+    stopped: str | None = None  # why it stopped before the report, if it did
+
+
+class _Interrupted(Exception):
+    """The judge was interrupted: its results are not written (the atomic write is abandoned)."""
+
+
+def worst(*statuses: int) -> int:
+    """One status for several stages, as `set -o pipefail` gives a pipeline: a signal first."""
+    signals = [s for s in statuses if s > 128]
+    return signals[0] if signals else max(statuses, default=outcomes.OK)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the options resolve to, checked before any work."""
+
+    prompt_options: Any
+    selection: Any
+    backend_config: dict[str, Any]
+    rollout_options: Any
+    settings: Any
+    judge_endpoint: Any
+    templates: Any
+    endpoint: str | None
+
+
+def plan(config: EvalConfig) -> _Plan:
+    """Resolve and check every option (BadOption, BadEndpoint: a usage error; Fatal: no endpoint)."""
+    from bv.core.selection import Selection, parse_ids
+    from bv.core.templates import Templates
+    from bv.engine.backends import BACKENDS, backend_config
+    from bv.engine.caller import RunSettings
+    from bv.engine.endpoints import judge_endpoint
+    from bv.stages.prompt import PromptOptions, Skill
+    from bv.stages.rollout import RolloutOptions
+
+    if config.backend not in BACKENDS:
+        raise BadOption(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
+    if config.judge_mode not in ("auto", "rules", "llm"):
+        raise BadOption(f"unknown judge mode {config.judge_mode!r}: auto, rules or llm")
+    if config.judge_mode == "llm" and not config.judge_model:
+        raise BadOption("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
+    if not config.items.is_file():
+        raise BadOption(f"no items file at {config.items}")
+    templates = Templates.load(config.prompts)  # TemplateError is a ValueError: a usage error
+    skill = Skill.load(config.skill) if config.skill else None
+    try:
+        prompt_options = PromptOptions(
+            style=config.style, templates=templates, skill=skill, detail=config.image_detail
+        )
+    except ValueError as exc:
+        raise BadOption(str(exc)) from None
+    params = dict(config.params)
+    backend_cfg = backend_config(
+        config.backend,
+        model=config.model,
+        base_urls=config.base_urls,
+        api_key=config.api_key,
+        timeout=config.timeout,
+        jobs=config.jobs,
+        seed=params.get("seed"),
+        exec_cmd=config.exec_cmd,
+    )
+    endpoint = backend_cfg.get("endpoint")
+    judge = judge_endpoint(
+        config.judge_mode,
+        config.judge_model,
+        config.judge_base_url,
+        config.judge_api_key,
+        config.timeout,
+        config.jobs,
+    )
+    return _Plan(
+        prompt_options=prompt_options,
+        selection=Selection(
+            parse_ids(config.ids),
+            config.types,
+            config.subtypes,
+            config.sample,
+            config.sample_seed,
+            config.limit,
+        ),
+        backend_config=backend_cfg,
+        rollout_options=RolloutOptions(
+            max_turns=config.max_turns, repeats=config.repeats, params=params, templates=templates
+        ),
+        settings=RunSettings(
+            jobs=config.jobs,
+            retries=config.retries,
+            timeout_s=config.timeout,
+            cache_path=config.cache,
+            quiet=False,  # the logs keep the progress lines; --quiet keeps them off the terminal
+            ordered=True,
+        ),
+        judge_endpoint=judge,
+        templates=templates,
+        endpoint=endpoint.public if endpoint is not None else None,
+    )
+
+
+def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
+    """Make the run folder, or take up the run it holds: the same options resume it; a run with
+    other options is not overwritten (BadOption names what differs)."""
+    path = config.out / "config.json"
+    before = read_config(path)
+    if before is not None:
+        changed = what_changed(before.get("options", {}), record["options"])
+        if before.get("items_sha256") != record["items_sha256"]:
+            changed.append("the items file's content")
+        if changed:
+            raise BadOption(
+                f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
+                " --out DIR, or delete that folder to replace its run"
+            )
+    config.out.mkdir(parents=True, exist_ok=True)
+    write_config(path, record)
+
+
+def run_eval(config: EvalConfig) -> EvalResult:
+    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit."""
+    from bv.core.images import content_hash
+
+    checked = plan(config)
+    record = run_record(
+        config,
+        checked.endpoint,
+        checked.judge_endpoint.public if checked.judge_endpoint is not None else None,
+        content_hash(config.items),
+    )
+    _open_folder(config, record)
+    result = EvalResult(config.out, written=["config.json"])
+    logs = config.out / "logs"
+
+    set_stage("prompt")
+    with logged(logs / "prompt.log", config.quiet):
+        prompts, status = _prompt(config, checked)
+    result.status = status
+    if not prompts:
+        result.stopped = "no items to evaluate (see logs/prompt.log)"
+        result.status = outcomes.ROWS_FAILED
+        return result
+
+    set_stage("rollout")
+    with logged(logs / "rollout.log", config.quiet):
+        rows, rollout = _rollout(prompts, config, checked)
+    result.status = worst(result.status, rollout)
+    if rollout > 128 or rows is None:
+        result.stopped = (
+            "interrupted during the rollout"
+            if rollout > 128
+            else "the rollout stopped (see logs/rollout.log)"
+        )
+        return result
+
+    set_stage("judge")
+    with logged(logs / "judge.log", config.quiet):
+        judged = _judge(rows, config, checked)
+    result.status = worst(result.status, judged)
+    if judged > 128:
+        result.stopped = "interrupted during the judge"
+        return result
+    result.written.append(RESULTS)
+    result.rows = len(rows)
+
+    set_stage("report")
+    with logged(logs / "report.log", config.quiet):
+        reported, accuracy = _report(config)
+    result.status = worst(result.status, reported)
+    result.accuracy = accuracy
+    result.written += ["report.md", "report.html"]
+    set_stage("eval")
+    return result
+
+
+def _prompt(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
+    from bv.core.items import parse_item
+    from bv.stages.prompt import run_prompt
+
+    problems = Problems()
+    prompts: list[PromptRecord] = []
+    unmatched = run_prompt(
+        read_records([str(config.items)], problems, parse_item),
+        checked.prompt_options,
+        checked.selection,
+        lambda record: prompts.append(record),  # type: ignore[arg-type]
+        problems,
+    )
+    for message in unmatched:
+        say(f"error: {message}")
+    status = finish(Outcome(), problems, config.skip_bad)
+    say(f"{len(prompts)} prompt records")
+    return prompts, worst(status, outcomes.ROWS_FAILED if unmatched else outcomes.OK)
+
+
+def _rollout(
+    prompts: list[PromptRecord], config: EvalConfig, checked: _Plan
+) -> tuple[list[RolloutRow] | None, int]:
+    from bv.stages.rollout import run_rollout
+
+    rows: list[RolloutRow] = []
+    problems, outcome = run_rollout(
+        (),
+        config.backend,
+        checked.backend_config,
+        checked.rollout_options,
+        checked.settings,
+        records=prompts,
+        write=lambda row: rows.append(dict(row)),  # type: ignore[arg-type]
+    )
+    status = finish(outcome, problems, config.skip_bad)
+    return (None if outcome.fatal else rows), status
+
+
+def _judge(rows: list[RolloutRow], config: EvalConfig, checked: _Plan) -> int:
+    from bv.stages.judge import run_judge
+
+    outcome = Outcome()
+    problems = Problems()
+    try:
+        with atomic_output(config.out / RESULTS) as stream:
+            writer = JsonlWriter(stream)
+            problems, outcome = run_judge(
+                (),
+                config.judge_mode,
+                checked.judge_endpoint,
+                checked.settings,
+                checked.templates,
+                records=rows,
+                write=writer.write,
+            )
+            if outcome.signal is not None:
+                raise _Interrupted()  # a partial results file would look like a result
+    except _Interrupted:
+        pass
+    return finish(outcome, problems, config.skip_bad)
+
+
+def _report(config: EvalConfig) -> tuple[int, float | None]:
+    """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
+    import sys
+
+    from bv.reporting.html_page import write_html
+    from bv.reporting.render import comparison_of, render_markdown, render_table, summaries_of
+    from bv.reporting.report import Input, build_report, warnings
+
+    problems = Problems()
+    source = Input("results", str(config.out / RESULTS))
+    try:
+        built, rows = build_report([source], problems, keep_rows=True)
+        summaries = summaries_of(built)
+        with atomic_output(config.out / "report.md") as stream:
+            render_markdown(built, stream)
+        refused = write_html(
+            config.out / "report.html",
+            summaries,
+            rows or [],
+            comparison_of(built),
+            [config.items.resolve().parent],
+        )
+        if refused:
+            say(f"{refused} image(s) outside {config.items.resolve().parent} not embedded in report.html")
+        if not config.quiet:
+            try:
+                render_table(built, sys.stdout)
+            except (StdoutClosed, BrokenPipeError):  # `bv eval ... | head`: the run goes on
+                silence_stdout()
+    finally:
+        source.close()
+    for line in warnings(summaries):
+        say(f"warning: {line}")
+    status = finish(Outcome(), problems, config.skip_bad)
+    overall = summaries[0]["overall"]
+    failed = bool(overall["errors"] or overall["judge_errors"])
+    return worst(status, outcomes.ROWS_FAILED if failed else outcomes.OK), overall["accuracy"]
