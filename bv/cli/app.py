@@ -11,9 +11,16 @@ import click
 from bv import __version__
 from bv.cli.common import (
     CACHE,
+    IDS,
+    IMAGE_DETAIL,
     INPUTS,
+    LIMIT,
     PROMPTS,
+    SKILL,
     SKIP_BAD,
+    STYLE,
+    SUBTYPES,
+    TYPES,
     Finite,
     default_cache,
     error,
@@ -62,27 +69,10 @@ cli.add_command(eval_)
 
 @cli.command()
 @INPUTS
-@click.option(
-    "--style",
-    type=click.Choice(["bv", "official"]),
-    default="bv",
-    show_default=True,
-    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
-    " no system prompt, image then text (docs/protocol.md).",
-)
+@STYLE
 @PROMPTS
-@click.option(
-    "--skill",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Markdown file put in the system prompt under '## Skill'.",
-)
-@click.option(
-    "--image-detail",
-    type=click.Choice(["auto", "low", "high"]),
-    default="auto",
-    show_default=True,
-    help="The image part's 'detail' (omitted for auto).",
-)
+@SKILL
+@IMAGE_DETAIL
 @click.option(
     "--image-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -95,16 +85,14 @@ cli.add_command(eval_)
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
 )
-@click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
-@click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
-@click.option("--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable).")
+@IDS
+@TYPES
+@SUBTYPES
 @click.option(
     "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
-@click.option(
-    "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
-)
+@LIMIT
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],

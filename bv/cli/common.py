@@ -142,6 +142,38 @@ JUDGE_BASE_URL = click.option(
 JUDGE_API_KEY = click.option("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
 
 
+# The options of bv prompt, shared with bv eval.
+STYLE = click.option(
+    "--style",
+    type=click.Choice(["bv", "official"]),
+    default="bv",
+    show_default=True,
+    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
+    " no system prompt, image then text (docs/protocol.md).",
+)
+SKILL = click.option(
+    "--skill",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Markdown file put in the system prompt under '## Skill'.",
+)
+IMAGE_DETAIL = click.option(
+    "--image-detail",
+    type=click.Choice(["auto", "low", "high"]),
+    default="auto",
+    show_default=True,
+    help="The image part's 'detail' (omitted for auto).",
+)
+IDS = click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
+TYPES = click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
+SUBTYPES = click.option(
+    "--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable)."
+)
+LIMIT = click.option(
+    "-n", "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
+)
+PROMPTS_HELP = "Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them)."
+
+
 def request_params(
     max_tokens: int | None,
     temperature: float | None,
@@ -185,7 +217,7 @@ PROMPTS = click.option(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     callback=_load_templates,
     metavar="DIR",
-    help="Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them).",
+    help=PROMPTS_HELP,
 )
 
 

@@ -15,24 +15,32 @@ from bv.cli.common import (
     BASE_URLS,
     CACHE,
     EXEC_CMD,
+    IDS,
+    IMAGE_DETAIL,
     JOBS,
     JUDGE_API_KEY,
     JUDGE_BASE_URL,
     JUDGE_MODE,
     JUDGE_MODEL,
+    LIMIT,
     MAX_PIXELS,
     MAX_TOKENS,
     MAX_TURNS,
     MODEL,
     NO_CACHE,
     PARAMS,
+    PROMPTS_HELP,
     QUIET,
     REPEATS,
     RETRIES,
     SEED,
+    SKILL,
     SKIP_BAD,
+    STYLE,
+    SUBTYPES,
     TEMPERATURE,
     TIMEOUT,
+    TYPES,
     default_cache,
     request_params,
 )
@@ -68,39 +76,21 @@ def default_out(backend: str, model: str | None) -> Path:
 @PARAMS
 @MAX_PIXELS
 @EXEC_CMD
-@click.option(
-    "--style",
-    type=click.Choice(["bv", "official"]),
-    default="bv",
-    show_default=True,
-    help="bv prompt's layout: bv (system prompt with the skill) or official (the paper's).",
-)
-@click.option(
-    "--skill",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Markdown file put in the system prompt under '## Skill'.",
-)
+@STYLE
+@SKILL
 @click.option(
     "--prompts",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     metavar="DIR",
-    help="Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them).",
+    help=PROMPTS_HELP,
 )
-@click.option(
-    "--image-detail",
-    type=click.Choice(["auto", "low", "high"]),
-    default="auto",
-    show_default=True,
-    help="The image part's 'detail' (omitted for auto).",
-)
-@click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
-@click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
-@click.option("--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable).")
+@IMAGE_DETAIL
+@IDS
+@TYPES
+@SUBTYPES
 @click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
-@click.option(
-    "-n", "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
-)
+@LIMIT
 @JOBS
 @RETRIES
 @TIMEOUT
