@@ -22,6 +22,7 @@ from bv.cli.common import (
     JUDGE_BASE_URL,
     JUDGE_MODE,
     JUDGE_MODEL,
+    JUDGE_PARAM,
     LIMIT,
     MAX_PIXELS,
     MAX_TOKENS,
@@ -42,6 +43,7 @@ from bv.cli.common import (
     TIMEOUT,
     TYPES,
     default_cache,
+    parse_params,
     request_params,
 )
 
@@ -68,6 +70,7 @@ def default_out(backend: str, model: str | None) -> Path:
 @JUDGE_MODEL
 @JUDGE_BASE_URL
 @JUDGE_API_KEY
+@JUDGE_PARAM
 @REPEATS
 @MAX_TURNS
 @MAX_TOKENS
@@ -109,6 +112,7 @@ def eval_(
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
+    judge_param_pairs: tuple[str, ...],
     repeats: int,
     max_turns: int,
     max_tokens: int | None,
@@ -189,6 +193,7 @@ def eval_(
         judge_model=judge_model,
         judge_base_url=judge_base_url,
         judge_api_key=judge_api_key,
+        judge_params=parse_params(judge_param_pairs, "--judge-param"),
         jobs=jobs,
         retries=retries,
         timeout=timeout,

@@ -19,6 +19,7 @@ from bv.cli.common import (
     JUDGE_BASE_URL,
     JUDGE_MODE,
     JUDGE_MODEL,
+    JUDGE_PARAM,
     MAX_PIXELS,
     MAX_TOKENS,
     MAX_TURNS,
@@ -34,6 +35,7 @@ from bv.cli.common import (
     TEMPERATURE,
     TIMEOUT,
     default_cache,
+    parse_params,
     parse_shard,
     request_params,
 )
@@ -186,6 +188,7 @@ def rollout(
 @JUDGE_MODEL
 @JUDGE_BASE_URL
 @JUDGE_API_KEY
+@JUDGE_PARAM
 @PROMPTS
 @JOBS
 @RETRIES
@@ -200,6 +203,7 @@ def judge(
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
+    judge_param_pairs: tuple[str, ...],
     templates: Any,
     jobs: int,
     retries: int,
@@ -218,6 +222,7 @@ def judge(
     Examples:
       bv judge rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
+      bv judge --mode llm --judge-model gpt-5-mini --judge-param reasoning_effort=minimal r.jsonl
     """
     from bv.engine.caller import RunSettings
     from bv.engine.endpoints import BadEndpoint, judge_endpoint
@@ -234,5 +239,6 @@ def judge(
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
-    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates)
+    given = parse_params(judge_param_pairs, "--judge-param")
+    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates, given_params=given)
     leave(finish(outcome, problems, skip_bad))

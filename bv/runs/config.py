@@ -53,6 +53,7 @@ class EvalConfig:
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_api_key: str | None = field(default=None, repr=False)
+    judge_params: Mapping[str, Any] = field(default_factory=dict)  # --judge-param: sent as written
     # how it runs, not what it computes: a re-run may change these
     jobs: int = 8
     retries: int = 5

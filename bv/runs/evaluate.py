@@ -269,6 +269,7 @@ def _judge(rows: list[RolloutRow], config: EvalConfig, checked: _Plan) -> int:
                 checked.templates,
                 records=rows,
                 write=writer.write,
+                given_params=config.judge_params,
             )
             if outcome.signal is not None:
                 raise _Interrupted()  # a partial results file would look like a result
