@@ -260,3 +260,26 @@ def test_each_recorded_400_says_what_to_change(server, tmp_path, refusal):
     assert result.returncode == 1
     said = jsonl(result.stdout)[0][field]
     assert "HTTP 400: " in said and refusal["advice"] in said, said
+
+
+def test_an_azure_reasoning_deployment_and_bv_api_judge_params(server, tmp_path):
+    from bv import api
+    from bv.engine.endpoints import resolve
+
+    env = {"AZURE_OPENAI_ENDPOINT": "https://r.openai.azure.com", "AZURE_OPENAI_API_KEY": "k"}
+    endpoint = resolve(
+        "azure", model="o3-mini", env={**env, "AZURE_OPENAI_API_VERSION": "2024-12-01-preview"}
+    )
+    assert endpoint.rule.max_tokens_as == "max_completion_tokens" and not endpoint.rule.temperature
+    server.responder = reasoning_model(lambda seen: Reply(content="True"))
+    rows = [json.loads(line) for line in open(rollout_rows(tmp_path, ["row 2 column 3"]))]
+    judged = api.judge(
+        rows,
+        mode="llm",
+        judge_model="gpt-5-nano",
+        judge_base_url=server.base_url,
+        judge_params={"reasoning_effort": "low"},
+        cache=None,
+    )
+    assert [r["judge_params"] for r in judged] == [{"reasoning_effort": "low"}] * 2
+    assert all(r["decided_by"] == "llm" for r in judged)
