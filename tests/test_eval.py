@@ -4,6 +4,7 @@ resumed by re-running it; against the loopback server, in process and as a kille
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -104,7 +105,7 @@ def test_eval_of_no_items_says_so(sample_dir, server, tmp_path):
 def _cached(path) -> int:
     """Replies the cache holds, read as another process would (0 before bv has made its table)."""
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             return db.execute("SELECT count(*) FROM replies").fetchone()[0]
     except sqlite3.OperationalError:
         return 0
@@ -172,3 +173,25 @@ def test_api_evaluate_is_the_command(sample_dir, server, tmp_path):
     assert len(server.seen) == sent  # resumed from the cache
     with pytest.raises(ValueError, match="holds a run with other options"):
         api.evaluate(sample_dir / "meta_data.jsonl", out, limit=5, **common)
+
+
+def test_the_stage_logs_keep_the_lines_not_the_progress_bar():
+    """On a terminal the bar is drawn in place; the log gets what a reader of the terminal read."""
+    import io
+
+    from bv.runs.logs import Tee
+
+    terminal, log = io.StringIO(), io.StringIO()
+    tee = Tee(terminal, log)
+    tee.write("\r\x1b[2Kbv rollout ━━━━ 1/8")  # a frame of the bar
+    tee.write("\r\x1b[2Kbv rollout: warning: a message above the bar\n")
+    tee.write("bv rollout ━━━━ 8/8\n\x1b[1A\x1b[2K")  # the last frame, erased as the bar goes
+    tee.write("bv rollout: 8 rows, 0 errors\n")
+    tee.write("bv rollout: interrupted")  # cut short
+    tee.close_line()
+    assert log.getvalue().splitlines() == [
+        "bv rollout: warning: a message above the bar",
+        "bv rollout: 8 rows, 0 errors",
+        "bv rollout: interrupted",
+    ]
+    assert terminal.getvalue().count("━━━━") == 2  # the terminal got everything

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+_UP = re.compile(r"\x1b\[\d*A")  # the cursor goes back up: the line above is drawn again or erased
 
 
 def as_text(line: str) -> str:
@@ -29,6 +30,7 @@ class Tee(io.TextIOBase):
     def __init__(self, terminal: IO[str], log: IO[str], silent: bool = False) -> None:
         self.terminal, self.log, self.silent = terminal, log, silent
         self._pending = ""
+        self._held: str | None = None  # the last line, kept until no later line erases it
 
     def write(self, text: str) -> int:
         if not self.silent:
@@ -37,11 +39,18 @@ class Tee(io.TextIOBase):
         if "\n" in self._pending:
             *lines, self._pending = self._pending.split("\n")
             for line in lines:
-                shown = as_text(line)
-                if shown:
-                    self.log.write(shown + "\n")
+                self._line(line)
             self.log.flush()
         return len(text)
+
+    def _line(self, line: str) -> None:
+        """Log the line held before this one, unless this one moves up over it (a progress bar's
+        last frame, erased when the bar goes); hold this one."""
+        if _UP.search(line):
+            self._held = None
+        if self._held:
+            self.log.write(self._held + "\n")
+        self._held = as_text(line)
 
     def flush(self) -> None:
         if not self.silent:
@@ -60,11 +69,11 @@ class Tee(io.TextIOBase):
         return "utf-8"
 
     def close_line(self) -> None:
-        """Keep a last line that did not end (a message cut by an interruption)."""
-        shown = as_text(self._pending)
-        if shown:
-            self.log.write(shown + "\n")
-        self._pending = ""
+        """Keep the last lines (one that did not end: a message cut by an interruption)."""
+        self._line(self._pending)
+        if self._held:
+            self.log.write(self._held + "\n")
+        self._pending, self._held = "", None
         self.log.flush()
 
 
