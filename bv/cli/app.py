@@ -34,6 +34,7 @@ from bv.cli.template_commands import templates
 from bv.core import environment, outcome
 from bv.core.errors import BadRecord, Fatal, StdoutClosed
 from bv.core.outcome import finish_rows
+from bv.core.terminal import printable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -159,7 +160,9 @@ def prompt(
 
 
 @cli.command()
-@click.option("--n", "count", type=click.IntRange(1), default=40, show_default=True, help="Number of items.")
+@click.option(
+    "-n", "--n", "count", type=click.IntRange(1), default=40, show_default=True, help="Number of items."
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--out",
@@ -182,7 +185,7 @@ def synth(count: int, seed: int, out: Path) -> None:
 
 @cli.command("import")
 @click.argument(
-    "inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    "inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
 )
 @click.option("--run", type=click.IntRange(1), help="K of a result file whose name has no run_K (1-based).")
 @click.option("--model", help="Model name recorded on imported result rows.")
@@ -196,7 +199,7 @@ def synth(count: int, seed: int, out: Path) -> None:
 def import_(
     inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
 ) -> None:
-    """Import official BabyVision files into bv records.
+    """Import official BabyVision files (or stdin) into bv records.
 
     Result files (model_results_run_K.json) become judged rows with run K-1 and the official
     verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
@@ -207,12 +210,16 @@ def import_(
       bv import model_results_run_1.json model_results_run_2.json model_results_run_3.json | bv report
       bv import model_results_run_*.json | bv judge --mode rules | bv report
       bv import data/meta_data.jsonl > data/items.jsonl
+      cat results.json | bv import --run 1 | bv report
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.data.official import import_files
+    from bv.engine.progress import stdin_notice
 
+    stdin_notice([str(path) for path in inputs], "official results or items")
     problems = Problems()
-    import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
+    paths = list(inputs) or [Path("-")]
+    import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path)
     finish_rows(problems, skip_bad)
 
 
@@ -223,6 +230,7 @@ def cache() -> None:
     \b
     Examples:
       bv cache stats
+      bv cache list --model gpt-4o -n 5
       bv cache clear --model gpt-4o
     """
 
@@ -278,6 +286,52 @@ def cache_clear(
             return
     deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
     click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
+    if cache is not None and model is not None and deleted == 0 and older_than is None:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )
+
+
+@cache.command("list")
+@CACHE
+@click.option("--model", help="Only this model's replies.")
+@click.option(
+    "-n", "--limit", type=click.IntRange(0), default=20, show_default=True, help="The newest N (0: all)."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per reply: created, backend, model, reply."
+)
+def cache_list(cache_path: Path | None, model: str | None, limit: int, as_json: bool) -> None:
+    """Browse stored replies, newest first: when (UTC), backend, model and the reply's start.
+
+    \b
+    Examples:
+      bv cache list
+      bv cache list --model gpt-4o -n 50
+      bv cache list --json -n 0 | jq -r .reply.content
+    """
+    import json
+
+    from bv.engine.cache import ReplyCache
+
+    path = cache_path or default_cache()
+    if not path.exists():
+        click.echo(f"bv cache: no cache at {path}", err=True)
+        return
+    cache = ReplyCache(path)
+    entries = cache.entries(model, limit)
+    with reader_may_leave():
+        for entry in entries:
+            if as_json:
+                click.echo(json.dumps(entry, ensure_ascii=False))
+                continue
+            content = " ".join(str(entry["reply"].get("content") or "").split())
+            start = content[:100] + ("…" if len(content) > 100 else "")
+            click.echo(printable(f"{entry['created']}  {entry['backend']}  {entry['model']}  {start}"))
+    if model is not None and not entries:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )
 
 
 def main() -> None:

@@ -100,7 +100,8 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
 
     Official files write rows without a verdict (judge errors) as false, as bv report counts them
-    wrong, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
+    wrong, and name them on stderr with exit 1; undecided rows (no LLM judge) are written as
+    false too, and named. The CSV keeps them with `hard` empty. Reads files, or stdin.
 
     \b
     Examples:
@@ -108,13 +109,20 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
       bv export results.jsonl --format csv > results.csv
     """
     from bv.core.atomic import atomic_output
+    from bv.core.errors import Fatal
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_judged_row
     from bv.core.stats import counted
+    from bv.engine.progress import stdin_notice
     from bv.reporting.export import group_runs, write_csv, write_official
 
+    stdin_notice(inputs, "judged rows")
     problems = Problems()
     export = group_runs(read_records(inputs, problems, check_judged_row), problems)
+    if not export.rows:  # as bv report refuses it: a header alone is not an export
+        where = "stdin" if not inputs or inputs == ("-",) else ", ".join(inputs)
+        problems.finish()
+        raise Fatal(f"{where}: no judged rows (empty input, or no line could be read): nothing to export")
     if fmt == "csv" and out is None:
         with reader_may_leave():
             write_csv(export.rows, sys.stdout)
@@ -134,6 +142,15 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
                 f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
                 f" {shown}{more};"
                 " re-run bv judge on them, then export again"
+            )
+        if export.undecided:
+            shown = ", ".join(f"{i}#{run}" for i, run in export.undecided[:10])
+            more = f" and {len(export.undecided) - 10} more" if len(export.undecided) > 10 else ""
+            click.echo(
+                f"bv export: {counted(len(export.undecided), 'undecided row')} (no LLM judge decided them)"
+                f" written as false, as bv report counts them: {shown}{more}; judge them with"
+                " bv judge --judge-model MODEL, then export again",
+                err=True,
             )
     finish_rows(problems, skip_bad)
     if export.unjudged and fmt == "official":
@@ -170,11 +187,19 @@ def models(
 
     from bv.cli.request_commands import checked_endpoint
     from bv.core.terminal import printable
+    from bv.engine.endpoints import NoEndpoint
     from bv.engine.models import ANY_MODEL, list_models
 
-    endpoint = checked_endpoint(
-        backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
-    )
+    try:
+        endpoint = checked_endpoint(
+            backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
+        )
+    except NoEndpoint:
+        error(
+            "no endpoint to ask: give --base-url URL (a vLLM or SGLang server, a proxy), or set"
+            " OPENAI_BASE_URL, or OPENAI_API_KEY for OpenAI's"
+        )
+        sys.exit(ROWS_FAILED)
     found = list_models(endpoint)
     with reader_may_leave():
         for model in found:

@@ -235,6 +235,8 @@ def judge(
     from bv.engine.endpoints import BadEndpoint, judge_endpoint
     from bv.stages.judge import run_judge
 
+    if mode == "llm" and not judge_model:
+        raise click.UsageError("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
     try:
         endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
     except BadEndpoint as exc:

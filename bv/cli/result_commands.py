@@ -14,7 +14,7 @@ from bv.core.outcome import finish_rows
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -24,7 +24,7 @@ from bv.core.outcome import finish_rows
 @click.option("--sort", is_flag=True, help="Order rows by (id, run).")
 @SKIP_BAD
 def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bool) -> None:
-    """Combine runs and shards: one row per (id, run), a later file winning.
+    """Combine runs and shards: one row per (id, run), a later file winning (files, or stdin).
 
     With -o, any input error (a missing file, or a bad line without --skip-bad) leaves the
     output file as it was: a partial merge never replaces a good file.
@@ -69,6 +69,12 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     show_default=True,
 )
 @click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report (in --format) here, atomically, instead of stdout.",
+)
+@click.option(
     "--html",
     "html_path",
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
@@ -104,6 +110,7 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 def report(
     inputs: tuple[str, ...],
     fmt: str,
+    output: Path | None,
     html_path: Path | None,
     fail_under: float | None,
     by: tuple[str, ...],
@@ -128,6 +135,7 @@ def report(
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
       bv report all-models.jsonl --by model
       bv report results.jsonl --html report.html --fail-under 0.30
+      bv report results.jsonl --format markdown -o report.md
     """
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
@@ -155,10 +163,21 @@ def report(
         )
         summaries = summaries_of(built)
         page_to_stdout = html_path is not None and str(html_path) == "-"
+        renderer = {
+            "json": render_json,
+            "table": render_table,
+            "markdown": render_markdown,
+            "csv": render_csv,
+        }[fmt]
+        if output is not None:
+            from bv.core.atomic import atomic_output
+
+            with atomic_output(output, newline="" if fmt == "csv" else None) as stream:
+                renderer(built, stream)
+            click.echo(f"bv report: wrote {output}", err=True)
         with reader_may_leave():
-            if not page_to_stdout:  # stdout carries one thing: the page, or the report
-                renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
-                {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
+            if not page_to_stdout and output is None:  # stdout carries one thing: the page, or the report
+                renderer(built, sys.stdout)
         if html_path is not None:
             from bv.reporting.html_page import write_html
 

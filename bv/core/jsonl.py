@@ -42,6 +42,7 @@ class Source:
 
 SHOWN_ALIKE = 3  # messages of one kind shown before the rest are only counted
 _NUMBERS = re.compile(r"\d+")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")  # a name in a message: the same cause
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Problems:
         self.stream.flush()
 
     def _say(self, where: Source | str, text: str) -> None:
-        kind = _NUMBERS.sub("#", text) if len(self._alike) < 1000 else "other"
+        kind = _NUMBERS.sub("#", _QUOTED.sub("'…'", text)) if len(self._alike) < 1000 else "other"
         seen = self._alike.setdefault(kind, [0, text])
         seen[0] += 1
         if seen[0] <= SHOWN_ALIKE:

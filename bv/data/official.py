@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +80,33 @@ def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[s
     }
 
 
+def shown(path: Path) -> str:
+    """A path as messages name it (`-`: stdin)."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def _stdin_head(size: int) -> bytes:
+    """stdin's first bytes, left to be read (a pipe: peeked; a test's in-memory stdin: read back)."""
+    stream = sys.stdin.buffer
+    if hasattr(stream, "peek"):
+        return stream.peek(size)[:size]
+    start = stream.tell()
+    head = stream.read(size)
+    stream.seek(start)
+    return head
+
+
 def read_official_results(path: Path) -> list[Any]:
-    """The records of an official result file (a JSON array), read no further than the line
-    limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
+    """The records of an official result file (a JSON array; `-`: stdin), read no further than
+    the line limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
     from bv.core.jsonl import MAX_LINE_BYTES, checked_value, parse_json, unparsable
 
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_LINE_BYTES + 1)
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read(MAX_LINE_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_LINE_BYTES + 1)
         if len(raw) > MAX_LINE_BYTES:
             raise BadRecord(f"larger than {MAX_LINE_BYTES} bytes (BV_MAX_LINE_BYTES)")
         data = parse_json(raw.decode("utf-8"))
@@ -106,9 +126,12 @@ def read_official_results(path: Path) -> list[Any]:
 
 def is_result_file(path: Path) -> bool:
     """Official result files are JSON arrays; meta_data.jsonl is JSON Lines."""
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"[")
+    if str(path) == "-":
+        head = _stdin_head(64)
+    else:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
 
 
 def import_files(
@@ -139,15 +162,15 @@ def import_files(
         if file_run is None and run is not None:
             file_run = run - 1
         if file_run is None:
-            problems.report(str(path), "no run number: name it model_results_run_K.json or give --run K")
+            problems.report(shown(path), "no run number: name it model_results_run_K.json or give --run K")
             continue
         try:
             records = read_official_results(path)
         except BadRecord as exc:
-            problems.report(str(path), str(exc))
+            problems.report(shown(path), str(exc))
             continue
         for number, record in enumerate(records, 1):
             try:
                 writer.write(result_row(record, file_run, model, items))
             except BadRecord as exc:
-                problems.report(f"{path}: result {number}", str(exc))
+                problems.report(f"{shown(path)}: result {number}", str(exc))

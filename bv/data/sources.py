@@ -161,7 +161,12 @@ def _image_value(value: Any) -> tuple[bytes, str | None]:
     if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)) and value["bytes"]:
         name = value.get("path")
         return bytes(value["bytes"]), name if isinstance(name, str) else None
-    raise BadRecord("the image is not embedded (no bytes in the 'image' column)")
+    if isinstance(value, dict) and isinstance(value.get("path"), str) and value["path"]:
+        raise BadRecord(
+            "the image is not embedded: the 'image' column holds a file path, not the image's bytes;"
+            " bv data reads parquet files with their images embedded (docs/data.md)"
+        )
+    raise BadRecord("the image is not embedded (no bytes in the 'image' column; docs/data.md)")
 
 
 def normalise(record: dict[str, Any]) -> dict[str, Any]:

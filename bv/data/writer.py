@@ -141,7 +141,9 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summary, dict[str, str]]:
+def stage(
+    rows: Iterable[Any], folder: Path, problems: list[tuple[str, str]]
+) -> tuple[Summary, dict[str, str]]:
     """Write the usable rows into `folder`; each unusable one costs only itself, named in
     `problems`. Returns the sizes seen and the sha256 of every file written (by relative path)."""
     from bv.core.items import parse_item
@@ -151,7 +153,7 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
     summary, hashes, ids, lines = Summary(), {}, set(), []
     for row in rows:
         if row.problem:
-            problems.append(f"{row.where}: {row.problem}")
+            problems.append((row.where, row.problem))
             continue
         try:
             size = decode_size(row.image)
@@ -167,7 +169,7 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
             }
             parse_item(record)  # as bv prompt will read it
         except BadRecord as exc:
-            problems.append(f"{row.where}: {exc}")
+            problems.append((row.where, str(exc)))
             continue
         ids.add(item_id)
         _write_file(folder / record["image"], row.image)
@@ -266,6 +268,21 @@ def install(staged: Path, out: Path) -> bool:
     return True
 
 
+def said_once(problems: list[tuple[str, str]]) -> list[str]:
+    """One line per cause: `where: why`, or `N rows (first, second, third, …): why`."""
+    wheres: dict[str, list[str]] = {}
+    for where, why in problems:
+        wheres.setdefault(why, []).append(where)
+    lines = []
+    for why, places in wheres.items():
+        if len(places) == 1:
+            lines.append(f"{places[0]}: {why}")
+        else:
+            shown = ", ".join(places[:3]) + (", …" if len(places) > 3 else "")
+            lines.append(f"{len(places)} rows ({shown}): {why}")
+    return lines
+
+
 def write_set(
     rows: Iterable[Any], out: Path, provenance: dict[str, Any], skip_bad: bool
 ) -> tuple[Summary, bool]:
@@ -281,10 +298,10 @@ def write_set(
         raise Fatal(f"cannot write beside {out}: {exc.strerror or exc}") from None
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
     try:  # Ctrl-C and SIGTERM (bv.core.outcome.install_sigterm) unwind through the finally below
-        problems: list[str] = []
+        problems: list[tuple[str, str]] = []
         summary, hashes = stage(rows, staged, problems)
-        for problem in problems:
-            click.echo(f"bv data: {problem}", err=True)
+        for line in said_once(problems):
+            click.echo(f"bv data: {line}", err=True)
         if problems and not skip_bad:
             unusable = counted(len(problems), "unusable item")
             raise Fatal(f"{unusable}; nothing written (--skip-bad writes the rest)")

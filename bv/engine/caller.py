@@ -93,7 +93,7 @@ class Caller:
             return request_key(
                 backend=self.backend.name,
                 model=self.backend.model,
-                endpoint=self.backend.endpoint,
+                endpoint=self.backend.cache_scope,
                 messages=messages,
                 params=params,
                 run=run,

@@ -45,6 +45,23 @@ class Endpoint:
     organization: str | None = None  # OpenAI-Organization header
     project: str | None = None  # OpenAI-Project header
     role: str = "model"  # "model" or "judge": how messages name it
+    key_from: str | None = None  # where the key came from (an option, a variable); None: no key set
+
+    @property
+    def key_hint(self) -> str:
+        """How to give this endpoint a key: `set OPENAI_API_KEY or give --api-key`."""
+        if self.kind == "azure":
+            return "set AZURE_OPENAI_API_KEY or give --api-key"
+        if self.role == "judge":
+            return "set BV_JUDGE_API_KEY or give --judge-api-key"
+        return "set OPENAI_API_KEY or give --api-key"
+
+    def key_refusal(self, where: str, status: int) -> str:
+        """What a 401 or 403 says: that no key was set and how to set one, or which key was refused."""
+        if self.key_from is None:
+            return f"{where} answered HTTP {status} and no API key was set: {self.key_hint}"
+        return f"{where} refused the API key from {self.key_from} (HTTP {status}): check it ({self.key_hint})"
+
     rule: ParamRule = RULES[-1]  # how bv's generic options are spelled for it (bv.engine.params)
 
     @property
@@ -112,12 +129,17 @@ def resolve(
     jobs: int = 8,
     role: str = "model",
     env: Mapping[str, str] | None = None,
+    key_from: str | None = None,
 ) -> Endpoint:
-    """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work."""
+    """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
+    `key_from`: where a given `api_key` came from (default: the --api-key option)."""
     env = environment.variables() if env is None else env
     option = "--judge-base-url" if role == "judge" else "--base-url"
+    if api_key:
+        key_from = key_from or ("--judge-api-key" if role == "judge" else "--api-key")
     if kind == "azure":
         urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
+        key_from = key_from or ("AZURE_OPENAI_API_KEY" if env.get("AZURE_OPENAI_API_KEY") else None)
         api_key = api_key or env.get("AZURE_OPENAI_API_KEY")
         version = env.get("AZURE_OPENAI_API_VERSION")
         missing = [
@@ -144,6 +166,7 @@ def resolve(
             )
         from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
         urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
+        key_from = key_from or ("OPENAI_API_KEY" if env.get("OPENAI_API_KEY") else None)
         api_key = api_key or env.get("OPENAI_API_KEY")
         if not urls and not api_key:
             if role == "judge":
@@ -151,7 +174,7 @@ def resolve(
                     "the LLM judge has no endpoint: give --judge-base-url and/or --judge-api-key"
                     " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with --mode rules"
                 )
-            raise Fatal(
+            raise NoEndpoint(
                 "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or --base-url for a"
                 " server other than OpenAI's), or run the offline baseline with --backend chance"
             )
@@ -176,6 +199,7 @@ def resolve(
         jobs=jobs,
         role=role,
         rule=rule,
+        key_from=key_from,
         **extra,
     )
 
@@ -199,11 +223,16 @@ def judge_endpoint(
         model=model,
         base_urls=[base_url] if base_url else [],
         api_key=api_key or env.get("BV_JUDGE_API_KEY"),
+        key_from=None if api_key or not env.get("BV_JUDGE_API_KEY") else "BV_JUDGE_API_KEY",
         timeout=timeout,
         jobs=jobs,
         role="judge",
         env=env,
     )
+
+
+class NoEndpoint(Fatal):
+    """No endpoint at all: neither a URL nor a key (each command says what to give)."""
 
 
 class NoModelList(Exception):

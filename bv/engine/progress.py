@@ -70,6 +70,8 @@ class Stats:
         elapsed = time.monotonic() - self.started
         done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
         parts = [f"{done} done"]
+        if self.total is None:  # from a pipe: no total to fill a bar or an ETA, so the pace
+            parts.append(f"{self.done / elapsed if elapsed > 0 else 0:.1f} rows/s")
         eta = self.eta(elapsed)
         if eta:
             parts.append(eta)
@@ -178,10 +180,15 @@ class ProgressDisplay:
         from rich.table import Column
 
         fixed = Column(no_wrap=True)  # counts and time keep their width; the bar and details give way
+        # From a pipe the total is unknown: no bar that could never fill, the count and the pace.
+        counts = (
+            [TextColumn("{task.completed} done", table_column=fixed)]
+            if self.stats.total is None
+            else [BarColumn(bar_width=20), MofNCompleteColumn(table_column=fixed)]
+        )
         self._bar = Progress(
             TextColumn(f"bv {self.label}", table_column=Column(no_wrap=True)),
-            BarColumn(bar_width=20),
-            MofNCompleteColumn(table_column=fixed),
+            *counts,
             TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
             TextColumn(  # server text is data, not markup
                 "{task.fields[info]}",
@@ -202,7 +209,7 @@ class ProgressDisplay:
         while True:
             await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))
             if self._bar is not None:
-                info = printable(self.stats.line().split(", ", 1)[1])
+                info = printable(self.stats.line().split(", ", 1)[1])  # what follows "N done"
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
                 continue
             waiting = self.stats.waiting_text()

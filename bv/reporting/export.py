@@ -40,6 +40,7 @@ class Export:
     rows: list[JudgedRow] = field(default_factory=list)  # every row once, in input order
     runs: dict[int, list[JudgedRow]] = field(default_factory=lambda: defaultdict(list))
     unjudged: list[tuple[str, int]] = field(default_factory=list)
+    undecided: list[tuple[str, int]] = field(default_factory=list)  # counted wrong: no judge decided
 
 
 def official_id(item_id: Any) -> int | str:
@@ -99,6 +100,8 @@ def group_runs(records: Iterable[tuple[Any, JudgedRow]], problems: Problems) -> 
         export.rows.append(row)
         if row.get("hard") is None:
             export.unjudged.append(key)
+        elif row.get("undecided"):
+            export.undecided.append(key)
         export.runs[key[1]].append(row)
     for members in export.runs.values():
         members.sort(key=lambda r: natural_key(str(r["id"])))

@@ -76,6 +76,7 @@ class ExecBackend:
         digest = hashlib.sha256(template.encode()).hexdigest()[:12]
         # The program's name, and a hash of the whole template (its flags change the replies).
         self.endpoint = f"{Path(argv[0]).name} template:{digest}"
+        self.cache_scope = self.endpoint  # another command template is another agent
 
     @classmethod
     def from_config(

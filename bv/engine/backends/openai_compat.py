@@ -66,6 +66,9 @@ class OpenAIBackend:
         self.config = endpoint
         self.model = endpoint.model
         self.endpoint = endpoint.public
+        # Replicas of one model answer alike: a reply is found whichever of them served it, and
+        # with fewer or more of them; Azure's resource names its deployments' models.
+        self.cache_scope = endpoint.public if endpoint.kind == "azure" else None
         self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
         self._headers = endpoint.headers()
         self._session: Any = None
@@ -189,10 +192,7 @@ class OpenAIBackend:
         if status in (408, 409) or status >= 500:
             return Transient(f"HTTP {status}", retry_after_seconds(headers))
         if status in (401, 403):
-            return Fatal(
-                f"{where} refused the API key (HTTP {status}): check --api-key or the key's"
-                f" environment variable. Server said: {message}"
-            )
+            return Fatal(f"{self.config.key_refusal(where, status)}. Server said: {message}")
         if status == 404:
             return Fatal(await self._not_found(replica, message))
         if status == 400:
