@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.core import environment, redaction
-from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.errors import Fatal, ItemFailure, NoReply, Refused
 from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
 from bv.engine.backends import Reply
@@ -45,6 +45,10 @@ STDERR_TAIL = 500  # characters of stderr quoted in an item's error
 MAX_REPLY_BYTES = 1 << 20  # a reply read from stdout or the last-message file keeps its last MiB
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 NO_RESIZE = ImageOptions()
+AGENT_FIX = (
+    "Run the agent by hand in a workspace kept with BV_EXEC_KEEP=DIR, and check its login or API key,"
+    " the model name and the flags in --exec-cmd."
+)
 
 
 @dataclass
@@ -193,7 +197,7 @@ class ExecBackend:
             try:
                 await asyncio.wait_for(proc.wait(), self.timeout)
             except TimeoutError:
-                raise Transient(f"agent timed out after {self.timeout:g} s") from None
+                raise NoReply(f"agent timed out after {self.timeout:g} s") from None
             finally:
                 # On a timeout, on cancellation (the engine's own timeout, Ctrl-C), and after a
                 # normal exit too, for whatever the agent left running in its group.
@@ -212,7 +216,7 @@ class ExecBackend:
                     if code is not None and code < 0
                     else f"exited with code {code}"
                 )
-                raise ItemFailure(f"agent {how}" + (f"; stderr: {tail}" if tail else "; no stderr"))
+                raise Refused(f"agent {how}" + (f"; stderr: {tail}" if tail else "; no stderr"), AGENT_FIX)
             written = _read_tail(last_message)
             return written if written.strip() else _tail(out, MAX_REPLY_BYTES).strip()
 
