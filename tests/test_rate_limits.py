@@ -212,7 +212,7 @@ def test_the_same_refusal_on_the_first_requests_stops_the_stage(prompts, server,
     assert result.returncode == 1
     assert "the first 3 requests were all refused the same way" in result.stderr
     assert "HTTP 400: Unsupported parameter: 'max_tokens'" in result.stderr
-    assert "Check the model name and the request's parameters" in result.stderr  # the fix
+    assert "tell bv its family with BV_PARAM_RULES" in result.stderr  # the fix, from bv.engine.params
     assert "Traceback" not in result.stderr
     rows = jsonl(out.read_text())
     assert 3 <= len(rows) <= 4 and all(r["error"].startswith("HTTP 400") for r in rows)

@@ -22,7 +22,7 @@ import orjson
 from bv.core.errors import Fatal, ItemFailure, NoReply, RateLimited, Refused, Transient
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
-from bv.engine.backends import BV_PARAMS, Reply
+from bv.engine.backends import Reply
 from bv.engine.backends.replies import clean_text, error_message, parse_completion, read_body
 from bv.engine.endpoints import (
     CONNECT_TIMEOUT_S,
@@ -33,6 +33,7 @@ from bv.engine.endpoints import (
     host_port,
     resolve,
 )
+from bv.engine.params import advice, body_fields
 from bv.engine.retry import wait_seconds
 
 FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
@@ -130,9 +131,7 @@ class OpenAIBackend:
             sendable = await inline_images_async(messages, options, self._images)
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
-        body = {"model": self.model, "messages": sendable}
-        body.update({k: v for k, v in params.items() if k not in BV_PARAMS and v is not None})
-        body.update(params.get("extra_body") or {})
+        body = {"model": self.model, "messages": sendable, **body_fields(params, self.config.rule)}
         replica = self._pick()
         replica.in_flight += 1
         started = time.monotonic()
@@ -220,7 +219,12 @@ class OpenAIBackend:
             )
         if status == 404:
             return Fatal(await self._not_found(replica, message))
-        return Refused(f"HTTP {status}: {message}", _REFUSAL_FIXES.get(status, _REFUSAL_FIX))
+        hint = (
+            advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
+        )
+        # The parameter table's advice says what to change; else the general fix, said if the stage stops.
+        fix = "" if hint else _REFUSAL_FIXES.get(status, _REFUSAL_FIX)
+        return Refused(f"HTTP {status}: {message}{hint}", fix)
 
     async def _not_found(self, replica: Replica, message: str) -> str:
         """A 404 made actionable: a missing /v1, and the models the endpoint does serve."""
@@ -274,6 +278,16 @@ _REFUSAL_FIX = (
 _REFUSAL_FIXES = {
     413: "The request is too large for the endpoint: lower --max-pixels, or use a model with more context.",
 }
+
+
+def error_object(raw: bytes) -> dict[str, Any]:
+    """The `error` object of an error body (message, type, param, code), or {}."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 def body_json(body: dict[str, Any]) -> bytes:
