@@ -107,7 +107,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @click.option(
     "--exec-cmd",
     metavar="TEMPLATE",
-    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
+    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
+    " {system} {system_toml} (docs/backends.md).",
 )
 @click.option(
     "--dry-run",
