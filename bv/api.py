@@ -75,13 +75,21 @@ def prompt(
             raise BadRecord(f"item {index}: {exc}") from None
 
 
-def _settings(jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool) -> Any:
+def _settings(
+    jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool, patience: float
+) -> Any:
     from bv.engine.cache import default_path
     from bv.engine.caller import RunSettings
 
     path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
     return RunSettings(
-        jobs=jobs, retries=retries, timeout_s=timeout, cache_path=path, quiet=quiet, ordered=True
+        jobs=jobs,
+        retries=retries,
+        timeout_s=timeout,
+        rate_limit_patience_s=patience,
+        cache_path=path,
+        quiet=quiet,
+        ordered=True,
     )
 
 
@@ -129,6 +137,10 @@ def rollout(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
     exec_cmd: str | None = None,
     seed: int | None = None,
@@ -139,7 +151,8 @@ def rollout(
     `bv rollout --ordered` writes them. `backend`: openai, azure, exec or chance; the endpoint
     comes from `base_url`/`api_key` or the environment, as for the command (OPENAI_BASE_URL,
     OPENAI_API_KEY). `params`: request parameters (max_tokens, temperature, …). `cache`: a
-    path, None for none, or the command's default cache. `quiet=False` shows progress on stderr."""
+    path, None for none, or the command's default cache. `quiet=False` shows progress on stderr.
+    The waits are `bv rollout`'s (--rate-limit-patience, --connect-timeout, ...), in seconds."""
     _no_running_loop("rollout")
     from bv.core.templates import BV_TEMPLATES
     from bv.engine.backends import backend_config
@@ -156,6 +169,9 @@ def rollout(
         jobs=jobs,
         seed=seed,
         exec_cmd=exec_cmd,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
     )
     options = RolloutOptions(
         max_turns=max_turns, repeats=repeats, params=dict(params or {}), templates=templates or BV_TEMPLATES
@@ -166,7 +182,7 @@ def rollout(
         backend,
         config,
         options,
-        _settings(jobs, retries, timeout, cache, quiet),
+        _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
         records=records,
         write=lambda row: rows.append(cast(RolloutRow, dict(row))),
     )
@@ -249,6 +265,10 @@ def judge(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
@@ -266,13 +286,23 @@ def judge(
     request = STOP_REQUEST.get()
     if request is not None:  # ajudge
         records = _UntilStopped(records, request)
-    endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+    endpoint = judge_endpoint(
+        mode,
+        judge_model,
+        judge_base_url,
+        judge_api_key,
+        timeout,
+        jobs,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
+    )
     judged: list[JudgedRow] = []
     _, outcome = run_judge(
         (),
         mode,
         endpoint,
-        _settings(jobs, retries, timeout, cache, quiet),
+        _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
         templates or BV_TEMPLATES,
         records=records,
         write=lambda row: judged.append(cast(JudgedRow, dict(row))),
