@@ -38,6 +38,7 @@ from bv.cli.common import (
     parse_params,
     parse_shard,
     request_params,
+    waits,
 )
 from bv.core.outcome import Outcome, finish, leave
 from bv.core.terminal import printable
@@ -75,6 +76,7 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @PARAMS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @MAX_PIXELS
@@ -110,6 +112,11 @@ def rollout(
     extra_params: tuple[str, ...],
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     max_pixels: int | None,
@@ -154,6 +161,9 @@ def rollout(
             jobs=jobs,
             seed=seed,
             exec_cmd=exec_cmd,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
         )
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
@@ -175,6 +185,8 @@ def rollout(
         jobs=jobs,
         retries=retries,
         timeout_s=timeout,
+        rate_limit_patience_s=rate_limit_patience,
+        stall_notice_s=stall_notice,
         quiet=quiet,
         ordered=ordered,
         cache_path=None if no_cache else cache_path or default_cache(),
@@ -200,6 +212,7 @@ def rollout(
 @JOBS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @QUIET
@@ -215,6 +228,11 @@ def judge(
     jobs: int,
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     quiet: bool,
@@ -238,13 +256,25 @@ def judge(
     if mode == "llm" and not judge_model:
         raise click.UsageError("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
     try:
-        endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+        endpoint = judge_endpoint(
+            mode,
+            judge_model,
+            judge_base_url,
+            judge_api_key,
+            timeout,
+            jobs,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
+        )
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
     settings = RunSettings(
         jobs=jobs,
         retries=retries,
         timeout_s=timeout,
+        rate_limit_patience_s=rate_limit_patience,
+        stall_notice_s=stall_notice,
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
