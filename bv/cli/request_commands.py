@@ -24,7 +24,8 @@ from bv.cli.common import (
     parse_params,
     parse_shard,
 )
-from bv.core.outcome import Outcome, finish, leave
+from bv.cli.ending import finish
+from bv.core.outcome import Outcome
 from bv.engine.backends import BACKENDS
 
 BACKEND_NAMES = list(BACKENDS)
@@ -138,7 +139,7 @@ def rollout(
     dry_run: bool,
     quiet: bool,
     skip_bad: bool,
-) -> None:
+) -> int:
     """Send prompt records to a model, concurrently, with retries and a cache.
 
     Every row is written as soon as it finishes (with --ordered, in input order); a row
@@ -208,11 +209,11 @@ def rollout(
     if dry_run:
         from bv.stages.rollout import dry_run_rollout
 
-        leave(finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad))
+        return finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad)
     problems, outcome = run_rollout(inputs, backend, config, options, settings)
     if options.artifacts is not None:
         options.artifacts.finish()
-    leave(finish(outcome, problems, skip_bad))
+    return finish(outcome, problems, skip_bad)
 
 
 @click.command()
@@ -252,7 +253,7 @@ def judge(
     no_cache: bool,
     quiet: bool,
     skip_bad: bool,
-) -> None:
+) -> int:
     """Extract each reply's answer and decide whether it is right.
 
     Rules decide first; an LLM judge, if configured, decides what they cannot. Rows keep
@@ -279,4 +280,4 @@ def judge(
         cache_path=None if no_cache else cache_path or default_cache(),
     )
     problems, outcome = run_judge(inputs, mode, endpoint, settings, templates)
-    leave(finish(outcome, problems, skip_bad))
+    return finish(outcome, problems, skip_bad)
