@@ -60,7 +60,6 @@ def test_two_concurrent_api_rollouts_redact_only_their_own_key(sample_dir, serve
         assert len(results[name]) == 12
         for row in results[name]:
             assert own not in row["response"] and other in row["response"], row["response"]
-    assert redaction.redact(KEY_A) == KEY_A  # and the calling thread's own run was never given either
 
 
 def test_secrets_and_notes_stay_in_their_run():
