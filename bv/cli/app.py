@@ -22,6 +22,7 @@ from bv.cli.common import (
 )
 from bv.cli.data_commands import data, export, models
 from bv.cli.ending import finish_rows
+from bv.cli.optimize_command import optimize
 from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
@@ -58,6 +59,7 @@ cli.add_command(models)
 cli.add_command(templates)
 cli.add_command(merge)
 cli.add_command(report)
+cli.add_command(optimize)
 
 
 @cli.command()

@@ -71,7 +71,7 @@ RULES = (
         "openrouter.ai/docs/api-reference/parameters (max_tokens, mapped per provider)",
     ),
     ParamRule(
-        "OpenAI reasoning model behind a proxy (LiteLLM, a gateway)",
+        "OpenAI reasoning model on another server: LiteLLM, a gateway",
         "compatible",
         REASONING,
         "max_completion_tokens",
@@ -171,6 +171,17 @@ def body_fields(params: Mapping[str, Any], rule: ParamRule) -> dict[str, Any]:
 def with_defaults(defaults: Mapping[str, Any], rule: ParamRule) -> dict[str, Any]:
     """bv's default parameters (the judge's temperature 0) that this model accepts."""
     return {key: value for key, value in defaults.items() if key != "temperature" or rule.temperature}
+
+
+def temperature_warning(rule: ParamRule, model: str, temperature: float | None) -> str | None:
+    """A warning for a temperature the user asked of a model that takes only the default (it is
+    sent as asked: gpt-5.1 takes one with reasoning_effort "none")."""
+    if temperature is None or temperature == 1 or rule.temperature:
+        return None
+    return (
+        f"{model} ({rule.family}) takes only the default temperature (1): the endpoint will likely"
+        f" refuse --temperature {temperature:g}; drop it (or tell bv otherwise with {ENV})"
+    )
 
 
 def advice(status_error: Mapping[str, Any], model: str, rule: ParamRule, role: str) -> str:
