@@ -211,10 +211,11 @@ def eval_(
 
 def say_result(result: Any) -> None:
     """The closing line: what the folder holds, or why the run stopped and how to resume it."""
-    from bv.core.outcome import say, set_stage
+    from bv.core.outcome import say
+    from bv.core.run_context import current
     from bv.core.stats import counted
 
-    set_stage("eval")
+    current().stage = "eval"
     if result.stopped is not None:
         again = "re-run the same command to finish (finished replies come from the cache)"
         say(f"{result.stopped}; {again}; no results written to {result.folder}")

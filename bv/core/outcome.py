@@ -1,54 +1,33 @@
-"""How a stage ends: its exit status, the signals that stop it, and its closing summary.
+"""How a stage's run went (`Outcome`), its messages on stderr, and how a run is asked to stop.
 
-Every bv stage ends through `finish`, so an exit status means the same everywhere
-(docs/exit-status.md):
-
-    0    everything succeeded
-    1    some rows failed (rollout errors, judge errors, bad input lines), every row still
-         written; or the stage stopped on an error it names
-    2    usage error (a bad option or argument), before any work (click's own status)
-    130  interrupted by Ctrl-C (SIGINT)
-    143  interrupted by SIGTERM (what `timeout`, schedulers and CI send)
-
-A reader that leaves (`| head`) ends a streaming stage quietly with 0 (`stdout_closed`): the rows
-it did not get to are not failures. Commands that read their whole input before writing (report,
-merge, export) keep the status of that input instead (bv.cli.common.reader_may_leave).
-
-SIGTERM is handled as the first Ctrl-C: no new requests, those in flight get the grace
-period, finished rows are written (and cached), then exit 143. The summary names the stage,
-says how many rows failed and how to resume.
+A run stops gently on the first Ctrl-C or SIGTERM while its event loop runs (`loop_signals`), or
+when its `StopRequest` is asked (bv.api, its awaiting task cancelled): no new requests, those in
+flight get the grace period, finished rows are written. What that means for the process (exit
+statuses, the closing summary, quitting on a second signal) is bv.cli's (bv.cli.ending).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
+from bv.core.run_context import current
 from bv.core.terminal import printable
 
-OK = 0
-ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
-_stage = ""  # the running stage ("rollout", "cache"), set once by the command line
-
-
-def set_stage(name: str | None) -> None:
-    global _stage
-    _stage = name or ""
-
 
 def prefix() -> str:
-    """How a message starts: `bv rollout:`, or `bv:` before a stage is known."""
-    return f"bv {_stage}:" if _stage else "bv:"
+    """How a message starts: `bv rollout:` (the current run's stage), or `bv:` before one is known."""
+    stage = current().stage
+    return f"bv {stage}:" if stage else "bv:"
 
 
 def say(message: str) -> None:
@@ -59,32 +38,6 @@ def say(message: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-def status_for(signum: int) -> int:
-    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
-    return 128 + signum
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where no event loop handles it: it unwinds like KeyboardInterrupt."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-def install_sigterm() -> None:
-    """Make SIGTERM end a stage the way Ctrl-C does (rows written so far stay whole), not silently."""
-    with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave it alone
-        signal.signal(signal.SIGTERM, _raise_terminated)
-
-
-def quit_on_next_signal(status: int) -> None:
-    """After the first stop, a second Ctrl-C or SIGTERM leaves at once."""
-    for signum in STOP_SIGNALS:
-        with contextlib.suppress(ValueError):
-            signal.signal(signum, lambda *_: os._exit(status))
 
 
 @contextlib.contextmanager
@@ -177,6 +130,15 @@ class Outcome:
         return self.signal is not None
 
 
+OK = 0
+ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
+
+
+def status_for(signum: int) -> int:
+    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + signum
+
+
 def exit_status(outcome: Outcome, skip_bad: bool = False) -> int:
     """The status a stage exits with (the table in the module docstring)."""
     if outcome.stdout_closed:
@@ -242,29 +204,3 @@ def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> in
     if line:
         say(line)
     return exit_status(outcome, skip_bad)
-
-
-def finish_rows(problems: Any, skip_bad: bool) -> None:
-    """End a stage without requests (prompt, merge, import): exit 1 after bad input, else go on."""
-    status = finish(Outcome(), problems, skip_bad)
-    if status:
-        sys.exit(status)
-
-
-def interrupted(signum: int) -> int:
-    """A stage without an event loop was stopped by Ctrl-C or SIGTERM: say so, return the status."""
-    status = status_for(signum)
-    quit_on_next_signal(status)
-    say(f"interrupted by {SIGNAL_NAMES[signum]}; re-run the same command to finish")
-    return status
-
-
-def leave(status: int) -> NoReturn:
-    """Exit at once, skipping interpreter teardown (0.4 s once the openai SDK is loaded): every
-    row is already written and flushed and every cached reply committed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)

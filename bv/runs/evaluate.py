@@ -22,8 +22,9 @@ from bv.core import outcome as outcomes
 from bv.core.atomic import atomic_output
 from bv.core.errors import StdoutClosed
 from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
-from bv.core.outcome import Outcome, finish, say, set_stage
+from bv.core.outcome import Outcome, finish, say
 from bv.core.records import PromptRecord, RolloutRow
+from bv.core.run_context import current
 from bv.runs.config import BadOption, EvalConfig, read_config, run_record, what_changed, write_config
 from bv.runs.logs import logged
 
@@ -173,7 +174,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     result = EvalResult(config.out, written=["config.json"])
     logs = config.out / "logs"
 
-    set_stage("prompt")
+    current().stage = "prompt"
     with logged(logs / "prompt.log", config.quiet):
         prompts, status = _prompt(config, checked)
     result.status = status
@@ -182,7 +183,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
         result.status = outcomes.ROWS_FAILED
         return result
 
-    set_stage("rollout")
+    current().stage = "rollout"
     with logged(logs / "rollout.log", config.quiet):
         rows, rollout = _rollout(prompts, config, checked)
     result.status = worst(result.status, rollout)
@@ -194,7 +195,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
         )
         return result
 
-    set_stage("judge")
+    current().stage = "judge"
     with logged(logs / "judge.log", config.quiet):
         judged = _judge(rows, config, checked)
     result.status = worst(result.status, judged)
@@ -204,13 +205,13 @@ def run_eval(config: EvalConfig) -> EvalResult:
     result.written.append(RESULTS)
     result.rows = len(rows)
 
-    set_stage("report")
+    current().stage = "report"
     with logged(logs / "report.log", config.quiet):
         reported, accuracy = _report(config)
     result.status = worst(result.status, reported)
     result.accuracy = accuracy
     result.written += ["report.md", "report.html"]
-    set_stage("eval")
+    current().stage = "eval"
     return result
 
 
