@@ -45,6 +45,12 @@ def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | 
     raise AssertionError("unreachable")
 
 
+def fits(headers: list[str], rows: list[list[str]], width: int) -> bool:
+    """Whether the figures fit `width` with room for the group names (at worst in the compact layout)."""
+    fit = fit_columns(headers, rows, width)
+    return fit is None or fit.widths[0] >= MIN_LABEL
+
+
 def fitted_table(title: str, headers: list[str], rows: list[list[str]], levels: list[str], width: int) -> Any:
     """An empty rich Table with the report's columns laid out for `width` characters."""
     from rich.box import SIMPLE_HEAD
