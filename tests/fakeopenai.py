@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -51,6 +52,30 @@ class Seen:
 
 Responder = Callable[[Seen], Reply]
 
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def reasoning_model(responder: Responder | None = None) -> Responder:
+    """A responder that answers as OpenAI's reasoning models (o1, o3, o4-mini, gpt-5…) do: HTTP 400
+    with OpenAI's own error body (tests/fixtures/openai_reasoning_errors.json, which names its
+    sources) to a request with `max_tokens`, or with a `temperature` other than 1; anything else
+    goes to `responder`."""
+    errors = json.loads((FIXTURES / "openai_reasoning_errors.json").read_text())
+    answer = responder or (lambda seen: Reply())
+
+    def respond(seen: Seen) -> Reply:
+        if seen.path.endswith("/chat/completions"):
+            if "max_tokens" in seen.body:
+                return Reply(status=errors["status"], body=json.dumps(errors["max_tokens"]).encode())
+            if "temperature" in seen.body and seen.body["temperature"] != 1:
+                refused = json.loads(json.dumps(errors["temperature"]))
+                value = json.dumps(seen.body["temperature"])
+                refused["error"]["message"] = refused["error"]["message"].replace("{value}", value)
+                return Reply(status=errors["status"], body=json.dumps(refused).encode())
+        return answer(seen)
+
+    return respond
+
 
 def completion_body(reply: Reply, model: str) -> bytes:
     prompt_tokens, completion_tokens = reply.usage
@@ -80,6 +105,22 @@ def models_body(names: list[str]) -> bytes:
     """The answer to GET /v1/models."""
     data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"} for name in names]
     return json.dumps({"object": "list", "data": data}).encode()
+
+
+REPLY_FIXTURES = Path(__file__).parent / "fixtures" / "replies"
+
+
+def reply_fixture(name: str) -> dict[str, Any]:
+    """A recorded or documented reply shape: `source` (the doc page or upstream file it comes
+    from), `status`, optional `headers`, and `body`, the JSON the endpoint sends."""
+    return json.loads((REPLY_FIXTURES / f"{name}.json").read_text())
+
+
+def replay(name: str) -> Reply:
+    """The server's answer to a request: the fixture's status, headers and body, byte for byte."""
+    fixture = reply_fixture(name)
+    body = json.dumps(fixture["body"], ensure_ascii=False).encode()
+    return Reply(status=fixture.get("status", 200), headers=dict(fixture.get("headers", {})), body=body)
 
 
 REASONS = {
