@@ -216,8 +216,17 @@ def _tally_of(rows: Tally | Iterable[dict[str, Any]]) -> Tally:
 
 
 def summarize(rows: Iterable[dict[str, Any]], name: str = "results", exclude_failed: bool = False) -> Summary:
-    """Every figure the report shows for one set of judged rows (rows without `hard` are skipped)."""
-    return _tally_of(rows).summary(name, exclude_failed)
+    """Every figure the report shows for one set of judged rows (rows without `hard` are skipped),
+    with how they were made (`made_by`) as far as the rows agree on it."""
+    judged = [row for row in rows if "hard" in row]
+    summary = _tally_of(judged).summary(name, exclude_failed)
+    made_by = {}
+    for field_name in BY_FIELDS[1:]:  # model is in `models`
+        values = {by_value(row, field_name) for row in judged}
+        if len(values) == 1:
+            made_by[field_name] = values.pop()
+    summary["provenance"]["made_by"] = made_by
+    return summary
 
 
 @dataclass(eq=False)
