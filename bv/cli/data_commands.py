@@ -48,7 +48,7 @@ def data(
       bv data --from babyvision_data.zip --out data/babyvision
       bv prompt "$(bv data --where)/meta_data.jsonl" --sample 22 | bv rollout -m MODEL --dry-run
     """
-    from bv.data.sources import fetch, is_official, read_source
+    from bv.data.sources import fetch, is_official, read_source, source_sha256
     from bv.data.writer import default_dir, differences, write_set
 
     out = out or default_dir()
@@ -60,9 +60,7 @@ def data(
         path, origin = fetch(repo, revision)
     else:
         path, origin = source, f"file:{source.name}"
-    from bv.core.images import content_hash
-
-    provenance = {"source": origin, "source_sha256": content_hash(path)}  # the file the set was made from
+    provenance = {"source": origin, "source_sha256": source_sha256(path)}  # the file the set was made from
     summary, changed = write_set(read_source(path), out, provenance, skip_bad)
     for line in summary.lines():
         click.echo(f"bv data: {line}", err=True)

@@ -99,10 +99,43 @@ def is_official(source: Path | None, origin: str) -> bool:
     return source.name == OFFICIAL_ZIP or "datasets--UnipatAI--BabyVision" in str(source)
 
 
+def _open_source(path: Path) -> Any:
+    """A source file opened for reading: a regular file only, checked on the open file (opened
+    without blocking, so a FIFO or a device is refused at once, not waited on or read forever)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Fatal(f"{path}: not a regular file (a FIFO or a device cannot be a data set: give the file)")
+    return os.fdopen(fd, "rb")
+
+
+SOURCE_BLOCK = 1 << 20  # a source is hashed and sniffed a block at a time, whatever its size
+
+
+def source_sha256(path: Path) -> str:
+    """The SHA-256 of a source file, read a block at a time (a 2 GB parquet costs one block)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with _open_source(path) as f:
+            while block := f.read(SOURCE_BLOCK):
+                digest.update(block)
+    except OSError as exc:
+        raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
 def read_source(path: Path) -> Iterator[SourceRow]:
     """Rows of a parquet file or a zip, told apart by their first bytes."""
     try:
-        with open(path, "rb") as f:
+        with _open_source(path) as f:
             head = f.read(4)
     except OSError as exc:
         raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
