@@ -1,0 +1,221 @@
+"""bv.core.stats against independent computations: brute-force permutations, a seeded bootstrap,
+and cases worked by hand (docs/reports.md states each method)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import statistics
+
+import pytest
+
+from bv.core.stats import (
+    PowerPlan,
+    benjamini_hochberg,
+    clustered_se,
+    estimate_over_items,
+    holm,
+    item_estimate,
+    mcnemar_exact,
+    paired_comparison,
+    paired_power,
+    sign_flip_exact,
+    single_power,
+    wilson,
+)
+
+
+def brute_force_p(diffs: list[float], alternative: str = "two-sided") -> float:
+    """Every one of the 2^n sign assignments of the per-item differences, enumerated."""
+    observed = sum(diffs)
+    hits = 0
+    for signs in itertools.product((1, -1), repeat=len(diffs)):
+        total = sum(s * d for s, d in zip(signs, diffs, strict=True))
+        if alternative == "greater":
+            hits += total >= observed - 1e-9
+        else:
+            hits += abs(total) >= abs(observed) - 1e-9
+    return hits / 2 ** len(diffs)
+
+
+def issue_example() -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Issue 20: 40 items, 3 repeats against a deterministic server; per item 6 improved, 3 regressed."""
+    a: dict[str, list[float]] = {}
+    b: dict[str, list[float]] = {}
+    for i in range(40):
+        before, after = (0.0, 1.0) if i < 6 else (1.0, 0.0) if i < 9 else (float(i % 2), float(i % 2))
+        a[str(i)] = [before] * 3
+        b[str(i)] = [after] * 3
+    return a, b
+
+
+def test_issue_example_is_tested_per_item_not_per_row():
+    a, b = issue_example()
+    result = paired_comparison(a, b)
+    assert (result.n_items, result.improved, result.regressed, result.unchanged) == (40, 6, 3, 31)
+    # The sign test on 9 discordant items, by hand: 2 * (C(9,0)+C(9,1)+C(9,2)+C(9,3)) / 2^9.
+    assert result.p_value == pytest.approx(2 * 130 / 512) == pytest.approx(0.5078125)
+    assert round(result.p_value, 2) == 0.51
+    assert "per-item" in result.method
+    # Per (id, run) it would have been 18 against 9, the 0.12 the issue found overconfident.
+    assert mcnemar_exact(18, 9) == pytest.approx(0.122, abs=0.001)
+    assert result.diff == pytest.approx(3 / 40)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_permutation_matches_brute_force(seed):
+    rng = random.Random(seed)
+    items = [str(i) for i in range(11)]
+    runs_a = {item: rng.choice((2, 3)) for item in items}  # uneven runs: differences in sixths
+    a = {item: [float(rng.random() < 0.4) for _ in range(runs_a[item])] for item in items}
+    b = {item: [float(rng.random() < 0.6) for _ in range(3)] for item in items}
+    diffs = [statistics.mean(b[i]) - statistics.mean(a[i]) for i in items]
+    for alternative in ("two-sided", "greater"):
+        result = paired_comparison(a, b, alternative=alternative)
+        assert result.method.startswith("exact sign-flip")
+        assert result.p_value == pytest.approx(brute_force_p(diffs, alternative), abs=1e-12)
+
+
+def test_one_run_is_mcnemar_and_agrees_with_brute_force():
+    a = {str(i): [float(i % 3 == 0)] for i in range(12)}
+    b = {str(i): [float(i % 2 == 0)] for i in range(12)}
+    result = paired_comparison(a, b)
+    assert result.method.startswith("exact McNemar")
+    diffs = [b[i][0] - a[i][0] for i in a]
+    assert result.p_value == pytest.approx(brute_force_p(diffs))
+    assert paired_comparison(a, b, alternative="greater").p_value == pytest.approx(
+        brute_force_p(diffs, "greater")
+    )
+    assert mcnemar_exact(8, 1) == pytest.approx(2 * 10 / 512)  # by hand
+    assert mcnemar_exact(3, 0, "greater") == pytest.approx(1 / 8)
+
+
+def test_sign_flip_exact_by_hand():
+    # differences 2, 1, -1 (in units): sums of 8 assignments: 4,2,2,0,0,-2,-2,-4; observed 2
+    assert sign_flip_exact([2, 1, -1]) == pytest.approx(6 / 8)
+    assert sign_flip_exact([2, 1, -1], "greater") == pytest.approx(3 / 8)
+    assert sign_flip_exact([0, 0]) == 1.0
+
+
+def test_fractional_scores_use_the_seeded_monte_carlo_close_to_brute_force():
+    rng = random.Random(3)
+    a = {str(i): [rng.random()] for i in range(12)}
+    b = {str(i): [rng.random() + 0.2] for i in range(12)}
+    first = paired_comparison(a, b)
+    assert "random flips (seed" in first.method
+    assert first.p_value == paired_comparison(a, b).p_value  # the seed is fixed
+    diffs = [b[i][0] - a[i][0] for i in a]
+    assert first.p_value == pytest.approx(brute_force_p(diffs), abs=0.01)
+
+
+def test_interval_on_the_difference_matches_a_seeded_bootstrap():
+    rng = random.Random(11)
+    a = {str(i): [float(rng.random() < 0.5) for _ in range(3)] for i in range(200)}
+    b = {i: [float(rng.random() < (0.8 if sum(r) else 0.3)) for _ in range(3)] for i, r in a.items()}
+    result = paired_comparison(a, b)
+    diffs = [statistics.mean(b[i]) - statistics.mean(a[i]) for i in a]
+    boot = random.Random(7)
+    means = sorted(sum(boot.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(2000))
+    low, high = means[50], means[1950]
+    assert result.ci95[0] == pytest.approx(low, abs=0.012)
+    assert result.ci95[1] == pytest.approx(high, abs=0.012)
+    xs = [statistics.mean(a[i]) for i in a]
+    ys = [statistics.mean(b[i]) for i in a]
+    assert result.correlation == pytest.approx(statistics.correlation(xs, ys))
+    assert result.se == pytest.approx(statistics.stdev(diffs) / math.sqrt(len(diffs)))
+
+
+def test_item_interval_matches_a_seeded_bootstrap_with_repeats():
+    rng = random.Random(5)
+    difficulty = [rng.random() for _ in range(300)]
+    scores = {str(i): [float(rng.random() < p) for _ in range(4)] for i, p in enumerate(difficulty)}
+    estimate = item_estimate(scores)
+    values = [statistics.mean(r) for r in scores.values()]
+    boot = random.Random(9)
+    means = sorted(sum(boot.choices(values, k=len(values))) / len(values) for _ in range(2000))
+    assert estimate.ci95[0] == pytest.approx(means[50], abs=0.01)
+    assert estimate.ci95[1] == pytest.approx(means[1950], abs=0.01)
+    assert estimate.se == pytest.approx(statistics.stdev(values) / math.sqrt(300))
+
+
+def test_identical_repeats_do_not_narrow_the_interval():
+    once = {str(i): [float(i % 3 == 0)] for i in range(60)}
+    thrice = {item: runs * 3 for item, runs in once.items()}
+    one, three = item_estimate(once), item_estimate(thrice)
+    assert one.ci95 == pytest.approx(wilson(20, 60))  # one run: the plain Wilson interval
+    assert three.mean == one.mean
+    assert three.ci95[0] <= one.ci95[0] and three.ci95[1] >= one.ci95[1]
+    assert three.ci95[1] - three.ci95[0] == pytest.approx(one.ci95[1] - one.ci95[0], rel=0.02)
+    # and the paired test of identical repeats is the one-run test, not three times as sure
+    other = {item: [float(int(item) % 2 == 0)] for item in once}
+    p_once = paired_comparison(once, other).p_value
+    p_thrice = paired_comparison(thrice, {i: r * 3 for i, r in other.items()}).p_value
+    assert p_thrice == pytest.approx(p_once)
+
+
+def test_item_estimate_by_hand():
+    got = estimate_over_items([1.0, 0.5, 0.0], one_run=False)
+    assert got.mean == 0.5
+    assert got.se == pytest.approx(math.sqrt(0.25 / 3))  # sample variance 0.25 over 3 items
+    n_eff = 0.25 / got.se**2  # p(1-p) / SE^2 = 3
+    assert got.ci95 == pytest.approx(wilson(0.5 * n_eff, n_eff))
+    all_right = estimate_over_items([1.0] * 10, one_run=False)
+    assert all_right.ci95 == pytest.approx(wilson(10, 10))  # SE 0: n_eff falls back to n
+
+
+def test_clustered_standard_error_by_hand():
+    values = [1.0, 1.0, 0.0, 0.0]
+    # clusters {a: 1, 1}, {b: 0, 0}: residual sums +1 and -1, C/(C-1) = 2 -> sqrt(2 * 2) / 4
+    assert clustered_se(values, ["a", "a", "b", "b"]) == pytest.approx(0.5)
+    # every item its own cluster: the ordinary standard error
+    assert clustered_se(values, [0, 1, 2, 3]) == pytest.approx(statistics.stdev(values) / 2)
+    assert math.isnan(clustered_se(values, ["x"] * 4))
+    clustered = item_estimate({str(i): [v] for i, v in enumerate(values)}, clusters={"0": "a", "1": "a"})
+    assert clustered.method.startswith("clustered")
+
+
+def test_holm_and_benjamini_hochberg_by_hand():
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert benjamini_hochberg([]) == [] and holm([]) == []
+
+
+def test_power_formula_worked_case():
+    plan = PowerPlan(n_items=388, runs=1, var_diff=0.25, noise_per_run=0.0)
+    z = statistics.NormalDist().inv_cdf(0.975) + statistics.NormalDist().inv_cdf(0.8)
+    assert plan.z == pytest.approx(2.8016, abs=1e-4)
+    assert plan.mde == pytest.approx(z * math.sqrt(0.25 / 388)) == pytest.approx(0.0711, abs=1e-4)
+    assert plan.items_for(0.03) == math.ceil(z**2 * 0.25 / 0.03**2) == 2181
+    # run-to-run noise: Var(d; K) = between + noise / K
+    noisy = PowerPlan(n_items=388, runs=3, var_diff=0.1, noise_per_run=0.15)
+    assert noisy.between == pytest.approx(0.05)
+    assert noisy.var_at(6) == pytest.approx(0.075)
+    runs = noisy.runs_for(0.04)
+    assert (
+        runs is not None
+        and noisy.var_at(runs) * z**2 / 0.04**2 <= 388 < noisy.var_at(runs - 1) * z**2 / 0.04**2
+    )
+    assert noisy.runs_for(0.01) is None  # the items' own differences are too spread for any K
+
+
+def test_power_from_data():
+    a, b = issue_example()
+    plan = paired_power(a, b)
+    diffs = [statistics.mean(b[i]) - statistics.mean(a[i]) for i in a]
+    assert plan.var_diff == pytest.approx(statistics.variance(diffs))
+    assert plan.noise_per_run == 0.0 and plan.runs == 3  # identical repeats: no run-to-run noise
+    single = single_power(a)
+    assert single.var_diff == pytest.approx(2 * statistics.variance([statistics.mean(r) for r in a.values()]))
+
+
+def test_paired_comparison_only_on_common_items():
+    a = {"1": [1.0], "2": [0.0], "3": [1.0]}
+    b = {"2": [1.0], "3": [1.0], "4": [0.0]}
+    result = paired_comparison(a, b)
+    assert result.n_items == 2 and result.improved == 1 and result.unchanged == 1
+    assert result.mean_a == 0.5 and result.mean_b == 1.0
+    empty = paired_comparison({"1": [1.0]}, {"2": [1.0]})
+    assert empty.n_items == 0 and empty.p_value == 1.0
