@@ -244,6 +244,7 @@ def judge(
     judge_model: str | None = None,
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
+    judge_params: Mapping[str, Any] | None = None,
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
@@ -252,7 +253,8 @@ def judge(
     quiet: bool = True,
 ) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
-    llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given)."""
+    llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given).
+    `judge_params`: extra fields of the judge's request body, sent as written (`--judge-param`)."""
     _no_running_loop("judge")
     from bv.core.outcome import STOP_REQUEST
     from bv.core.templates import BV_TEMPLATES
@@ -273,6 +275,7 @@ def judge(
         templates or BV_TEMPLATES,
         records=records,
         write=lambda row: judged.append(cast(JudgedRow, dict(row))),
+        given_params=judge_params,
     )
     return _ended(outcome, judged)
 

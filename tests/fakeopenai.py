@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -50,6 +51,30 @@ class Seen:
 
 
 Responder = Callable[[Seen], Reply]
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def reasoning_model(responder: Responder | None = None) -> Responder:
+    """A responder that answers as OpenAI's reasoning models (o1, o3, o4-mini, gpt-5…) do: HTTP 400
+    with OpenAI's own error body (tests/fixtures/openai_reasoning_errors.json, which names its
+    sources) to a request with `max_tokens`, or with a `temperature` other than 1; anything else
+    goes to `responder`."""
+    errors = json.loads((FIXTURES / "openai_reasoning_errors.json").read_text())
+    answer = responder or (lambda seen: Reply())
+
+    def respond(seen: Seen) -> Reply:
+        if seen.path.endswith("/chat/completions"):
+            if "max_tokens" in seen.body:
+                return Reply(status=errors["status"], body=json.dumps(errors["max_tokens"]).encode())
+            if "temperature" in seen.body and seen.body["temperature"] != 1:
+                refused = json.loads(json.dumps(errors["temperature"]))
+                value = json.dumps(seen.body["temperature"])
+                refused["error"]["message"] = refused["error"]["message"].replace("{value}", value)
+                return Reply(status=errors["status"], body=json.dumps(refused).encode())
+        return answer(seen)
+
+    return respond
 
 
 def completion_body(reply: Reply, model: str) -> bytes:

@@ -281,3 +281,34 @@ def test_after_a_judge_outage_only_llm_verdicts_are_called_cached(server, tmp_pa
     assert decided == ["rules", "rules", "llm", "error", "llm", "rules"], result.stderr
     assert result.returncode == 1 and "1 of 6 rows got a judge error" in result.stderr
     assert "2 rows are cached" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("mode", ["llm", "auto", "rules"])
+def test_a_failed_rollout_row_never_reaches_the_judge(server, tmp_path, mode):
+    """A judge that says True to anything would make a failed row right: it never sees one."""
+    path = rollout_rows(tmp_path, ["row 2 column 3"])
+    failed = {
+        **json.loads(open(path).readline()),
+        "id": "failed",
+        "question": "Failed row?",
+        "response": None,
+    }
+    failed["error"] = "HTTP 400: Unsupported parameter: 'max_tokens' is not supported with this model."
+    with open(path, "a") as f:
+        f.write(json.dumps(failed) + "\n")
+    server.responder = lambda seen: Reply(content="True")
+    result = bv_inproc(judge_cmd(server, path, mode=mode))
+    assert result.returncode == 1  # the row came in failed
+    assert "1 row came in with a rollout error" in result.stderr
+    row = next(r for r in jsonl(result.stdout) if r["id"] == "failed")
+    assert row["hard"] == 0 and row["decided_by"] == "rollout_error" and row["judge_model"] is None
+    assert not any("Failed row?" in json.dumps(s.body) for s in server.seen)
+    assert len(server.seen) == {"llm": 2, "auto": 1, "rules": 0}[mode]
+    (tmp_path / "judged.jsonl").write_text(result.stdout)
+    figures = json.loads(bv_inproc(f"bv report --format json {tmp_path}/judged.jsonl").stdout)
+    overall = figures["inputs"][0]["overall"]
+    assert (
+        overall["errors"] == 1
+        and overall["judge_errors"] == 0
+        and overall["correct"] == 2 - (mode == "rules")
+    )

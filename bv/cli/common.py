@@ -138,16 +138,31 @@ def parse_shard(spec: str | None) -> tuple[int, int] | None:
     return int(k), int(n)
 
 
-def parse_params(pairs: tuple[str, ...]) -> dict[str, Any]:
+def parse_params(pairs: tuple[str, ...], option: str = "-p/--param") -> dict[str, Any]:
+    """KEY=VALUE pairs as request body fields, VALUE as JSON when it parses. `extra_body={...}`
+    (the openai SDK's habit) is unwrapped into its fields, as the SDK merges them into the body;
+    `model` and `messages` are bv's to set."""
     import json
 
-    params = {}
+    params: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
+        key, sep, text = pair.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="-p/--param")
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
         try:
-            params[key] = json.loads(value)
+            value = json.loads(text)
         except ValueError:
+            value = text
+        if key in ("model", "messages"):
+            raise click.BadParameter(f"{key!r} is set by bv, not by {option}", param_hint=option)
+        if key != "extra_body":
             params[key] = value
+        elif isinstance(value, dict):
+            params.update(value)
+        else:
+            raise click.BadParameter(
+                f"extra_body must be a JSON object of body fields, e.g. extra_body='{{\"top_k\": 20}}'"
+                f" (or give each field as its own {option} KEY=VALUE)",
+                param_hint=option,
+            )
     return params

@@ -87,7 +87,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     "extra_params",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20).",
+    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
+    " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
 )
 @RETRIES
 @TIMEOUT
@@ -230,6 +231,14 @@ def rollout(
     "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
 )
 @click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@click.option(
+    "--judge-param",
+    "judge_param_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
+    " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
+)
 @PROMPTS
 @JOBS
 @RETRIES
@@ -244,6 +253,7 @@ def judge(
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
+    judge_param_pairs: tuple[str, ...],
     templates: Any,
     jobs: int,
     retries: int,
@@ -262,6 +272,7 @@ def judge(
     Examples:
       bv judge rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
+      bv judge --mode llm --judge-model gpt-5-mini --judge-param reasoning_effort=minimal r.jsonl
     """
     from bv.engine.caller import RunSettings
     from bv.engine.endpoints import BadEndpoint, judge_endpoint
@@ -278,5 +289,6 @@ def judge(
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )
-    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates)
+    given = parse_params(judge_param_pairs, "--judge-param")
+    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates, given_params=given)
     leave(finish(outcome, problems, skip_bad))

@@ -102,10 +102,11 @@ class JudgeFields(TypedDict):
 
     extracted: str | None
     hard: int | None  # 1 right, 0 wrong, None for a judge error
-    decided_by: str  # rules, llm, error, imported
+    decided_by: str  # rules, llm, error (a judge error), rollout_error (not judged), imported
     undecided: bool
     judge_reason: str
     judge_model: str | None
+    judge_params: dict[str, Any] | None  # the LLM judge's request fields as sent (None: no LLM asked)
     judge_reply: str | None
     judge_error: str | None
     judge_version: str

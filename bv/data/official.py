@@ -71,6 +71,7 @@ def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[s
         "undecided": False,
         "judge_reason": "the official LLMJudgeResult",
         "judge_model": None,
+        "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
         "judge_version": "official",

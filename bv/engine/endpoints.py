@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from bv.core import environment, redaction
 from bv.core.errors import Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
+from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
 
 OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 10.0  # an endpoint that does not accept a connection in this long is unreachable
@@ -44,6 +45,7 @@ class Endpoint:
     organization: str | None = None  # OpenAI-Organization header
     project: str | None = None  # OpenAI-Project header
     role: str = "model"  # "model" or "judge": how messages name it
+    rule: ParamRule = RULES[-1]  # how bv's generic options are spelled for it (bv.engine.params)
 
     @property
     def public(self) -> str:
@@ -158,6 +160,10 @@ def resolve(
         extra = {"organization": env.get("OPENAI_ORG_ID"), "project": env.get("OPENAI_PROJECT_ID")}
     else:
         raise ValueError(f"unknown endpoint kind {kind!r}")
+    try:
+        rule = rule_for(provider_of(kind, urls[0]), model, user_rules(env.get("BV_PARAM_RULES")))
+    except BadRules as exc:
+        raise BadEndpoint(str(exc)) from None
     redaction.register(api_key)
     for url in urls:
         redaction.register_url(url)
@@ -169,6 +175,7 @@ def resolve(
         timeout_s=timeout,
         jobs=jobs,
         role=role,
+        rule=rule,
         **extra,
     )
 

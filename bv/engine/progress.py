@@ -50,7 +50,13 @@ class Stats:
 
     def decided_text(self) -> str:
         """What the judge did: `110 by rules, 37 by LLM, 3 undecided, 0 judge errors`."""
-        names = {"rules": "by rules", "llm": "by LLM", "imported": "imported", "undecided": "undecided"}
+        names = {
+            "rules": "by rules",
+            "llm": "by LLM",
+            "imported": "imported",
+            "undecided": "undecided",
+            "rollout_error": "not judged (rollout failed)",
+        }
         parts = [f"{self.decided[key]} {name}" for key, name in names.items() if self.decided[key]]
         return ", ".join([*parts, counted(self.decided["error"], "judge error")])
 

@@ -30,9 +30,21 @@ from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import make_backend
 from bv.engine.caller import Caller, RunSettings, run_stage
 from bv.engine.endpoints import Endpoint
+from bv.engine.params import body_fields, with_defaults
 from bv.engine.progress import Stats, input_lines, stdin_notice
 
-JUDGE_PARAMS = {"temperature": 0}
+JUDGE_DEFAULTS = {"temperature": 0}  # sent only where the judge model accepts it (bv.engine.params)
+
+
+def judge_params(endpoint: Endpoint, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the LLM judge's requests carry: bv's defaults the judge model accepts and that
+    `given` (--judge-param, sent as written) does not replace, then `given`."""
+    given = dict(given or {})
+    defaults = with_defaults(JUDGE_DEFAULTS, endpoint.rule)
+    params: dict[str, Any] = {k: v for k, v in defaults.items() if k not in given}
+    if given:
+        params["extra_body"] = given
+    return params
 
 
 def judge_version(templates: Templates = BV_TEMPLATES) -> str:
@@ -73,6 +85,8 @@ def parse_verdict(reply: str) -> int | None:
 @dataclass
 class LLMJudge:
     caller: Caller
+    params: dict[str, Any]  # judge_params: what every judge request carries
+    sent: dict[str, Any]  # those parameters as the request body spells them, recorded per row
     templates: Templates = BV_TEMPLATES
     unusable: str | None = None  # why no judge call can succeed (unreachable, key refused), once known
 
@@ -91,7 +105,7 @@ class LLMJudge:
         try:
             reply, _ = await self.caller.call(
                 judge_messages(record, extracted, self.templates),
-                JUDGE_PARAMS,
+                self.params,
                 keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
             )
         except ItemFailure as exc:
@@ -116,7 +130,7 @@ async def judge_one(
 ) -> dict[str, Any]:
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
     judge template recorded, by name and SHA-256)."""
-    if llm is None:
+    if llm is None or record.get("error"):
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
     row = without_stage(record, "judge")
@@ -127,6 +141,7 @@ async def judge_one(
             "extracted": extracted,
             "judge_version": version,
             "judge_model": llm.model,
+            "judge_params": llm.sent,
             "judge_reply": reply,
             "judge_error": error,
             "hard": hard,
@@ -144,12 +159,30 @@ def _by_rules(extracted: str | None, verdict: Verdict, version: str) -> JudgeFie
         "extracted": extracted,
         "judge_version": version,
         "judge_model": None,
+        "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
         "hard": verdict.hard if verdict.hard is not None else 0,
         "decided_by": "rules",
         "undecided": verdict.hard is None,
         "judge_reason": verdict.reason,
+    }
+
+
+def _rollout_failed(version: str) -> JudgeFields:
+    """The judge fields of a row whose rollout failed: wrong, counted with the rollout errors, and
+    never shown to an LLM judge (which could call a failed row right)."""
+    return {
+        "extracted": None,
+        "judge_version": version,
+        "judge_model": None,
+        "judge_params": None,
+        "judge_reply": None,
+        "judge_error": None,
+        "hard": 0,
+        "decided_by": "rollout_error",
+        "undecided": False,
+        "judge_reason": "not judged: the rollout failed (its `error` says why; re-run bv rollout)",
     }
 
 
@@ -165,8 +198,11 @@ def _judged(row: dict[str, Any], fields: JudgeFields, templates: dict[str, str] 
 def judge_by_rules(
     record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """One row judged by the rules alone (undecided rows count wrong)."""
+    """One row judged by the rules alone (undecided rows count wrong); a row whose rollout failed
+    is not judged at all (it goes out wrong, as the rollout error it is)."""
     row = without_stage(record, "judge")
+    if record.get("error"):
+        return _judged(row, _rollout_failed(version), templates)
     extracted = extract_answer(record.get("response"))
     return _judged(row, _by_rules(extracted, decide(row, extracted), version), templates)
 
@@ -216,9 +252,11 @@ def run_judge(
     templates: Templates = BV_TEMPLATES,
     records: list[RolloutRow] | None = None,
     write: Callable[[Mapping[str, Any]], None] | None = None,
+    given_params: Mapping[str, Any] | None = None,
 ) -> tuple[Problems, Outcome]:
     """The whole stage: read rollout rows, judge them, write them in input order to stdout. From
-    Python (bv.api): the checked `records` instead of the inputs, each row to `write`."""
+    Python (bv.api): the checked `records` instead of the inputs, each row to `write`.
+    `given_params`: the judge's request fields from --judge-param, sent as written."""
     problems = Problems()
     backend = None
     if mode != "rules":
@@ -238,7 +276,10 @@ def run_judge(
     stats = Stats(total=total)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
-    llm = LLMJudge(caller, templates) if caller is not None else None
+    llm = None
+    if caller is not None and endpoint is not None:
+        params = judge_params(endpoint, given_params)
+        llm = LLMJudge(caller, params, body_fields(params, endpoint.rule), templates)
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 

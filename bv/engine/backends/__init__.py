@@ -15,11 +15,6 @@ from typing import Any, Protocol
 
 from bv.core.records import ReplyFields
 
-# Request parameters bv itself reads: which run, how to prepare images, extra body fields.
-# Every other parameter (max_tokens, temperature, seed, …) is the model API's. All of them are
-# recorded in each row's `params` and hashed into the cache key.
-BV_PARAMS = ("run", "max_pixels", "extra_body")
-
 
 @dataclass
 class Reply:

@@ -22,7 +22,7 @@ import orjson
 from bv.core.errors import Fatal, ItemFailure, Transient
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
-from bv.engine.backends import BV_PARAMS, Reply
+from bv.engine.backends import Reply
 from bv.engine.backends.replies import clean_text, error_message, parse_completion, read_body
 from bv.engine.endpoints import (
     CONNECT_TIMEOUT_S,
@@ -32,6 +32,7 @@ from bv.engine.endpoints import (
     fetch_models,
     resolve,
 )
+from bv.engine.params import advice, body_fields
 from bv.engine.retry import retry_after_seconds
 
 FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
@@ -119,9 +120,7 @@ class OpenAIBackend:
             sendable = await inline_images_async(messages, options, self._images)
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
-        body = {"model": self.model, "messages": sendable}
-        body.update({k: v for k, v in params.items() if k not in BV_PARAMS and v is not None})
-        body.update(params.get("extra_body") or {})
+        body = {"model": self.model, "messages": sendable, **body_fields(params, self.config.rule)}
         replica = self._pick()
         replica.in_flight += 1
         started = time.monotonic()
@@ -190,7 +189,10 @@ class OpenAIBackend:
             )
         if status == 404:
             return Fatal(await self._not_found(replica, message))
-        return ItemFailure(f"HTTP {status}: {message}")
+        hint = (
+            advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
+        )
+        return ItemFailure(f"HTTP {status}: {message}{hint}")
 
     async def _not_found(self, replica: Replica, message: str) -> str:
         """A 404 made actionable: a missing /v1, and the models the endpoint does serve."""
@@ -235,6 +237,16 @@ class OpenAIBackend:
                 await self._session.close()
             except Exception:  # closing is best effort; the process is ending anyway
                 pass
+
+
+def error_object(raw: bytes) -> dict[str, Any]:
+    """The `error` object of an error body (message, type, param, code), or {}."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    error = data.get("error") if isinstance(data, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 def body_json(body: dict[str, Any]) -> bytes:
