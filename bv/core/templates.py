@@ -158,6 +158,16 @@ def _read(path: Path) -> str:
         raise TemplateError(f"{_shown(path)}: not UTF-8 text") from None
 
 
+def fenced(text: str) -> str:
+    """Text as a Markdown code block it cannot close or leave: fenced by more backticks than its
+    longest run of them (at least three), so data pasted into a prompt (a model's answer) cannot
+    open a section of its own. One pass over the text."""
+    longest = max(map(len, _BACKTICKS.findall(text)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return f"{mark}\n{text}\n{mark}"
+
+
+_BACKTICKS = re.compile(r"`+")
 BV_TEMPLATES = Templates()
 
 
