@@ -31,36 +31,49 @@ _BRACE = re.compile(r"\\[{}]|[{}]")  # an escaped brace is content, not structur
 
 
 def strip_thinking(text: str) -> str:
-    """Drop `<think>...</think>`; a lone `</think>` drops all before it, a lone `<think>` all after.
+    """Drop `<think>...</think>`; a lone `</think>` drops all before it, a lone `<think>` all after."""
+    return split_thinking(text)[0]
+
+
+def split_thinking(text: str) -> tuple[str, str]:
+    """(the text without its reasoning, the reasoning): `<think>...</think>` blocks go to the
+    reasoning; a lone `</think>` sends all before it there (DeepSeek-R1 opens without `<think>`),
+    a lone `<think>` all after it (a reply cut off while thinking).
 
     One pass over the tags: a block opens at a `<think>` and closes at the first `</think>`
     after it (as a non-greedy regex would pair them, without its quadratic retries).
     """
     kept: list[str] = []
+    thoughts: list[str] = []
     size = 0  # characters kept so far
     start = 0  # where the text not yet kept begins
     open_at: int | None = None
+    opened_end = 0  # where the open block's text begins
     after_stray: int | None = None  # in the kept text: just after the last unpaired </think>
+    stray_tag = 0  # the length of that tag
     unclosed: int | None = None  # in the kept text: where an unclosed <think> was
     for tag in _THINK_TAG.finditer(text):
         if tag.group(1):  # </think>
             if open_at is not None:
                 kept.append(text[start:open_at] + " ")
+                thoughts.append(text[opened_end : tag.start()])
                 size += open_at - start + 1
                 start, open_at = tag.end(), None
             else:
-                after_stray = size + tag.end() - start
+                after_stray, stray_tag = size + tag.end() - start, tag.end() - tag.start()
         elif open_at is None:
-            open_at = tag.start()
+            open_at, opened_end = tag.start(), tag.end()
     if open_at is not None:
         unclosed = size + open_at - start
+        thoughts.append(text[opened_end:])
     kept.append(text[start:])
     out = "".join(kept)
     if after_stray is not None:
-        return out[after_stray:]
+        thoughts.insert(0, out[: after_stray - stray_tag])
+        return out[after_stray:], "\n\n".join(t.strip() for t in thoughts if t.strip())
     if unclosed is not None:
-        return out[:unclosed]
-    return out
+        out = out[:unclosed]
+    return out, "\n\n".join(t.strip() for t in thoughts if t.strip())
 
 
 def _closing_braces(text: str) -> dict[int, int]:

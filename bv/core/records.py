@@ -61,16 +61,23 @@ class PromptFields(TypedDict):
 class Usage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
+    reasoning_tokens: NotRequired[int]  # when some turn's server said
+    cached_tokens: NotRequired[int]
 
 
 class ReplyFields(TypedDict):
-    """One model reply as recorded (bv.engine.backends.Reply.to_json) and stored in the cache."""
+    """One model reply as recorded (bv.engine.backends.Reply.to_json) and stored in the cache;
+    the NotRequired fields only when the endpoint sent them."""
 
     content: str
     finish_reason: str | None
     usage: dict[str, int]
     latency_s: float
     model: str | None  # as the server named it
+    reasoning: NotRequired[str]  # reasoning_content / reasoning / reasoning_details / <think>
+    reasoning_details: NotRequired[list[dict[str, Any]]]
+    refusal: NotRequired[str]
+    content_filter: NotRequired[str]
 
 
 class Turn(ReplyFields):
@@ -91,6 +98,9 @@ class RolloutFields(TypedDict):
     usage: Usage
     latency_s: float
     error: str | None
+    refusal: str | None  # the final reply's refusal text
+    content_filter: str | None  # what a content filter stopped (the reply, or the request's prompt)
+    cut_off: bool  # the final reply hit the token limit (finish_reason length) with no answer
     bv_version: str  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
     endpoint: str
     started_at: str
@@ -109,6 +119,7 @@ class JudgeFields(TypedDict):
     judge_params: dict[str, Any] | None  # the LLM judge's request fields as sent (None: no LLM asked)
     judge_reply: str | None
     judge_error: str | None
+    reasoning_answer: str | None  # the answer the reasoning boxes when the content has none
     judge_version: str
     judge_templates: NotRequired[dict[str, str]]
 

@@ -144,6 +144,10 @@ class Caller:
                 last = Transient(f"{type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
             else:
                 reply.content = redaction.redact(reply.content)  # a server or proxy may echo a key
+                if reply.reasoning is not None:
+                    reply.reasoning = redaction.redact(reply.reasoning)
+                if reply.refusal is not None:
+                    reply.refusal = redaction.redact(reply.refusal)
                 if key is not None and (keep is None or keep(reply)):
                     self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
                 self.stats.add_usage(reply.usage)

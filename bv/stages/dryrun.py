@@ -20,7 +20,7 @@ from bv.core.records import PromptRecord, message_text
 from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
-from bv.stages.rollout_config import RolloutOptions, next_turn
+from bv.stages.rollout_config import RolloutOptions, next_turn, refusal_or_filtered
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text
 
@@ -120,9 +120,9 @@ def plan_rollout(
                         plan.prompt_tokens += tokens
                     break
                 plan.cached += 1
-                if has_answer(reply.content):
+                if has_answer(reply.content) or refusal_or_filtered(reply):
                     break
-                conversation = next_turn(conversation, reply.content, options)
+                conversation = next_turn(conversation, reply, options)
     return plan
 
 

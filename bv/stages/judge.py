@@ -134,6 +134,7 @@ async def judge_one(
     if llm is None or record.get("error"):
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
+    in_reasoning = await extract_answer_async(final_reasoning(record)) if extracted is None else None
     row = without_stage(record, "judge")
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
@@ -145,16 +146,33 @@ async def judge_one(
             "judge_params": llm.sent,
             "judge_reply": reply,
             "judge_error": error,
+            "reasoning_answer": in_reasoning,
             "hard": hard,
             "decided_by": "llm" if error is None else "error",
             "undecided": False,
             "judge_reason": f"LLM judge; rules said: {verdict.reason}",
         }
         return _judged(row, fields, templates)
-    return _judged(row, _by_rules(extracted, verdict, version), templates)
+    return _judged(row, _by_rules(extracted, verdict, version, in_reasoning), templates)
 
 
-def _by_rules(extracted: str | None, verdict: Verdict, version: str) -> JudgeFields:
+def final_reasoning(record: Mapping[str, Any]) -> str | None:
+    """The reasoning of a row's final reply (None for a failed row, or a reply without any)."""
+    turns = record.get("turns")
+    if record.get("response") is None or not isinstance(turns, list) or not turns:
+        return None
+    last = turns[-1]
+    reasoning = last.get("reasoning") if isinstance(last, dict) else None
+    return reasoning if isinstance(reasoning, str) else None
+
+
+def reasoning_answer(record: Mapping[str, Any], extracted: str | None) -> str | None:
+    """The answer the final reply's reasoning boxes when its content has none. The official
+    protocol reads the answer from the content, so this is not scored: it is flagged."""
+    return extract_answer(final_reasoning(record)) if extracted is None else None
+
+
+def _by_rules(extracted: str | None, verdict: Verdict, version: str, in_reasoning: str | None) -> JudgeFields:
     """The judge fields of a row the rules judged (undecided: counted wrong, and said so)."""
     return {
         "extracted": extracted,
@@ -163,6 +181,7 @@ def _by_rules(extracted: str | None, verdict: Verdict, version: str) -> JudgeFie
         "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
+        "reasoning_answer": in_reasoning,
         "hard": verdict.hard if verdict.hard is not None else 0,
         "decided_by": "rules",
         "undecided": verdict.hard is None,
@@ -180,6 +199,7 @@ def _rollout_failed(version: str) -> JudgeFields:
         "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
+        "reasoning_answer": None,
         "hard": 0,
         "decided_by": "rollout_error",
         "undecided": False,
@@ -205,7 +225,8 @@ def judge_by_rules(
     if record.get("error"):
         return _judged(row, _rollout_failed(version), templates)
     extracted = extract_answer(record.get("response"))
-    return _judged(row, _by_rules(extracted, decide(row, extracted), version), templates)
+    in_reasoning = reasoning_answer(record, extracted)
+    return _judged(row, _by_rules(extracted, decide(row, extracted), version, in_reasoning), templates)
 
 
 def run_by_rules(

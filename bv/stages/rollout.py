@@ -20,11 +20,12 @@ from bv.core.errors import BadRecord, ItemFailure
 from bv.core.extract import has_answer_async
 from bv.core.jsonl import JsonlWriter, Problems, read_records
 from bv.core.outcome import Outcome
-from bv.core.records import PromptRecord, RolloutFields, Turn, check_prompt_record, without_stage
+from bv.core.records import PromptRecord, RolloutFields, Turn, Usage, check_prompt_record, without_stage
 from bv.engine.backends import Backend, make_backend
+from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, RunSettings, run_stage
 from bv.engine.progress import Stats, input_lines, stdin_notice
-from bv.stages.rollout_config import RolloutOptions, expand_runs, in_shard, next_turn
+from bv.stages.rollout_config import RolloutOptions, expand_runs, in_shard, next_turn, refusal_or_filtered
 
 
 def endpoint_of(backend: Backend) -> str:
@@ -52,22 +53,27 @@ async def rollout_one(
     """Roll one record out once; never raises for a failed item, it records the error instead."""
     conversation = list(record["messages"])
     turns: list[Turn] = []
-    error = None
+    error = filtered = None
+    answered = False
     started_at, started = now_utc(), time.monotonic()
     try:
         for turn in range(options.max_turns):
             reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
             turns.append({**reply.to_json(), "cached": cached})
-            if turn + 1 == options.max_turns or await has_answer_async(reply.content):
+            answered = await has_answer_async(reply.content)
+            if turn + 1 == options.max_turns or answered or refusal_or_filtered(reply):
                 break
-            conversation = next_turn(conversation, reply.content, options)
+            conversation = next_turn(conversation, reply, options)
+    except ContentFiltered as exc:  # the prompt refused (Azure's HTTP 400): an error, named
+        error, filtered = str(exc), exc.categories
     except ItemFailure as exc:
         error = str(exc)
     stats = caller.stats
     stats.done += 1
     stats.errors += error is not None
-    response = turns[-1]["content"] if turns and error is None else None
-    stats.answered += await has_answer_async(response)
+    last = turns[-1] if turns and error is None else None
+    response = last["content"] if last is not None else None
+    stats.answered += answered and last is not None
     fields: RolloutFields = {
         "run": run,
         "backend": caller.backend.name,
@@ -75,12 +81,12 @@ async def rollout_one(
         "params": options.params,
         "response": response,
         "turns": turns,
-        "usage": {
-            "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
-            "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
-        },
+        "usage": row_usage(turns),
         "latency_s": round(time.monotonic() - started, 4),
         "error": error,
+        "refusal": last.get("refusal") if last is not None else None,
+        "content_filter": filtered or (last.get("content_filter") if last is not None else None),
+        "cut_off": last is not None and last["finish_reason"] == "length" and not answered,
         "bv_version": __version__,
         "endpoint": endpoint_of(caller.backend),
         "started_at": started_at,
@@ -89,9 +95,23 @@ async def rollout_one(
         fields["rollout_templates"] = options.recorded_templates
     row = {**without_stage(record, "rollout"), **fields}
     if options.artifacts is not None:
-        last = [{"role": "assistant", "content": turns[-1]["content"]}] if turns and error is None else []
-        options.artifacts.write(row, conversation + last)
+        final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
+        options.artifacts.write(row, conversation + final)
     return row
+
+
+def row_usage(turns: list[Turn]) -> Usage:
+    """Tokens summed over a row's turns; reasoning_tokens and cached_tokens only when some turn's
+    server gave them (a missing count is not a zero)."""
+    usage: Usage = {
+        "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
+        "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
+    }
+    if any("reasoning_tokens" in t["usage"] for t in turns):
+        usage["reasoning_tokens"] = sum(t["usage"].get("reasoning_tokens", 0) for t in turns)
+    if any("cached_tokens" in t["usage"] for t in turns):
+        usage["cached_tokens"] = sum(t["usage"].get("cached_tokens", 0) for t in turns)
+    return usage
 
 
 def _prompt_records(problems: Problems) -> Callable[[Any], PromptRecord]:

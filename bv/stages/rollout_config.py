@@ -10,6 +10,7 @@ from typing import Any
 
 from bv.core.records import PromptRecord
 from bv.core.templates import BV_TEMPLATES, Templates
+from bv.engine.backends import Reply
 from bv.stages.artifacts import Artifacts
 from bv.stages.prompt import refine_text
 
@@ -44,12 +45,29 @@ def expand_runs(records: Iterable[PromptRecord], repeats: int) -> Iterator[tuple
             yield record, run
 
 
+def refusal_or_filtered(reply: Reply) -> bool:
+    """Whether a reply ends its row's turns although it has no \\boxed{}: a refusal, or a
+    content filter's stop (asking again would not refine an answer, it would re-ask a refusal)."""
+    return reply.refusal is not None or reply.content_filter is not None
+
+
+def no_text_note(reply: Reply) -> str:
+    """What the conversation says for a reply without text (content null or empty): an empty
+    assistant message is refused by some endpoints (Anthropic's), and a missing one breaks the
+    alternation of roles that some chat templates require (Gemma's)."""
+    if reply.finish_reason == "length":
+        return "[no reply text: cut off at the token limit]"
+    return "[no reply text]"
+
+
 def next_turn(
-    conversation: list[dict[str, Any]], reply: str, options: RolloutOptions
+    conversation: list[dict[str, Any]], reply: Reply, options: RolloutOptions
 ) -> list[dict[str, Any]]:
-    """The messages of the next turn after a reply without \\boxed{}: the reply, then the refinement."""
+    """The messages of the next turn after a reply without \\boxed{}: the reply (or, when it
+    has no text, a note saying so, never an empty message), then the refinement."""
+    text = reply.content if reply.content.strip() else no_text_note(reply)
     return [
         *conversation,
-        {"role": "assistant", "content": reply},
-        {"role": "user", "content": refine_text(reply, options.templates)},
+        {"role": "assistant", "content": text},
+        {"role": "user", "content": refine_text(text, options.templates)},
     ]

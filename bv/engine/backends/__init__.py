@@ -18,22 +18,38 @@ from bv.core.records import ReplyFields
 
 @dataclass
 class Reply:
-    """One model reply, as recorded per turn and stored in the cache."""
+    """One model reply, as recorded per turn and stored in the cache. Beside the content: the
+    reasoning the endpoint returned (any of its field names, or `<think>` blocks in the content;
+    bv.engine.backends.replies), a refusal, and what a content filter said."""
 
     content: str
     finish_reason: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
+    # prompt_tokens, completion_tokens; reasoning_tokens, cached_tokens when the server gives them
+    usage: dict[str, int] = field(default_factory=dict)
     latency_s: float = 0.0
     model: str | None = None  # as the server named it
+    reasoning: str | None = None
+    reasoning_details: list[dict[str, Any]] | None = None  # OpenRouter's entries, as sent
+    refusal: str | None = None
+    content_filter: str | None = None  # which categories a content filter stopped the reply for
 
     def to_json(self) -> ReplyFields:
-        return {
+        fields: ReplyFields = {
             "content": self.content,
             "finish_reason": self.finish_reason,
             "usage": self.usage,
             "latency_s": round(self.latency_s, 4),
             "model": self.model,
         }
+        if self.reasoning is not None:
+            fields["reasoning"] = self.reasoning
+        if self.reasoning_details:
+            fields["reasoning_details"] = self.reasoning_details
+        if self.refusal is not None:
+            fields["refusal"] = self.refusal
+        if self.content_filter is not None:
+            fields["content_filter"] = self.content_filter
+        return fields
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reply:
@@ -43,6 +59,10 @@ class Reply:
             usage=data.get("usage") or {},
             latency_s=data.get("latency_s") or 0.0,
             model=data.get("model"),
+            reasoning=data.get("reasoning"),
+            reasoning_details=data.get("reasoning_details"),
+            refusal=data.get("refusal"),
+            content_filter=data.get("content_filter"),
         )
 
 

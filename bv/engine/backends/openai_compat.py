@@ -23,7 +23,13 @@ from bv.core.errors import Fatal, ItemFailure, Transient
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
 from bv.engine.backends import Reply
-from bv.engine.backends.replies import clean_text, error_message, parse_completion, read_body
+from bv.engine.backends.replies import (
+    clean_text,
+    content_filter_error,
+    error_message,
+    parse_completion,
+    read_body,
+)
 from bv.engine.endpoints import (
     CONNECT_TIMEOUT_S,
     Endpoint,
@@ -189,6 +195,10 @@ class OpenAIBackend:
             )
         if status == 404:
             return Fatal(await self._not_found(replica, message))
+        if status == 400:
+            filtered = content_filter_error(raw)
+            if filtered is not None:
+                return filtered
         hint = (
             advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
         )

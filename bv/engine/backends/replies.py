@@ -6,6 +6,13 @@ completion is then checked field by field: content given as a list of text parts
 anything else unusable is an unparseable reply; usage values that are not sane counts are
 dropped with a note; every text field is redacted for keys and has lone surrogates replaced,
 so the row and the cache can always store it.
+
+Beside the content bv reads what endpoints say about it (docs/backends.md, "Replies bv reads";
+each shape is a fixture under tests/fixtures/replies/ naming its source): the reasoning, from
+`reasoning` (vLLM, OpenRouter), `reasoning_content` (DeepSeek, SGLang, older vLLM),
+`reasoning_details` (OpenRouter, kept as sent) or `<think>` blocks in the content; `refusal`;
+a content filter's verdict (Azure's `finish_reason: content_filter`, and its HTTP 400 policy
+body, ContentFiltered); and the usage's `reasoning_tokens` and `cached_tokens`.
 """
 
 from __future__ import annotations
@@ -20,15 +27,28 @@ import orjson
 
 from bv.core import redaction
 from bv.core.errors import ItemFailure, Transient
+from bv.core.extract import split_thinking
 from bv.engine.backends import Reply
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # per reply body, as received and as inflated
 MAX_USAGE = 10**12  # token counts above this are not counts
 CHUNK = 64 * 1024
+MAX_REASONING_CHARS = 512 * 1024  # reasoning kept per turn: its end, where an answer would be
+MAX_REASONING_DETAILS = 64  # reasoning_details entries kept per turn
+_DETAIL_KEYS = ("type", "text", "summary", "data", "signature", "id", "format", "index")
 
 
 class ReplyTooLarge(ItemFailure):
     """The body went past MAX_REPLY_BYTES (received or inflated)."""
+
+
+class ContentFiltered(ItemFailure):
+    """The endpoint's content filter refused the request (Azure's HTTP 400 policy error);
+    `categories` says which filters fired, e.g. `hate (high)`."""
+
+    def __init__(self, message: str, categories: str) -> None:
+        super().__init__(message)
+        self.categories = categories
 
 
 async def read_body(response: Any, limit: int = MAX_REPLY_BYTES) -> bytes:
@@ -107,14 +127,25 @@ def note_once(key: str, message: str) -> None:
 
 
 def sane_usage(usage: Any) -> dict[str, int]:
-    """prompt_tokens and completion_tokens when they are non-negative ints of sane size; the rest dropped."""
+    """prompt_tokens and completion_tokens, and reasoning_tokens and cached_tokens when given
+    (OpenAI's `*_tokens_details`, DeepSeek's `prompt_cache_hit_tokens`), when they are
+    non-negative ints of sane size; the rest dropped."""
     if not isinstance(usage, dict):
         if usage is not None:
             note_once("usage", "the server's usage is not an object; token counts dropped")
         return {}
+    completion = usage.get("completion_tokens_details")
+    prompt = usage.get("prompt_tokens_details")
+    found = {
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "reasoning_tokens": completion.get("reasoning_tokens") if isinstance(completion, dict) else None,
+        "cached_tokens": prompt.get("cached_tokens") if isinstance(prompt, dict) else None,
+    }
+    if found["cached_tokens"] is None:
+        found["cached_tokens"] = usage.get("prompt_cache_hit_tokens")
     kept = {}
-    for name in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(name)
+    for name, value in found.items():
         if value is None:
             continue
         if type(value) is int and 0 <= value <= MAX_USAGE:
@@ -124,6 +155,66 @@ def sane_usage(usage: Any) -> dict[str, int]:
             said = f"the server sent {name} = {clean_text(shown)}, not a token count; dropped"
             note_once(f"usage:{name}", said)
     return kept
+
+
+def bounded_reasoning(text: str) -> str:
+    """Reasoning fit to keep: at most MAX_REASONING_CHARS, its end kept (where an answer would
+    be), the cut said in the text; redacted like the content."""
+    if len(text) > MAX_REASONING_CHARS:
+        cut = len(text) - MAX_REASONING_CHARS
+        text = f"[{cut:,} earlier characters of reasoning not kept]\n" + text[cut:]
+    return clean_text(text)
+
+
+def _reasoning_details(value: Any) -> list[dict[str, Any]] | None:
+    """OpenRouter's reasoning_details as sent (text, summary, encrypted data, their format and
+    index), each entry's known fields only, strings redacted, at most MAX_REASONING_DETAILS."""
+    if not isinstance(value, list):
+        return None
+    kept = []
+    for entry in value[:MAX_REASONING_DETAILS]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            continue
+        fields: dict[str, Any] = {}
+        for key in _DETAIL_KEYS:
+            item = entry.get(key)
+            if isinstance(item, str):
+                fields[key] = clean_text(item)
+            elif type(item) is int:
+                fields[key] = item
+        kept.append(fields)
+    return kept or None
+
+
+def _reasoning(message: dict[str, Any], details: list[dict[str, Any]] | None, content: str) -> str | None:
+    """The reasoning text of a reply: its first field that has some, else its `<think>` blocks."""
+    for name in ("reasoning", "reasoning_content"):
+        value = message.get(name)
+        if isinstance(value, str) and value.strip():
+            return bounded_reasoning(value)
+    if details:
+        texts = [d.get("text") or d.get("summary") or "" for d in details]
+        joined = "\n\n".join(t for t in texts if t)
+        if joined.strip():
+            return bounded_reasoning(joined)
+    if "<" in content:
+        thought = split_thinking(content)[1]
+        if thought:
+            return bounded_reasoning(thought)
+    return None
+
+
+def filtered_categories(results: Any) -> str | None:
+    """Which filters fired in an Azure content_filter_result(s) object (`violence (medium)`,
+    `jailbreak`), or None when none says filtered."""
+    if not isinstance(results, dict):
+        return None
+    fired = []
+    for name, verdict in list(results.items())[:32]:
+        if isinstance(verdict, dict) and verdict.get("filtered") is True:
+            severity = verdict.get("severity")
+            fired.append(f"{name} ({severity})" if isinstance(severity, str) else str(name))
+    return clean_text(", ".join(fired))[:200] if fired else None
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -146,11 +237,24 @@ def parse_completion(raw: bytes) -> Reply:
             raise TypeError
     except (KeyError, IndexError, TypeError):
         raise Transient("unparseable reply (no choices[0].message)") from None
+    content = clean_text(_content(message.get("content")))
+    details = _reasoning_details(message.get("reasoning_details"))
+    finish_reason = _text_or_none(choice.get("finish_reason"))
+    refusal = message.get("refusal")
+    content_filter = None
+    if finish_reason == "content_filter":
+        content_filter = (
+            filtered_categories(choice.get("content_filter_results")) or "finish_reason content_filter"
+        )
     return Reply(
-        content=clean_text(_content(message.get("content"))),
-        finish_reason=_text_or_none(choice.get("finish_reason")),
+        content=content,
+        finish_reason=finish_reason,
         usage=sane_usage(data.get("usage")),
         model=_text_or_none(data.get("model")),
+        reasoning=_reasoning(message, details, content),
+        reasoning_details=details,
+        refusal=clean_text(refusal[:4000]) if isinstance(refusal, str) and refusal.strip() else None,
+        content_filter=content_filter,
     )
 
 
@@ -170,3 +274,21 @@ def error_message(raw: bytes) -> str:
         elif isinstance(data.get("detail"), str):
             text = data["detail"]
     return clean_text(text.strip())[:300]
+
+
+def content_filter_error(raw: bytes) -> ContentFiltered | None:
+    """Azure's HTTP 400 for a prompt its content filter refused (`error.code` content_filter,
+    `innererror.code` ResponsibleAIPolicyViolation), as ContentFiltered; None for other errors."""
+    try:
+        data = json.loads(raw[:MAX_REPLY_BYTES])
+    except (ValueError, RecursionError):
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None
+    inner = error.get("innererror")
+    inner = inner if isinstance(inner, dict) else {}
+    if error.get("code") != "content_filter" and inner.get("code") != "ResponsibleAIPolicyViolation":
+        return None
+    categories = filtered_categories(inner.get("content_filter_result")) or "no category named"
+    return ContentFiltered(f"HTTP 400: content filter refused the prompt: {categories}", categories)
