@@ -283,3 +283,18 @@ def test_an_azure_reasoning_deployment_and_bv_api_judge_params(server, tmp_path)
     )
     assert [r["judge_params"] for r in judged] == [{"reasoning_effort": "low"}] * 2
     assert all(r["decided_by"] == "llm" for r in judged)
+
+
+def test_a_temperature_asked_of_a_reasoning_model_is_sent_with_a_warning(server, tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "1", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    result = bv_inproc(
+        f"bv rollout -m gpt-5.1 --base-url {server.base_url} --temperature 0.2 --no-cache {path}"
+    )
+    assert "warning: gpt-5.1 (OpenAI reasoning model behind a proxy" in result.stderr
+    assert "refuse --temperature 0.2" in result.stderr
+    assert server.seen[0].body["temperature"] == 0.2  # as asked: gpt-5.1 takes one with reasoning_effort none
+    result = bv_inproc(
+        f"bv rollout -m gpt-4o --base-url {server.base_url} --temperature 0.2 --no-cache {path}"
+    )
+    assert "warning" not in result.stderr

@@ -25,6 +25,7 @@ from bv.cli.common import (
     parse_shard,
 )
 from bv.core.outcome import Outcome, finish, leave
+from bv.core.terminal import printable
 from bv.engine.backends import BACKENDS
 
 BACKEND_NAMES = list(BACKENDS)
@@ -190,6 +191,12 @@ def rollout(
         )
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
+    if "endpoint" in config and not quiet:
+        from bv.engine.params import temperature_warning
+
+        warning = temperature_warning(config["endpoint"].rule, config["endpoint"].model, temperature)
+        if warning:
+            click.echo(f"bv rollout: warning: {printable(warning)}", err=True)
     options = RolloutOptions(
         max_turns=max_turns,
         repeats=repeats,
