@@ -26,6 +26,7 @@ from bv.engine.backends import Reply
 from bv.engine.backends.replies import (
     clean_text,
     content_filter_error,
+    error_body,
     error_message,
     parse_completion,
     read_body,
@@ -156,8 +157,8 @@ class OpenAIBackend:
                 proxy_auth=replica.proxy_auth,
             ) as response:
                 replica.answered = True
-                raw = await read_body(response)
                 status, headers = response.status, response.headers
+                raw = await (read_body(response) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             what, unreachable = describe_transport_error(exc, replica.url)
             if unreachable and not replica.answered:
