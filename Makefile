@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo test data eval bench lint clean
+.PHONY: demo optimize-demo test data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -22,6 +22,14 @@ demo: $(VENV)/.installed
 	  | $(BIN)/bv rollout --backend chance --repeats 3 -j $(JOBS) --quiet \
 	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
 	$(BIN)/bv report $(DEMO)/results.jsonl --html $(DEMO)/report.html
+
+# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/skillserver.py: a
+# target that needs the skill's hints, a scripted optimizer), the run folder in build/demo/optimize-run/
+# (docs/optimize.md). Run it again and it resumes: every reply comes from the cache.
+optimize-demo: $(VENV)/.installed
+	$(BIN)/bv synth --n 96 --seed 0 --out $(DEMO)/optimize-data
+	$(BIN)/python tests/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
+	  --ratio 2:3:3 --batch 8 --edits 2 --repeats 2 --epochs 3
 
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
 # Debian); elsewhere that one test skips and says why.

@@ -20,6 +20,7 @@ from bv.cli.common import (
     reader_may_leave,
 )
 from bv.cli.data_commands import data, export, models
+from bv.cli.optimize_command import optimize
 from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
@@ -56,6 +57,7 @@ cli.add_command(models)
 cli.add_command(templates)
 cli.add_command(merge)
 cli.add_command(report)
+cli.add_command(optimize)
 
 
 @cli.command()

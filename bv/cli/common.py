@@ -45,15 +45,65 @@ RETRIES = click.option(
     type=click.IntRange(0, 100),
     default=5,
     show_default=True,
-    help="Retries per request on 429, 5xx, timeouts and dropped connections.",
+    help="Retries per request on 5xx, timeouts and dropped connections (429s: --rate-limit-patience).",
 )
 TIMEOUT = click.option(
     "--timeout",
     type=Finite(min=0.1),
     default=600.0,
     show_default=True,
-    help="Seconds per try of a request.",
+    help="Seconds per try of a request, all told.",
 )
+_WAITS = (
+    click.option(
+        "--rate-limit-patience",
+        type=Finite(min=0),
+        default=900.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long a request keeps retrying 429s (rate limits), from its first one, waiting as the"
+        " server asks (retry-after, x-ratelimit-reset-*); fewer requests are in flight meanwhile.",
+    ),
+    click.option(
+        "--connect-timeout",
+        type=Finite(min=0.1),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Seconds to open a connection to the endpoint.",
+    ),
+    click.option(
+        "--first-byte-timeout",
+        type=Finite(min=0.1),
+        metavar="SECONDS",
+        help="Seconds from sending a request to the first byte of its reply (without streaming, most"
+        " of the model's time). [default: --timeout]",
+    ),
+    click.option(
+        "--read-timeout",
+        type=Finite(min=0.1),
+        metavar="SECONDS",
+        help="Seconds from a reply's first byte to its last. [default: --timeout]",
+    ),
+    click.option(
+        "--stall-notice",
+        type=Finite(min=0.1),
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="When no reply has come for this long, the progress line says so (the endpoint, the"
+        " requests in flight).",
+    ),
+)
+
+
+def waits(command: Any) -> Any:
+    """The options of how long a request stage waits: 429 patience, the timeouts, the stall notice."""
+    for option in reversed(_WAITS):
+        command = option(command)
+    return command
+
+
 BASE_URLS = click.option(
     "--base-url",
     "base_urls",

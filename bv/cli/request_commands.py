@@ -23,6 +23,7 @@ from bv.cli.common import (
     default_cache,
     parse_params,
     parse_shard,
+    waits,
 )
 from bv.core.outcome import Outcome, finish, leave
 from bv.core.terminal import printable
@@ -93,6 +94,7 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 )
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
@@ -105,7 +107,8 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @click.option(
     "--exec-cmd",
     metavar="TEMPLATE",
-    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
+    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
+    " {system} {system_toml} (docs/backends.md).",
 )
 @click.option(
     "--dry-run",
@@ -132,6 +135,11 @@ def rollout(
     extra_params: tuple[str, ...],
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     max_pixels: int | None,
@@ -188,6 +196,9 @@ def rollout(
             jobs=jobs,
             seed=seed,
             exec_cmd=exec_cmd,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
         )
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
@@ -209,6 +220,8 @@ def rollout(
         jobs=jobs,
         retries=retries,
         timeout_s=timeout,
+        rate_limit_patience_s=rate_limit_patience,
+        stall_notice_s=stall_notice,
         quiet=quiet,
         ordered=ordered,
         cache_path=None if no_cache else cache_path or default_cache(),
@@ -250,6 +263,7 @@ def rollout(
 @JOBS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @QUIET
@@ -265,6 +279,11 @@ def judge(
     jobs: int,
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     quiet: bool,
@@ -286,13 +305,25 @@ def judge(
     from bv.stages.judge import run_judge
 
     try:
-        endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
+        endpoint = judge_endpoint(
+            mode,
+            judge_model,
+            judge_base_url,
+            judge_api_key,
+            timeout,
+            jobs,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
+        )
     except BadEndpoint as exc:
         raise click.UsageError(str(exc)) from None
     settings = RunSettings(
         jobs=jobs,
         retries=retries,
         timeout_s=timeout,
+        rate_limit_patience_s=rate_limit_patience,
+        stall_notice_s=stall_notice,
         quiet=quiet,
         cache_path=None if no_cache else cache_path or default_cache(),
     )

@@ -33,6 +33,7 @@ STAGE_TEMPLATES = {
     "prompt": STYLE_TEMPLATES["bv"] + STYLE_TEMPLATES["official"],
     "rollout": ("refine",),  # the refinement turn
     "judge": ("judge",),  # the LLM judge
+    "optimize": ("reflect",),  # the optimizer's reflection on a minibatch (bv optimize)
 }
 
 

@@ -39,8 +39,11 @@ class Endpoint:
     model: str
     base_urls: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
     api_key: str | None
-    timeout_s: float = 600.0
+    timeout_s: float = 600.0  # per try, all told
     jobs: int = 8
+    connect_timeout_s: float = CONNECT_TIMEOUT_S  # to open a connection
+    first_byte_timeout_s: float | None = None  # from sending to the reply's first byte; None: timeout_s
+    read_timeout_s: float | None = None  # from the first byte to the last; None: timeout_s
     api_version: str | None = None  # Azure only
     organization: str | None = None  # OpenAI-Organization header
     project: str | None = None  # OpenAI-Project header
@@ -119,6 +122,9 @@ def resolve(
     jobs: int = 8,
     role: str = "model",
     env: Mapping[str, str] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work."""
     env = environment.variables() if env is None else env
@@ -181,6 +187,9 @@ def resolve(
         api_key=api_key,
         timeout_s=timeout,
         jobs=jobs,
+        connect_timeout_s=connect_timeout,
+        first_byte_timeout_s=first_byte_timeout,
+        read_timeout_s=read_timeout,
         role=role,
         rule=rule,
         **extra,
@@ -195,6 +204,9 @@ def judge_endpoint(
     timeout: float = 600.0,
     jobs: int = 8,
     env: Mapping[str, str] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
 ) -> Endpoint | None:
     """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
     when the mode may ask an LLM and a model is given; None otherwise."""
@@ -210,6 +222,9 @@ def judge_endpoint(
         jobs=jobs,
         role="judge",
         env=env,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
     )
 
 
@@ -277,7 +292,9 @@ def host_port(url: str) -> str:
     return f"{parts.hostname}:{port}"
 
 
-def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
+def describe_transport_error(
+    exc: BaseException, url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S
+) -> tuple[str, bool]:
     """(what happened, in words with host and port; whether it was a failure to connect at all)."""
     import aiohttp
 
@@ -295,7 +312,7 @@ def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
             return f"connection refused by {where} (nothing listening?)", True
         return f"cannot connect to {where} ({detail})", True
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return f"connect timeout: no connection to {where} within {CONNECT_TIMEOUT_S:g} s", True
+        return f"connect timeout: no connection to {where} within {connect_timeout_s:g} s", True
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"connection closed by {where} before it answered", False
     if isinstance(exc, aiohttp.ClientOSError) and (

@@ -337,6 +337,7 @@ def run_judge(
             label="judge",
             stopping=stopping,
             backend=backend,
+            caller=caller,
             drain_on_interrupt=True,
         )
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried

@@ -177,6 +177,7 @@ def run_rollout(
         label="rollout",
         stopping=stopping,
         backend=backend,
+        caller=caller,
     )
     outcome.rows, outcome.failed = stats.done, stats.errors
     outcome.cached = stats.done - stats.errors if caller.cache is not None else None

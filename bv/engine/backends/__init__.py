@@ -112,15 +112,26 @@ def backend_config(
     seed: int | None = None,
     exec_cmd: str | None = None,
     keep_workdirs: str | None = None,
+    connect_timeout: float | None = None,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
 ) -> dict[str, Any]:
     """What `make_backend(name, **config)` takes, from the options of `bv rollout` or `bv.stages.rollout`:
     for an HTTP backend its endpoint, resolved and checked once (bv.engine.endpoints, which reads the
     environment; raises BadEndpoint or Fatal before any work); for the others their own options."""
     if name in ("openai", "azure"):
-        from bv.engine.endpoints import resolve
+        from bv.engine.endpoints import CONNECT_TIMEOUT_S, resolve
 
         endpoint = resolve(
-            name, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+            name,
+            model=model,
+            base_urls=base_urls,
+            api_key=api_key,
+            timeout=timeout,
+            jobs=jobs,
+            connect_timeout=connect_timeout or CONNECT_TIMEOUT_S,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
         )
         return {"endpoint": endpoint}
     if name == "exec":
