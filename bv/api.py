@@ -75,13 +75,19 @@ def prompt(
             raise BadRecord(f"item {index}: {exc}") from None
 
 
+def _cache_path(cache: str | Path | None) -> Path | None:
+    """A `cache` keyword as a path: the commands' default cache, None for none, or the path given."""
+    from bv.engine.cache import default_path
+
+    return default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+
+
 def _settings(
     jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool, patience: float
 ) -> Any:
-    from bv.engine.cache import default_path
     from bv.engine.caller import RunSettings
 
-    path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+    path = _cache_path(cache)
     return RunSettings(
         jobs=jobs,
         retries=retries,
@@ -442,7 +448,7 @@ def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
         jobs=o["jobs"],
         retries=o["retries"],
         timeout_s=o["timeout"],
-        cache_path=_settings(1, 0, 1.0, cache, True, 900.0).cache_path,
+        cache_path=_cache_path(cache),
         quiet=o["quiet"],
     )
     split = o["split"]
