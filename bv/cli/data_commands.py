@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bv.cli.common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
-from bv.core.outcome import ROWS_FAILED, finish_rows
+from bv.cli.ending import ROWS_FAILED, finish_rows
 
 
 @click.command("data")

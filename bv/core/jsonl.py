@@ -20,12 +20,16 @@ from typing import IO, Any, TypeVar, cast
 
 import orjson
 
-from bv.core import environment
 from bv.core.errors import BadRecord, Fatal, StdoutClosed
+from bv.core.run_context import current
 from bv.core.terminal import printable
 
-MAX_LINE_BYTES = environment.integer("BV_MAX_LINE_BYTES", 64 * 1024 * 1024)
 STDIN = "-"
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line the current run reads or writes (BV_MAX_LINE_BYTES, bv.core.run_context)."""
+    return current().limits.max_line_bytes
 
 
 @dataclass
@@ -93,11 +97,12 @@ class Problems:
 
 def _lines(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
     """(line, too_long) pairs; an over-long line is skipped up to its newline, never held whole."""
+    limit = max_line_bytes()
     while True:
-        line = stream.readline(MAX_LINE_BYTES + 1)
+        line = stream.readline(limit + 1)
         if not line:
             return
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+        if len(line) > limit and not line.endswith(b"\n"):
             while True:  # drain the rest of the over-long line
                 rest = stream.readline(1 << 20)
                 if not rest or rest.endswith(b"\n"):
@@ -147,7 +152,7 @@ def _parse_stream(
         where = Source(name, number, folder, offset)
         offset = offset + len(raw) if offset >= 0 and not too_long else -1  # unknown after a skipped line
         if too_long:
-            problems.report(where, f"line longer than {MAX_LINE_BYTES} bytes (skipped)")
+            problems.report(where, f"line longer than {max_line_bytes()} bytes (skipped)")
             continue
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             problems.warn(where, "UTF-8 byte order mark ignored")
@@ -309,7 +314,7 @@ def fitting_line(record: dict[str, Any], limit: int | None = None) -> str:
     row over the line limit (a model that wrote megabytes), its longest texts cut to their last
     characters (the answer is at the end; extraction reads only the tail) with a marker, and a
     warning on stderr. The row is never dropped for its size."""
-    limit = MAX_LINE_BYTES - 1 if limit is None else limit  # the newline counts
+    limit = max_line_bytes() - 1 if limit is None else limit  # the newline counts
     line = _dumps(record)
     try:
         size = len(line) if line.isascii() else len(line.encode("utf-8"))
@@ -371,7 +376,7 @@ def fitting_bytes(record: Mapping[str, Any]) -> bytes:
         line = orjson.dumps(record)
     except orjson.JSONEncodeError:
         return fitting_line(dict(record)).encode("utf-8")
-    if len(line) < MAX_LINE_BYTES:
+    if len(line) < max_line_bytes():
         return line
     return fitting_line(dict(record)).encode("utf-8")
 

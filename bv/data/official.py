@@ -116,13 +116,14 @@ def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[s
 def read_official_results(path: Path) -> list[Any]:
     """The records of an official result file (a JSON array), read no further than the line
     limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
-    from bv.core.jsonl import MAX_LINE_BYTES, checked_value, parse_json, unparsable
+    from bv.core.jsonl import checked_value, max_line_bytes, parse_json, unparsable
 
+    limit = max_line_bytes()
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_LINE_BYTES + 1)
-        if len(raw) > MAX_LINE_BYTES:
-            raise BadRecord(f"larger than {MAX_LINE_BYTES} bytes (BV_MAX_LINE_BYTES)")
+            raw = f.read(limit + 1)
+        if len(raw) > limit:
+            raise BadRecord(f"larger than {limit} bytes (BV_MAX_LINE_BYTES)")
         data = parse_json(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise BadRecord(f"cannot read: {exc}") from None
