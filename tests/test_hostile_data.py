@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import bv_inproc, read_items
 
-from bv.core import atomic, outcome
+from bv.cli import ending
+from bv.core import atomic
 
 
 def fault_zip(sample_dir: Path, path: Path) -> tuple[Path, dict[str, str]]:
@@ -216,12 +217,12 @@ def test_an_official_export_is_whole_or_absent_at_every_step(tmp_path, monkeypat
                 os.kill(os.getpid(), signal.SIGTERM)
             yield row
 
-    outcome.install_sigterm()
+    ending.install_sigterm()
     try:
         try:
             export.write_official(rows(), out)
             interrupted = False
-        except outcome.Terminated:
+        except ending.Terminated:
             interrupted = True
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -247,7 +247,7 @@ def write_set(
 
     out = out.expanduser().absolute()
     staged = staging_folder(out)
-    try:  # Ctrl-C and SIGTERM (bv.core.outcome.install_sigterm) unwind through the finally below
+    try:  # Ctrl-C and SIGTERM (bv.cli.ending.install_sigterm) unwind through the finally below
         problems: list[str] = []
         summary, hashes = stage(rows, staged, problems)
         for problem in problems:
