@@ -8,9 +8,12 @@
 Each function is what its command does, minus the files: `api.rollout` runs the same engine as
 `bv rollout` (concurrency, retries, the reply cache, and so resume: calling it again with the same
 arguments sends only what did not finish). Rows come back in input order; a row whose requests
-failed is returned with `error` set, as the command writes it. What stops a whole run raises:
-bv.core.errors.Fatal (an unusable endpoint), BadRecord (a bad input record, named by its index), and
-KeyboardInterrupt after a Ctrl-C once the requests in flight have finished and been cached.
+failed is returned with `error` set, as the command writes it. What stops a whole run raises a
+bv.core.errors.BVError: Fatal (an unusable endpoint), BadConfig (settings that cannot work),
+BadRecord (a bad input record, named by its index), and Interrupted after a Ctrl-C or SIGTERM once
+the requests in flight have finished and been cached. No call ends the process, and each runs in
+a run context of its own (bv.core.run_context): its secrets, notes and limits are its own, so
+calls on several threads do not see each other's.
 
 Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
 `api.arollout` / `api.ajudge` there, which run the same stage on a thread of its own with its own
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from bv.core.errors import BadRecord, Fatal
+from bv.core.errors import BadRecord, Fatal, Interrupted
 from bv.core.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
@@ -114,7 +117,14 @@ def _ended(outcome: Any, rows: list[Any]) -> list[Any]:
     if outcome.fatal is not None:
         raise Fatal(outcome.fatal)
     if outcome.signal is not None:
-        raise KeyboardInterrupt(f"interrupted after {len(rows)} rows; call again to resume from the cache")
+        from bv.core.outcome import SIGNAL_NAMES
+
+        raise Interrupted(
+            f"interrupted by {SIGNAL_NAMES.get(outcome.signal, 'a signal')} after {len(rows)} rows;"
+            " call again to resume from the cache",
+            signal=outcome.signal,
+            rows=len(rows),
+        )
     return rows
 
 
@@ -160,39 +170,45 @@ def rollout(
     path, None for none, or the command's default cache. `quiet=False` shows progress on stderr.
     The waits are `bv rollout`'s (--rate-limit-patience, --connect-timeout, ...), in seconds."""
     _no_running_loop("rollout")
-    from bv.core.templates import BV_TEMPLATES
-    from bv.engine.backends import backend_config
-    from bv.stages.rollout import RolloutOptions, run_rollout
+    from bv.core.run_context import own_run
 
-    records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
-    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
-    config = backend_config(
-        backend,
-        model=model,
-        base_urls=urls,
-        api_key=api_key,
-        timeout=timeout,
-        jobs=jobs,
-        seed=seed,
-        exec_cmd=exec_cmd,
-        connect_timeout=connect_timeout,
-        first_byte_timeout=first_byte_timeout,
-        read_timeout=read_timeout,
-    )
-    options = RolloutOptions(
-        max_turns=max_turns, repeats=repeats, params=dict(params or {}), templates=templates or BV_TEMPLATES
-    )
-    rows: list[RolloutRow] = []
-    _, outcome = run_rollout(
-        (),
-        backend,
-        config,
-        options,
-        _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
-        records=records,
-        write=lambda row: rows.append(cast(RolloutRow, dict(row))),
-    )
-    return _ended(outcome, rows)
+    with own_run("rollout"):
+        from bv.core.templates import BV_TEMPLATES
+        from bv.engine.backends import backend_config
+        from bv.stages.rollout import RolloutOptions, run_rollout
+
+        records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+        config = backend_config(
+            backend,
+            model=model,
+            base_urls=urls,
+            api_key=api_key,
+            timeout=timeout,
+            jobs=jobs,
+            seed=seed,
+            exec_cmd=exec_cmd,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
+        )
+        options = RolloutOptions(
+            max_turns=max_turns,
+            repeats=repeats,
+            params=dict(params or {}),
+            templates=templates or BV_TEMPLATES,
+        )
+        rows: list[RolloutRow] = []
+        _, outcome = run_rollout(
+            (),
+            backend,
+            config,
+            options,
+            _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
+            records=records,
+            write=lambda row: rows.append(cast(RolloutRow, dict(row))),
+        )
+        return _ended(outcome, rows)
 
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
@@ -283,38 +299,41 @@ def judge(
     llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given).
     `judge_params`: extra fields of the judge's request body, sent as written (`--judge-param`)."""
     _no_running_loop("judge")
-    from bv.core.outcome import STOP_REQUEST
-    from bv.core.templates import BV_TEMPLATES
-    from bv.engine.endpoints import judge_endpoint
-    from bv.stages.judge import run_judge
+    from bv.core.run_context import own_run
 
-    records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
-    request = STOP_REQUEST.get()
-    if request is not None:  # ajudge
-        records = _UntilStopped(records, request)
-    endpoint = judge_endpoint(
-        mode,
-        judge_model,
-        judge_base_url,
-        judge_api_key,
-        timeout,
-        jobs,
-        connect_timeout=connect_timeout,
-        first_byte_timeout=first_byte_timeout,
-        read_timeout=read_timeout,
-    )
-    judged: list[JudgedRow] = []
-    _, outcome = run_judge(
-        (),
-        mode,
-        endpoint,
-        _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
-        templates or BV_TEMPLATES,
-        records=records,
-        write=lambda row: judged.append(cast(JudgedRow, dict(row))),
-        given_params=judge_params,
-    )
-    return _ended(outcome, judged)
+    with own_run("judge"):
+        from bv.core.outcome import STOP_REQUEST
+        from bv.core.templates import BV_TEMPLATES
+        from bv.engine.endpoints import judge_endpoint
+        from bv.stages.judge import run_judge
+
+        records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
+        request = STOP_REQUEST.get()
+        if request is not None:  # ajudge
+            records = _UntilStopped(records, request)
+        endpoint = judge_endpoint(
+            mode,
+            judge_model,
+            judge_base_url,
+            judge_api_key,
+            timeout,
+            jobs,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            read_timeout=read_timeout,
+        )
+        judged: list[JudgedRow] = []
+        _, outcome = run_judge(
+            (),
+            mode,
+            endpoint,
+            _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
+            templates or BV_TEMPLATES,
+            records=records,
+            write=lambda row: judged.append(cast(JudgedRow, dict(row))),
+            given_params=judge_params,
+        )
+        return _ended(outcome, judged)
 
 
 class _UntilStopped(list[Any]):

@@ -87,8 +87,8 @@ def sh(
     )
 
 
-# Read once, when bv (or a library: huggingface_hub) is imported: a subprocess test varies them.
-IMPORT_TIME_VARIABLES = ("BV_MAX_WAIT_S", "BV_MAX_LINE_BYTES", "BV_HTML_MAX_ITEMS", "PYTHONPATH", "HF_*")
+# Read once, when Python (or a library: huggingface_hub) starts or is imported: a subprocess test varies them.
+IMPORT_TIME_VARIABLES = ("PYTHONPATH", "HF_*")
 
 
 def bv_inproc(
@@ -149,14 +149,11 @@ def _first_lines(argv: list[str], folder: Path, input: str | bytes | None) -> su
 def _run_stage(
     argv: list[str], folder: Path, input: str | bytes | None, env: dict[str, str] | None, command: str
 ) -> subprocess.CompletedProcess:
-    """One `bv ...` of a command line, with its redirections, run through `bv.cli.app.main`. Rollout and
-    judge leave with os._exit (bv.core.outcome.leave), here with SystemExit, so the test goes on; click
-    names the program `bv`, as the installed script does."""
-    import click.core
+    """One `bv ...` of a command line, with its redirections, run through `bv.cli.app.run` (what the
+    `bv` script runs before it exits with the status), in a run context of its own."""
     from click.testing import CliRunner
 
     import bv.cli.app
-    import bv.cli.request_commands
 
     stdin_path = stdout_path = None
     if "<" in argv:
@@ -168,34 +165,20 @@ def _run_stage(
     if not argv or Path(argv[0]).name != "bv" or {";", "2>", "2>&1", ">>", "||"} & set(argv):
         raise ValueError(f"bv_inproc runs bv command lines, not {command!r}: use sh()")
 
-    def leave(status: int) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        raise SystemExit(status)
-
     saved_signals = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    saved_argv, saved_cwd, saved_leave = sys.argv, os.getcwd(), bv.cli.request_commands.leave
-    saved_name = click.core._detect_program_name  # `python -m pytest` here; `bv` for users
+    saved_cwd = os.getcwd()
     stdin_file = open(folder / stdin_path, "rb") if stdin_path else None
-    status = 0
     try:
         with CliRunner().isolation(input=stdin_file or input, env=env) as (out, err, _):
-            sys.argv = ["bv", *argv[1:]]
-            bv.cli.request_commands.leave = leave
-            click.core._detect_program_name = lambda *_, **__: "bv"
             os.chdir(folder)
             try:
-                bv.cli.app.main()
-            except SystemExit as exc:
-                status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                status = bv.cli.app.run(argv[1:])
             finally:
                 with contextlib.suppress(OSError, ValueError):
                     sys.stdout.flush()
                     sys.stderr.flush()
             stdout, stderr = out.getvalue(), err.getvalue()
     finally:
-        sys.argv, bv.cli.request_commands.leave = saved_argv, saved_leave
-        click.core._detect_program_name = saved_name
         os.chdir(saved_cwd)
         for signum, handler in saved_signals.items():
             signal.signal(signum, handler)

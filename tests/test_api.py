@@ -19,7 +19,7 @@ import pytest
 from fakeopenai import Reply
 
 from bv import api
-from bv.core.errors import BadRecord
+from bv.core.errors import BadRecord, BVError, Interrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -283,8 +283,8 @@ def test_cancelling_ajudge_by_rules_stops_reading_its_rows(sample_dir):
 
 
 def test_ctrl_c_stops_rollout_which_raises_after_caching_what_finished(tmp_path, sample_dir, server):
-    """KeyboardInterrupt, as the command stops on Ctrl-C: requests in flight finish and are
-    cached, then api.rollout raises; the same call resumes from the cache."""
+    """bv's Interrupted (never KeyboardInterrupt), as the command stops on Ctrl-C: requests in
+    flight finish and are cached, then api.rollout raises; the same call resumes from the cache."""
     server.latency = 0.1
     prompts = _prompts(sample_dir, 12)
     options = dict(model="m", base_url=server.base_url, api_key="k", cache=tmp_path / "c.db", jobs=4)
@@ -302,8 +302,9 @@ def test_ctrl_c_stops_rollout_which_raises_after_caching_what_finished(tmp_path,
     interrupter = threading.Thread(target=interrupt)
     interrupter.start()
     try:
-        with pytest.raises(KeyboardInterrupt, match="call again to resume"):
+        with pytest.raises(Interrupted, match="call again to resume") as raised:
             api.rollout(prompts, repeats=5, **options)
+        assert raised.value.signal == signal.SIGINT and isinstance(raised.value, BVError)
     finally:
         over.set()
         interrupter.join()

@@ -304,11 +304,11 @@ def test_an_interrupted_write_leaves_the_old_set_whole(sample_dir, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         write_set(_rows_then(sample_dir, interrupt), out, {"source": "test"}, skip_bad=False)
-    from bv.core import outcome
+    from bv.cli import ending
 
-    outcome.install_sigterm()  # as bv's main() does
+    ending.install_sigterm()  # as bv's main() does
     try:
-        with pytest.raises(outcome.Terminated):
+        with pytest.raises(ending.Terminated):
             stop = lambda: os.kill(os.getpid(), signal.SIGTERM)  # noqa: E731
             write_set(_rows_then(sample_dir, stop), out, {"source": "t"}, skip_bad=False)
     finally:

@@ -18,7 +18,8 @@ import pytest
 from conftest import BIN, Reply, bv_inproc, jsonl, sh
 
 import bv
-from bv.core.outcome import Outcome, exit_status, summary
+from bv.cli.ending import exit_status, summary
+from bv.core.outcome import Outcome
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -106,3 +106,33 @@ def test_the_check_catches_an_upward_import(tmp_path):
     bad.write_text("from bv.cli.app import main\n")
     found = {t for t in imports(bad) if t in MODULES}
     assert "bv.cli.app" in found and part_of("bv.cli.app") not in ALLOWED["core"]
+
+
+# What ends the process or decides its exit status: only bv/cli may (docs/architecture.md).
+PROCESS_ENDERS = {("sys", "exit"), ("os", "_exit"), ("os", "abort")}
+
+
+def ends_the_process(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in PROCESS_ENDERS:
+                found.append(f"{node.value.id}.{node.attr} (line {node.lineno})")
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(raised, ast.Name) and raised.id in ("SystemExit", "KeyboardInterrupt"):
+                found.append(f"raise {raised.id} (line {node.lineno})")
+    return found
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if part_of(m) not in ("cli", None)])
+def test_only_the_command_line_ends_the_process(module):
+    assert not ends_the_process(MODULES[module]), (
+        f"{module} ends the process: {ends_the_process(MODULES[module])}"
+    )
+
+
+def test_the_process_check_is_not_vacuous(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os, sys\ndef f():\n    os._exit(1)\n    raise KeyboardInterrupt('x')\n")
+    assert sorted(ends_the_process(bad)) == ["os._exit (line 3)", "raise KeyboardInterrupt (line 4)"]

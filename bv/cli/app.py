@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from bv import __version__
+from bv.cli import ending
 from bv.cli.common import (
     CACHE,
     INPUTS,
@@ -20,13 +21,14 @@ from bv.cli.common import (
     reader_may_leave,
 )
 from bv.cli.data_commands import data, export, models
+from bv.cli.ending import finish_rows
 from bv.cli.optimize_command import optimize
 from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
-from bv.core import environment, outcome
-from bv.core.errors import BadRecord, Fatal, StdoutClosed
-from bv.core.outcome import finish_rows
+from bv.core import environment
+from bv.core.errors import BadRecord, BVError, Interrupted, StdoutClosed
+from bv.core.run_context import RunContext, current, running
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -46,7 +48,7 @@ def cli(ctx: click.Context) -> None:
     Exit status: 0 all rows succeeded, 1 some rows failed (every row still written), 2 usage
     error, 130 Ctrl-C, 143 SIGTERM (docs/exit-status.md).
     """
-    outcome.set_stage(ctx.invoked_subcommand)
+    current().stage = ctx.invoked_subcommand or ""
 
 
 cli.add_command(rollout)
@@ -173,7 +175,7 @@ def prompt(
         error(message)
     finish_rows(problems, skip_bad)
     if unmatched.messages():
-        sys.exit(outcome.ROWS_FAILED)
+        sys.exit(ending.ROWS_FAILED)
 
 
 @cli.command()
@@ -298,32 +300,56 @@ def cache_clear(
     click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
 
 
-def main() -> None:
-    """Entry point: no traceback for expected failures (BV_DEBUG=1 shows one), quiet on a closed stdout."""
+# Commands that load the HTTP stack: they leave without interpreter teardown (bv.cli.ending.leave).
+_FAST_EXIT = ("rollout", "judge")
+
+
+def run(args: list[str] | None = None, context: RunContext | None = None) -> int:
+    """Run one bv command line in this process and return its exit status, ending nothing: no
+    traceback for expected failures (BV_DEBUG=1 shows one), quiet on a closed stdout. The command
+    runs in a run context of its own (bv.core.run_context: its secrets, notes and limits), whose
+    second Ctrl-C or SIGTERM quits the process (bv.cli.ending.quit_soon)."""
+    with running(context or RunContext(hard_stop=ending.quit_soon)):
+        return _run(args)
+
+
+def _run(args: list[str] | None) -> int:
     import signal
 
-    outcome.install_sigterm()
+    ending.install_sigterm()
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(args, prog_name="bv", standalone_mode=False)
+        return status if isinstance(status, int) else 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
-        sys.exit(outcome.interrupted(signal.SIGINT))
-    except outcome.Terminated:
-        sys.exit(outcome.interrupted(signal.SIGTERM))
+        return ending.interrupted(signal.SIGINT)
+    except ending.Terminated:
+        return ending.interrupted(signal.SIGTERM)
     except (StdoutClosed, BrokenPipeError):
         from bv.core.jsonl import silence_stdout
 
         silence_stdout()
-        sys.exit(0)
+        return 0
+    except Interrupted as exc:  # a second signal, where no event loop ran (the rules judge)
+        return ending.status_for(exc.signal or signal.SIGINT)
     except Exception as exc:
         if environment.debug():
             raise
-        kind = (
-            "" if isinstance(exc, (Fatal, BadRecord, OSError)) else f"internal error ({type(exc).__name__}): "
-        )
+        kind = "" if isinstance(exc, (BVError, OSError)) else f"internal error ({type(exc).__name__}): "
         error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
-        sys.exit(outcome.ROWS_FAILED)
+        return ending.ROWS_FAILED
+
+
+def main() -> None:
+    """The `bv` script: run the command line, then end the process with its status."""
+    context = RunContext(hard_stop=ending.quit_soon)
+    status = run(None, context)
+    if context.stage in _FAST_EXIT:
+        ending.leave(status)
+    sys.exit(status)

@@ -230,6 +230,7 @@ def optimize(
         --optimizer-model gpt-5 --dry-run   # the split, the steps, the most requests by role
     """
     from bv import api
+    from bv.cli import ending
     from bv.core import outcome
     from bv.engine.endpoints import BadEndpoint
     from bv.optimize.loop import OptimizeError
@@ -300,4 +301,4 @@ def optimize(
     failed = result.test.get("failed_rows", 0)
     if failed:
         outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
-        outcome.leave(outcome.ROWS_FAILED)
+        sys.exit(ending.ROWS_FAILED)

@@ -25,7 +25,8 @@ from bv.cli.common import (
     parse_shard,
     waits,
 )
-from bv.core.outcome import Outcome, finish, leave
+from bv.cli.ending import finish
+from bv.core.outcome import Outcome
 from bv.core.terminal import printable
 from bv.engine.backends import BACKENDS
 
@@ -148,7 +149,7 @@ def rollout(
     dry_run: bool,
     quiet: bool,
     skip_bad: bool,
-) -> None:
+) -> int:
     """Send prompt records to a model, concurrently, with retries and a cache.
 
     Every row is written as soon as it finishes (with --ordered, in input order); a row
@@ -229,11 +230,11 @@ def rollout(
     if dry_run:
         from bv.stages.rollout import dry_run_rollout
 
-        leave(finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad))
+        return finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad)
     problems, outcome = run_rollout(inputs, backend, config, options, settings)
     if options.artifacts is not None:
         options.artifacts.finish()
-    leave(finish(outcome, problems, skip_bad))
+    return finish(outcome, problems, skip_bad)
 
 
 @click.command()
@@ -288,7 +289,7 @@ def judge(
     no_cache: bool,
     quiet: bool,
     skip_bad: bool,
-) -> None:
+) -> int:
     """Extract each reply's answer and decide whether it is right.
 
     Rules decide first; an LLM judge, if configured, decides what they cannot. Rows keep
@@ -329,4 +330,4 @@ def judge(
     )
     given = parse_params(judge_param_pairs, "--judge-param")
     problems, outcome = run_judge(inputs, mode, endpoint, settings, templates, given_params=given)
-    leave(finish(outcome, problems, skip_bad))
+    return finish(outcome, problems, skip_bad)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from bv.cli import ending
 from bv.cli.common import SKIP_BAD, error, reader_may_leave, share
-from bv.core import outcome
-from bv.core.outcome import finish_rows
+from bv.cli.ending import finish_rows
 
 
 @click.command()
@@ -48,7 +48,7 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
             f"{problems.count} bad input line(s): {output} not written (fix them, or merge the readable"
             " rows with --skip-bad)"
         )
-        sys.exit(outcome.ROWS_FAILED)
+        sys.exit(ending.ROWS_FAILED)
     keys = ordered_keys(result, sort)
     with reader_may_leave():
         write_rows(result, keys, output)
@@ -241,4 +241,4 @@ def report(
         or (strict and incomplete)
         or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
     ):
-        sys.exit(outcome.ROWS_FAILED)  # a failed run never looks like a result
+        sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result

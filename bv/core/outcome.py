@@ -1,54 +1,33 @@
-"""How a stage ends: its exit status, the signals that stop it, and its closing summary.
+"""How a stage's run went (`Outcome`), its messages on stderr, and how a run is asked to stop.
 
-Every bv stage ends through `finish`, so an exit status means the same everywhere
-(docs/exit-status.md):
-
-    0    everything succeeded
-    1    some rows failed (rollout errors, judge errors, bad input lines), every row still
-         written; or the stage stopped on an error it names
-    2    usage error (a bad option or argument), before any work (click's own status)
-    130  interrupted by Ctrl-C (SIGINT)
-    143  interrupted by SIGTERM (what `timeout`, schedulers and CI send)
-
-A reader that leaves (`| head`) ends a streaming stage quietly with 0 (`stdout_closed`): the rows
-it did not get to are not failures. Commands that read their whole input before writing (report,
-merge, export) keep the status of that input instead (bv.cli.common.reader_may_leave).
-
-SIGTERM is handled as the first Ctrl-C: no new requests, those in flight get the grace
-period, finished rows are written (and cached), then exit 143. The summary names the stage,
-says how many rows failed and how to resume.
+A run stops gently on the first Ctrl-C or SIGTERM while its event loop runs (`loop_signals`), or
+when its `StopRequest` is asked (bv.api, its awaiting task cancelled): no new requests, those in
+flight get the grace period, finished rows are written. What that means for the process (exit
+statuses, the closing summary, quitting on a second signal) is bv.cli's (bv.cli.ending).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
+from bv.core.run_context import current
 from bv.core.terminal import printable
 
-OK = 0
-ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_NAMES: dict[int, str] = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
-_stage = ""  # the running stage ("rollout", "cache"), set once by the command line
-
-
-def set_stage(name: str | None) -> None:
-    global _stage
-    _stage = name or ""
-
 
 def prefix() -> str:
-    """How a message starts: `bv rollout:`, or `bv:` before a stage is known."""
-    return f"bv {_stage}:" if _stage else "bv:"
+    """How a message starts: `bv rollout:` (the current run's stage), or `bv:` before one is known."""
+    stage = current().stage
+    return f"bv {stage}:" if stage else "bv:"
 
 
 def say(message: str) -> None:
@@ -59,32 +38,6 @@ def say(message: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-def status_for(signum: int) -> int:
-    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
-    return 128 + signum
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where no event loop handles it: it unwinds like KeyboardInterrupt."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-def install_sigterm() -> None:
-    """Make SIGTERM end a stage the way Ctrl-C does (rows written so far stay whole), not silently."""
-    with contextlib.suppress(ValueError):  # not the main thread (a library caller): leave it alone
-        signal.signal(signal.SIGTERM, _raise_terminated)
-
-
-def quit_on_next_signal(status: int) -> None:
-    """After the first stop, a second Ctrl-C or SIGTERM leaves at once."""
-    for signum in STOP_SIGNALS:
-        with contextlib.suppress(ValueError):
-            signal.signal(signum, lambda *_: os._exit(status))
 
 
 @contextlib.contextmanager
@@ -175,96 +128,3 @@ class Outcome:
     @property
     def interrupted(self) -> bool:
         return self.signal is not None
-
-
-def exit_status(outcome: Outcome, skip_bad: bool = False) -> int:
-    """The status a stage exits with (the table in the module docstring)."""
-    if outcome.stdout_closed:
-        return OK
-    if outcome.signal is not None:
-        return status_for(outcome.signal)
-    if outcome.fatal or outcome.failed or outcome.carried or outcome.broken_rows or outcome.missing_files:
-        return ROWS_FAILED
-    return ROWS_FAILED if outcome.bad_lines and not skip_bad else OK
-
-
-def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
-    """The closing line when not everything succeeded: what failed and how to resume; else None."""
-    facts = []
-    if outcome.failed:
-        facts.append(f"{outcome.failed} of {plural(outcome.rows, 'row')} {outcome.failed_what}")
-    if outcome.carried:
-        facts.append(
-            f"{plural(outcome.carried, 'row')} came in with a rollout error (re-run bv rollout for them)"
-        )
-    if outcome.broken_rows:
-        facts.append(f"{plural(outcome.broken_rows, 'row')} left out on an internal error")
-    if outcome.bad_lines:
-        facts.append(plural(outcome.bad_lines, "bad input line") + (" skipped" if skip_bad else ""))
-    if outcome.missing_files:
-        facts.append(f"{plural(outcome.missing_files, 'input file')} could not be read")
-    if outcome.signal is not None:
-        head = f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
-        facts.insert(0, f"{head} after {plural(outcome.rows, 'row')}")
-    elif outcome.fatal and outcome.rows:
-        facts.insert(0, f"stopped after {plural(outcome.rows, 'row')}")
-    if not facts:
-        return None
-    text = "; ".join(facts)
-    if outcome.signal is not None or outcome.fatal or outcome.failed or outcome.broken_rows:
-        what = "re-run the same command to retry only the failed rows"
-        if outcome.signal is not None:
-            what = "re-run the same command to finish"
-        elif outcome.fatal:
-            what = "once the error above is fixed, re-run the same command"
-        text += f"; {what}"
-        if outcome.cached is not None:
-            text += f": {outcome.cached} {'row is' if outcome.cached == 1 else 'rows are'} cached"
-    return text
-
-
-def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
-    """Say how the stage ended (on stderr, on a fresh line) and return its exit status.
-    `problems` (a bv.core.jsonl.Problems) gives the bad input lines and unreadable files."""
-    if problems is not None:
-        problems.finish()  # the counts of messages held back
-        outcome.bad_lines, outcome.missing_files = problems.count, problems.files
-    if outcome.stdout_closed:
-        from bv.core.jsonl import silence_stdout
-
-        silence_stdout()
-        return OK
-    if outcome.fatal:
-        from bv.core.redaction import redact
-
-        say(f"error: {redact(outcome.fatal)}")
-    line = summary(outcome, skip_bad)
-    if line:
-        say(line)
-    return exit_status(outcome, skip_bad)
-
-
-def finish_rows(problems: Any, skip_bad: bool) -> None:
-    """End a stage without requests (prompt, merge, import): exit 1 after bad input, else go on."""
-    status = finish(Outcome(), problems, skip_bad)
-    if status:
-        sys.exit(status)
-
-
-def interrupted(signum: int) -> int:
-    """A stage without an event loop was stopped by Ctrl-C or SIGTERM: say so, return the status."""
-    status = status_for(signum)
-    quit_on_next_signal(status)
-    say(f"interrupted by {SIGNAL_NAMES[signum]}; re-run the same command to finish")
-    return status
-
-
-def leave(status: int) -> NoReturn:
-    """Exit at once, skipping interpreter teardown (0.4 s once the openai SDK is loaded): every
-    row is already written and flushed and every cached reply committed."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(status)

@@ -1,62 +1,91 @@
 """Keeping keys out of everything bv writes.
 
 Backends register the secrets they were given; every message bv prints or records about a
-failure, and every reply, passes through `redact`. URLs lose any user:password part and
-their query string (which may carry a key) before they are shown or hashed into cache keys.
+failure, and every reply, passes through `redact`. The secrets belong to the run that was given
+them (bv.core.run_context): two runs in one process, or on two threads, redact only their own.
+URLs lose any user:password part and their query string (which may carry a key) before they
+are shown or hashed into cache keys.
 """
 
 from __future__ import annotations
 
+import threading
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-_SECRETS: set[str] = set()
 _WINDOW = 12  # pieces this long of a key of 16+ characters are redacted too (servers echo keys half-masked)
+_ANCHOR = _WINDOW // 2
+
+
+class Secrets:
+    """One run's registry of secrets, and the plans that make redacting cheap."""
+
+    def __init__(self) -> None:
+        self._secrets: set[str] = set()
+        self._plans: list[tuple[str, list[str], list[str]]] = []  # made from the secrets when needed
+        self._lock = threading.Lock()  # a run's reader thread and its event loop both register
+
+    def register(self, secret: str | None) -> None:
+        if secret and len(secret) >= 4 and secret not in self._secrets:
+            with self._lock:
+                self._secrets.add(secret)
+                self._plans = []
+
+    def register_url(self, url: str) -> None:
+        """A URL's password (http://user:password@host) and query values (?key=...) are secrets like keys."""
+        parts = urlsplit(url)
+        self.register(parts.password)
+        for _, value in parse_qsl(parts.query):
+            if len(value) >= 8:
+                self.register(value)
+
+    def redact(self, text: str) -> str:
+        """The text with every registered secret, and any long piece of one, replaced by `***`."""
+        for secret, anchors, pieces in self._plan():
+            if not any(anchor in text for anchor in anchors):
+                continue  # the common case: no piece of this secret can be in the text
+            text = text.replace(secret, "***")
+            for piece in pieces:
+                if piece in text:
+                    text = text.replace(piece, "***")
+        return text
+
+    def _plan(self) -> list[tuple[str, list[str], list[str]]]:
+        """For each secret, longest first: the secret, its anchors and its pieces. Every piece of
+        _WINDOW characters holds one of the anchors (the secret cut into _WINDOW/2-character parts),
+        so a text with no anchor needs no more scans: a few instead of one per piece, on every reply."""
+        plans = self._plans
+        if plans or not self._secrets:
+            return plans
+        with self._lock:
+            for secret in sorted(self._secrets, key=len, reverse=True):
+                if len(secret) < 16:
+                    plans.append((secret, [secret], []))
+                    continue
+                anchors = [secret[k : k + _ANCHOR] for k in range(0, len(secret) - _ANCHOR + 1, _ANCHOR)]
+                pieces = [secret[k : k + _WINDOW] for k in range(len(secret) - _WINDOW + 1)]
+                plans.append((secret, anchors, pieces))
+            self._plans = plans
+        return plans
+
+
+def _secrets() -> Secrets:
+    from bv.core.run_context import current  # the run in progress in this context
+
+    return current().secrets
 
 
 def register(secret: str | None) -> None:
-    if secret and len(secret) >= 4 and secret not in _SECRETS:
-        _SECRETS.add(secret)
-        _PLANS.clear()
+    """Register a secret with the current run (bv.core.run_context)."""
+    _secrets().register(secret)
 
 
 def register_url(url: str) -> None:
-    """A URL's password (http://user:password@host) and query values (?key=...) are secrets like keys."""
-    parts = urlsplit(url)
-    register(parts.password)
-    for _, value in parse_qsl(parts.query):
-        if len(value) >= 8:
-            register(value)
+    _secrets().register_url(url)
 
 
 def redact(text: str) -> str:
-    """The text with every registered secret, and any long piece of one, replaced by `***`."""
-    for secret, anchors, pieces in _plans():
-        if not any(anchor in text for anchor in anchors):
-            continue  # the common case: no piece of this secret can be in the text
-        text = text.replace(secret, "***")
-        for piece in pieces:
-            if piece in text:
-                text = text.replace(piece, "***")
-    return text
-
-
-_ANCHOR = _WINDOW // 2
-_PLANS: list[tuple[str, list[str], list[str]]] = []  # made from _SECRETS when first needed
-
-
-def _plans() -> list[tuple[str, list[str], list[str]]]:
-    """For each secret, longest first: the secret, its anchors and its pieces. Every piece of
-    _WINDOW characters holds one of the anchors (the secret cut into _WINDOW/2-character parts),
-    so a text with no anchor needs no more scans: a few instead of one per piece, on every reply."""
-    if not _PLANS and _SECRETS:
-        for secret in sorted(_SECRETS, key=len, reverse=True):
-            if len(secret) < 16:
-                _PLANS.append((secret, [secret], []))
-                continue
-            anchors = [secret[k : k + _ANCHOR] for k in range(0, len(secret) - _ANCHOR + 1, _ANCHOR)]
-            pieces = [secret[k : k + _WINDOW] for k in range(len(secret) - _WINDOW + 1)]
-            _PLANS.append((secret, anchors, pieces))
-    return _PLANS
+    """The text with the current run's secrets, and any long piece of one, replaced by `***`."""
+    return _secrets().redact(text)
 
 
 def public_url(url: str) -> str:

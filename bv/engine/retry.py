@@ -4,8 +4,9 @@ and how many requests to keep in flight while they last.
 Backends translate whatever their transport raises into bv.core.errors' Transient (retried here),
 RateLimited (a 429: retried for as long as the run's patience lasts), ItemFailure or Fatal, so
 the engine decides retries the same way for every backend, the judge included. The wait a
-server asks for is honoured in every form users meet (`wait_seconds`) up to MAX_WAIT_S; a longer
-one is capped, and bv says so on stderr. While 429s go on, `ConcurrencyLimit` halves the
+server asks for is honoured in every form users meet (`wait_seconds`) up to the run's max_wait_s
+(BV_MAX_WAIT_S, bv.core.run_context.Limits); a longer one is capped, and bv says so on stderr.
+While 429s go on, `ConcurrencyLimit` halves the
 requests in flight, and gives them back as clean replies return.
 """
 
@@ -22,10 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-from bv.core import environment
+from bv.core.run_context import current
 
-# The longest bv waits before one retry, whatever the server asks (BV_MAX_WAIT_S to change it).
-MAX_WAIT_S = environment.number("BV_MAX_WAIT_S", 300)
 # How long one request goes on retrying 429s, from its first one (--rate-limit-patience).
 RATE_LIMIT_PATIENCE_S = 900.0
 
@@ -37,14 +36,15 @@ class RetryPolicy:
 
     retries: int = 5
     rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S
-    base_s: float = field(default_factory=lambda: environment.number("BV_RETRY_BASE_S", 1))
+    base_s: float = field(default_factory=lambda: current().limits.retry_base_s)
     cap_s: float = 60.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed try number `attempt` (0-based)."""
         if retry_after is not None:
             # Honour the server, plus a little jitter so waiting clients do not return in lockstep.
-            return min(max(retry_after, 0.0), MAX_WAIT_S) + random.uniform(0, 0.1 * self.base_s)
+            cap = current().limits.max_wait_s
+            return min(max(retry_after, 0.0), cap) + random.uniform(0, 0.1 * self.base_s)
         return random.uniform(0, min(self.cap_s, self.base_s * 2 ** min(attempt, 32)))
 
 
@@ -55,8 +55,6 @@ _RESETS = ("requests", "tokens")  # OpenAI's x-ratelimit-reset-<limit>, with rem
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
-_capped_said = False
-
 
 def wait_seconds(headers: object, now: float | None = None) -> float | None:
     """The wait a response asks for, in seconds; None when it names none (backoff applies).
@@ -65,8 +63,8 @@ def wait_seconds(headers: object, now: float | None = None) -> float | None:
     same two with LiteLLM's `llm_provider-` prefix; OpenAI's `x-ratelimit-reset-requests` and
     `-tokens` (durations such as `1s`, `6m0s`, `20ms`, also prefixed): the reset of the limit
     whose `x-ratelimit-remaining-*` is 0, else the sooner reset. A value that is negative, not a
-    number, date or duration is ignored. A wait over MAX_WAIT_S is cut to it, and the first such
-    cut is said on stderr."""
+    number, date or duration is ignored. A wait over the run's max_wait_s is cut to it, and the first
+    such cut in a run is said on stderr."""
     get = getattr(headers, "get", None)
     if get is None:
         return None
@@ -82,15 +80,15 @@ def wait_seconds(headers: object, now: float | None = None) -> float | None:
                 break
     if seconds is None:
         return None
-    if seconds > MAX_WAIT_S:
-        global _capped_said
-        if not _capped_said:
-            _capped_said = True
+    run = current()
+    cap = run.limits.max_wait_s
+    if seconds > cap:
+        if run.first_time("retry: wait capped"):
             sys.stderr.write(
-                f"bv: the server asked to wait {seconds:,.0f} s before retrying; waiting {MAX_WAIT_S:g} s"
+                f"bv: the server asked to wait {seconds:,.0f} s before retrying; waiting {cap:g} s"
                 " at most (bv's cap on one wait)\n"
             )
-        return MAX_WAIT_S
+        return cap
     return seconds
 
 

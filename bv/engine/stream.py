@@ -9,7 +9,6 @@ fatal backend error into a clean stop that never loses or duplicates a finished 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import threading
 from collections import deque
@@ -19,7 +18,8 @@ from typing import Any, TypeVar
 
 from bv.core import environment, redaction
 from bv.core.errors import Fatal, Interrupted, StdoutClosed
-from bv.core.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, requested_stops, say, status_for
+from bv.core.outcome import SIGNAL_NAMES, Outcome, loop_signals, prefix, requested_stops, say
+from bv.core.run_context import current, in_this_context
 from bv.core.terminal import printable
 
 T = TypeVar("T")
@@ -104,12 +104,13 @@ class StreamRun:
         self.reader_failure: BaseException | None = None
         self.workers: list[asyncio.Task] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.context = current()  # the run this one belongs to (its hard stop, its secrets)
 
     async def run(self) -> Outcome:
         self.loop = asyncio.get_running_loop()
         self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
         with loop_signals(self.loop, self.on_signal), requested_stops(self.loop, self.cancel):
-            threading.Thread(target=self.read, name="bv-reader", daemon=True).start()
+            threading.Thread(target=in_this_context(self.read), name="bv-reader", daemon=True).start()
             try:
                 await self.supervise()
             except StdoutClosed:
@@ -219,11 +220,12 @@ class StreamRun:
         """The first Ctrl-C or SIGTERM stops the run gently; a second one quits now."""
         if self.outcome.signal is not None:
             # Cancel what runs (an exec agent's process group is killed on cancellation) and
-            # end; if anything still lingers a moment later, leave without waiting for it.
+            # end; the run's hard stop (the command line's) may also end the process.
             say("interrupted again; quitting now")
             for task in self.workers:
                 task.cancel()
-            self.loop.call_later(1.0, os._exit, status_for(signum))  # type: ignore[union-attr]
+            if self.context.hard_stop is not None:
+                self.context.hard_stop(signum)
             return
         self.outcome.signal = signum
         self.stopping.set()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from bv.core.errors import Fatal
+from bv.core.errors import Fatal, Interrupted
 from bv.core.records import JudgedRow, PromptRecord, RolloutRow
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import backend_config
@@ -67,7 +67,7 @@ def _ended(outcome: Any, rows: list[Any], what: str) -> list[Any]:
     if outcome.fatal is not None:
         raise Fatal(f"{what}: {outcome.fatal}")
     if outcome.signal is not None:
-        raise KeyboardInterrupt(f"{what} interrupted; run the same command again to resume")
+        raise Interrupted(f"{what} interrupted; run the same command again to resume", signal=outcome.signal)
     return rows
 
 

@@ -14,12 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
-from bv.core import environment
 from bv.core.images import image_paths
 from bv.core.records import Choice, JudgedRow, Turn
 from bv.core.records import natural_key as natural  # re-exported: html_parts and html_report sort by it
+from bv.core.run_context import current
 
-MAX_ITEMS = environment.integer("BV_HTML_MAX_ITEMS", 500)  # cards on one page
 MAX_RUNS = 10  # rows per input shown on one card; the card's score still counts every run
 MAX_TEXT = 6000  # characters of a response, judge reply or reasoning shown
 
@@ -158,9 +157,11 @@ def _judged(rows: Iterable[JudgedRow]) -> Iterator[JudgedRow]:
     return (row for row in rows if isinstance(row, dict) and "hard" in row)
 
 
-def select_items(rows_by_input: Sequence[Iterable[JudgedRow]], limit: int = MAX_ITEMS) -> Selection:
-    """Rank every item, keep the rows of the first `limit` and show them differing first, then by
-    id; each input is iterated twice."""
+def select_items(rows_by_input: Sequence[Iterable[JudgedRow]], limit: int | None = None) -> Selection:
+    """Rank every item, keep the rows of the first `limit` (default: the run's html_max_items,
+    BV_HTML_MAX_ITEMS) and show them differing first, then by id; each input is iterated twice."""
+    if limit is None:
+        limit = current().limits.html_max_items
     seen: dict[str, list[dict[Any, str]]] = {}
     failing: set[str] = set()  # items with a run that is not right
     counts: list[Counter[str]] = [Counter() for _ in rows_by_input]

@@ -277,20 +277,24 @@ def provenance_parts(provenance: Provenance) -> list[str]:
 def render_table(report: Built, stream: Any) -> None:
     from rich.console import Console
 
-    from bv.reporting.table_fit import fits, fitted_table
+    from bv.reporting.table_fit import fits, fitted_table, natural_width
 
     class QuietConsole(Console):
         def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
             raise StdoutClosed()
 
-    # On a terminal the table fits the window (bv.reporting.table_fit); in a pipe or file nothing
-    # needs wrapping.
-    console = QuietConsole(file=stream) if stream.isatty() else QuietConsole(file=stream, width=240)
+    # On a terminal the table fits the window (bv.reporting.table_fit); in a pipe or a file it is
+    # as wide as it needs, never cut (long group names, many side-by-side columns).
     summaries = summaries_of(report)
     headers, rows, levels = grid(report)
-    brief = len(summaries) > 1 and not fits(headers, rows, console.width)
-    if brief:
-        headers, rows, levels = grid(report, brief=True)
+    brief = False
+    if stream.isatty():
+        console = QuietConsole(file=stream)
+        brief = len(summaries) > 1 and not fits(headers, rows, console.width)
+        if brief:
+            headers, rows, levels = grid(report, brief=True)
+    else:
+        console = QuietConsole(file=stream, width=max(240, natural_width(headers, rows, levels)))
     title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
     table = fitted_table(title, headers, rows, levels, console.width)
     for row, level in zip(rows, levels, strict=True):

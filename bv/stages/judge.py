@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import re
 import signal
 from collections.abc import Callable, Iterable, Mapping
@@ -23,10 +22,11 @@ from bv.core import redaction
 from bv.core.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
 from bv.core.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
 from bv.core.jsonl import JsonlWriter, Problems, read_records
-from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say, status_for
+from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
 from bv.core.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
 from bv.core.rules import RULES_VERSION, Verdict, decide
-from bv.core.templates import BV_TEMPLATES, Templates
+from bv.core.run_context import current
+from bv.core.templates import BV_TEMPLATES, Templates, fenced
 from bv.engine.backends import make_backend
 from bv.engine.caller import Caller, RunSettings, run_stage
 from bv.engine.endpoints import Endpoint
@@ -61,8 +61,9 @@ def judge_messages(
     if record["ans_type"] == "choice":
         question += "\n\n" + choice_lines(record["choices"])
     gold = " or ".join(record["answer"])
-    text = templates.render(
-        "judge", question=question, gold=gold, answer="None" if extracted is None else extracted
+    answer = "None" if extracted is None else extracted
+    text = templates.render(  # each value fenced: data, never a section or an instruction
+        "judge", question=fenced(question), gold=fenced(gold), answer=fenced(answer)
     )
     return [{"role": "user", "content": text}]
 
@@ -238,11 +239,14 @@ def run_by_rules(
     row out, flushed. As in the engine for a judge, the first Ctrl-C or SIGTERM is noted and
     the rest of the input still passed on; a second one quits at once."""
     result = Outcome()
+    context = current()
 
     def on_signal(signum: int, frame: Any) -> None:
         if result.signal is not None:
             say("interrupted again; quitting now")
-            os._exit(status_for(signum))
+            if context.hard_stop is not None:
+                context.hard_stop(signum)
+            raise Interrupted("interrupted again", signal=signum)
         result.signal = signum
         name = SIGNAL_NAMES.get(signum, "a signal")
         say(f"interrupted by {name}; passing on the rest of the input (Ctrl-C again to quit now)")

@@ -28,6 +28,7 @@ import orjson
 from bv.core import redaction
 from bv.core.errors import ItemFailure, Transient
 from bv.core.extract import split_thinking
+from bv.core.run_context import current
 from bv.engine.backends import Reply
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # per reply body, as received and as inflated
@@ -49,6 +50,18 @@ class ContentFiltered(ItemFailure):
     def __init__(self, message: str, categories: str) -> None:
         super().__init__(message)
         self.categories = categories
+
+
+MAX_ERROR_BODY_BYTES = 1024 * 1024  # an error reply is read for its message only
+
+
+async def error_body(response: Any) -> bytes:
+    """An error reply's body, read for its message: at most MAX_ERROR_BODY_BYTES; a longer one
+    is dropped (empty), so a 500 with a huge body is still an HTTP 500, retried as one."""
+    try:
+        return await read_body(response, MAX_ERROR_BODY_BYTES)
+    except ReplyTooLarge:
+        return b""
 
 
 async def read_body(response: Any, limit: int = MAX_REPLY_BYTES) -> bytes:
@@ -116,13 +129,9 @@ def _content(value: Any) -> str:
     raise Transient(f"unparseable reply (content is a {type(value).__name__})")
 
 
-_noted: set[str] = set()
-
-
 def note_once(key: str, message: str) -> None:
     """Say something on stderr once per run (a server's quirk repeats on every reply)."""
-    if key not in _noted:
-        _noted.add(key)
+    if current().first_time(f"note: {key}"):
         sys.stderr.write(f"bv: note: {message}\n")
 
 
