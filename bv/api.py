@@ -399,8 +399,8 @@ class Report:
 
     @property
     def paired(self) -> Paired | None:
-        """The paired comparison of two inputs, b against a by (id, run): improved, regressed,
-        the exact McNemar `p_value`; None for one input."""
+        """The paired comparison of two inputs, b against a per item: `diff` with its `ci95`,
+        items improved and regressed, `p_value`, `verdict`; None for one input."""
         comparison = self.data["comparison"]
         return comparison.get("paired") if comparison else None
 

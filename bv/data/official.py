@@ -17,10 +17,46 @@ from typing import Any
 
 from bv.core.errors import BadRecord
 from bv.core.images import resolve_image
-from bv.core.items import parse_item
+from bv.core.items import id_text, parse_item
 from bv.core.jsonl import Problems, read_records
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
+# Every field an official result may hold, and the JSON types it may have (None: null allowed).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "Question": (str,),
+    "ModelResult": (str,),
+    "GroundTruth": (str,),
+    "LLMJudgeResult": (bool,),
+    "ExtractedAnswer": (str, type(None)),
+    "ModelReasoning": (list, str, type(None)),
+    "Type": (str,),
+    "Subtype": (str,),
+}
+_JSON_NAMES = {str: "a string", bool: "true or false", list: "a list", type(None): "null", int: "an integer"}
+
+
+def _checked_fields(record: dict[str, Any]) -> str:
+    """The record's id, every official field it has checked for its type; BadRecord naming the
+    field and the value's type otherwise."""
+    try:
+        item_id = id_text(record["Id"], "Id")
+    except BadRecord as exc:
+        raise BadRecord(f"{exc} (an official Id is an integer)") from None
+    if isinstance(record["Id"], float):
+        raise BadRecord(f"'Id' must be an integer or a string, not {record['Id']!r}")
+    for name, allowed in FIELD_TYPES.items():
+        if name in record and not isinstance(record[name], allowed):
+            value = record[name]
+            want = " or ".join(_JSON_NAMES[t] for t in allowed)
+            got = _JSON_NAMES.get(type(value), type(value).__name__)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                got = f"the number {value!r}"
+            raise BadRecord(f"Id {item_id}: {name!r} must be {want}, not {got}")
+    if not record["GroundTruth"].strip():
+        raise BadRecord(f"Id {item_id}: 'GroundTruth' is empty")
+    return item_id
+
+
 _RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)
 
 
@@ -44,11 +80,9 @@ def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[s
     missing = [f for f in RESULT_FIELDS if f not in record]
     if missing:
         raise BadRecord(f"not an official result: missing {', '.join(repr(f) for f in missing)}")
-    item_id = str(record["Id"])
+    item_id = _checked_fields(record)
     verdict = record["LLMJudgeResult"]
-    if not isinstance(verdict, bool):
-        raise BadRecord(f"'LLMJudgeResult' must be true or false, not {verdict!r}")
-    gold = str(record["GroundTruth"])
+    gold = record["GroundTruth"]
     base = items.get(item_id) or {
         "id": item_id,
         "ans_type": "blank",

@@ -113,6 +113,13 @@ def check_base_url(url: str, option: str = "--base-url") -> str:
         _ = parts.port
     except ValueError:
         raise BadEndpoint(f"{option} {shown!r} has an invalid port") from None
+    if parts.query or parts.fragment or url.strip().endswith(("?", "#")):
+        redaction.register_url(url)  # a query may carry a key (?key=…)
+        raise BadEndpoint(
+            f"{option} {shown!r} has a query or fragment (?…, #…): bv appends /chat/completions to"
+            " the base URL's path, so they would end up inside it; give the URL up to its path"
+            " (for Azure, --api-version sets api-version)"
+        )
     if parts.username or parts.password:
         redaction.register_url(url)
         raise BadEndpoint(

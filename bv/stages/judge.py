@@ -26,7 +26,7 @@ from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
 from bv.core.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
 from bv.core.rules import RULES_VERSION, Verdict, decide
 from bv.core.run_context import current
-from bv.core.templates import BV_TEMPLATES, Templates
+from bv.core.templates import BV_TEMPLATES, Templates, fenced
 from bv.engine.backends import make_backend
 from bv.engine.caller import Caller, RunSettings, run_stage
 from bv.engine.endpoints import Endpoint
@@ -61,8 +61,9 @@ def judge_messages(
     if record["ans_type"] == "choice":
         question += "\n\n" + choice_lines(record["choices"])
     gold = " or ".join(record["answer"])
-    text = templates.render(
-        "judge", question=question, gold=gold, answer="None" if extracted is None else extracted
+    answer = "None" if extracted is None else extracted
+    text = templates.render(  # each value fenced: data, never a section or an instruction
+        "judge", question=fenced(question), gold=fenced(gold), answer=fenced(answer)
     )
     return [{"role": "user", "content": text}]
 

@@ -23,9 +23,12 @@ from bv.core.images import file_url, resolve_image
 from bv.core.jsonl import Problems, Source
 from bv.core.records import SCHEMA_VERSION, PromptFields, choice_lines, official_choice_lines, without_stage
 from bv.core.selection import Selection, Unmatched, select
-from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
+from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, TemplateError, Templates, read_text_file
 
 STYLES = tuple(STYLE_TEMPLATES)
+
+
+MAX_SKILL_BYTES = 1024 * 1024  # a skill is Markdown a person (or an optimizer) wrote, not data
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,11 @@ class Skill:
 
     @classmethod
     def load(cls, path: Path) -> Skill:
+        """The skill in a Markdown file: a regular file of UTF-8 text of at most MAX_SKILL_BYTES."""
         try:
-            return cls(name=path.stem, text=path.read_text(encoding="utf-8").strip())
-        except UnicodeDecodeError:
-            raise BadRecord(f"--skill {path}: not UTF-8 text") from None
+            return cls(name=path.stem, text=read_text_file(path, MAX_SKILL_BYTES, "a skill").strip())
+        except TemplateError as exc:
+            raise BadRecord(f"--skill {exc}") from None
 
 
 def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:

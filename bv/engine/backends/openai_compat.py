@@ -26,6 +26,7 @@ from bv.engine.backends import Reply
 from bv.engine.backends.replies import (
     clean_text,
     content_filter_error,
+    error_body,
     error_message,
     parse_completion,
     read_body,
@@ -178,8 +179,8 @@ class OpenAIBackend:
                     replica.answered = True
                     phase = "read"
                     deadline.reschedule(asyncio.get_running_loop().time() + read_s)
-                    raw = await read_body(response)
                     status, headers = response.status, response.headers
+                    raw = await (read_body(response) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             if deadline is not None and deadline.expired():
                 raise NoReply(self._timed_out(replica, phase, first_byte_s, read_s)) from None
