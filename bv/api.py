@@ -451,13 +451,12 @@ def evaluate(
     with the same arguments resumes the run from the reply cache. Returns how the run went (its
     `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
     with other options raises ValueError, what stops the run raises as `rollout` does."""
-    from bv.engine.cache import default_path
     from bv.runs.config import EvalConfig
     from bv.runs.evaluate import run_eval
 
     _no_running_loop("evaluate")
     urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
-    path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+    path = _cache_path(cache)
     for name in ("ids", "types", "subtypes"):
         if name in options:
             options[name] = tuple(options[name])
