@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bv.reporting.compare import provenance_of
+from bv.reporting.costs import cost_text, total_cost_text
 from bv.reporting.report_types import Comparison, Difference, Figures, Paired, Summary
 
 _COLOURS = ("#3b6fb6", "#d9822b", "#3a9a5b", "#a44a9e", "#8a6d3b", "#5a5a5a")
@@ -165,6 +166,14 @@ def provenance_table(summaries: Sequence[Summary], differs: dict[str, list[str]]
         f"<td>{s['usage']['prompt_tokens']} + {s['usage']['completion_tokens']}</td>" for s in summaries
     )
     body.append(f"<tr><th>tokens (prompt + completion)</th>{tokens}</tr>")
+    if any(s["usage"]["cost_usd"] is not None for s in summaries):
+        costs = "".join(
+            f"<td>{_esc(cost_text(s['usage']).removeprefix('cost ') or '–')}</td>" for s in summaries
+        )
+        total = total_cost_text(summaries)
+        body.append(f"<tr><th>cost (USD)</th>{costs}</tr>")
+        if total:
+            body.append(f'<tr><th>total cost</th><td colspan="{len(summaries)}">{_esc(total)}</td></tr>')
     rows = "".join(body)
     return f'<table class="sum prov"><thead><tr><th></th>{head}</tr></thead><tbody>{rows}</tbody></table>'
 

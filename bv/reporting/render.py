@@ -15,6 +15,7 @@ from typing import Any, cast
 from bv.core.errors import StdoutClosed
 from bv.core.stats import counted, human_count
 from bv.core.terminal import markup_safe, printable
+from bv.reporting.costs import cost_text, total_cost_text
 from bv.reporting.report_types import (
     Built,
     Comparison,
@@ -238,6 +239,8 @@ def notes(report: Built) -> list[str]:
                 f"{human_count(usage['prompt_tokens'])} prompt + {human_count(usage['completion_tokens'])}"
                 " completion tokens"
             )
+        if usage["cost_usd"] is not None:
+            parts.append(cost_text(usage))
         if usage["latency_s_mean"] is not None:
             parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
         parts.append(f"{counted(usage['unboxed'], 'reply')} without \\boxed{{}}")
@@ -245,6 +248,8 @@ def notes(report: Built) -> list[str]:
             if reply_count(summary["overall"], key):
                 parts.append(counted(reply_count(summary["overall"], key), noun) + rest)
         lines.append(f"{summary['name']}: " + "; ".join(parts))
+    if total_cost_text(summaries):
+        lines.append(total_cost_text(summaries) + ".")
     if finished_only(summaries):
         lines.append(
             "Accuracy over finished rows only (--exclude-failed): rollout errors, judge errors and"

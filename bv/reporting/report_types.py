@@ -62,6 +62,8 @@ class UsageTotals(TypedDict):
     completion_tokens: int
     latency_s_mean: float | None
     unboxed: int  # replies without \boxed{}
+    cost_usd: float | None  # the rows' cost (bv.reporting.costs); None when no row has one
+    cost_unknown: int  # rows whose cost is not known, left out of cost_usd
 
 
 @final  # so that `"inputs" in report` tells a Summary from a ReportData

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from bv.core.records import JudgedRow
 from bv.core.stats import ItemEstimate, estimate_over_items, mean, pstdev
+from bv.reporting.costs import row_cost_units, usd
 from bv.reporting.report_types import Figures, SubtypeFigures, Summary
 
 # One byte per (id, run) in a KeyTable: absent, or present with this verdict, plus FAILED when
@@ -218,8 +219,9 @@ class Tally:
     kinds: dict[tuple[Any, ...], int] = field(default_factory=dict)
     item_groups: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     items: dict[tuple[int, str], int] = field(default_factory=dict)  # (group index, label) -> items
-    # prompt tokens, completion tokens, latency sum, rows with a latency, replies without an answer
-    usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0])
+    # prompt tokens, completion tokens, latency sum, rows with a latency, replies without an answer,
+    # cost (bv.reporting.costs' units), rows of a known cost, rows of an unknown one
+    usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0, 0, 0, 0])
     seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
     started: list[str] = field(default_factory=list)  # [first, last] started_at
     _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
@@ -292,6 +294,12 @@ class Tally:
                 from bv.core.extract import has_answer
 
                 usage[4] += not has_answer(get("response"))
+        cost = row_cost_units(get)
+        if cost is None:
+            usage[7] += 1
+        else:
+            usage[5] += cost
+            usage[6] += 1
         # _SEEN, mostly as in the row before
         made = (
             get("model"),
@@ -397,5 +405,7 @@ class Tally:
                 if self.usage[3]
                 else None,
                 "unboxed": cast(int, self.usage[4]),
+                "cost_usd": usd(cast(int, self.usage[5])) if self.usage[6] else None,
+                "cost_unknown": cast(int, self.usage[7]),
             },
         }

@@ -1,0 +1,230 @@
+"""What replies cost, in US dollars: priced from a user's price file or from the genai-prices
+package (the optional extra `prices`), never guessed.
+
+A reply's usage is counted as OpenAI counts it: `prompt_tokens`, of which `cached_tokens` were
+read from the provider's prompt cache, and `completion_tokens`, of which `reasoning_tokens` were
+reasoning. Each part is priced at its own rate where the source has one (a cached input token
+at the cached rate, a reasoning token at the reasoning rate), else at the rate of the whole it is
+part of. A model the source has no price for, a reply without usage, or usage that contradicts
+itself is priced `None` with the reason, so a total is never a silent undercount. The price file's
+format is in docs/formats.md ("Prices").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from bv.core.errors import BadConfig
+
+GENAI_PRICES = "genai-prices"  # the source named by the package rather than a file
+MAX_FILE_BYTES = 4 << 20
+RATE_NAMES = ("input", "output", "cached_input", "reasoning")  # USD per million tokens
+_PER_TOKEN = 1e-6
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A price in USD, or None when unknown; `source` says where it came from, or why it is unknown."""
+
+    usd: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Rates:
+    """A model's prices in USD per million tokens; None: the rate of the whole the part is in."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+    reasoning: float | None = None
+
+
+class Prices(Protocol):
+    """A price source: what one reply of `model` with `usage` cost."""
+
+    name: str
+
+    def cost(
+        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+    ) -> Cost: ...
+
+
+def _counts(usage: Mapping[str, Any]) -> tuple[int, int, int, int] | str:
+    """(prompt, cached, completion, reasoning) tokens, or why they cannot be priced."""
+    values = []
+    for name in ("prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens"):
+        value = usage.get(name, 0)
+        if value.__class__ is not int or value < 0:
+            return f"usage {name} is {value!r}, not a count"
+        values.append(value)
+    prompt, cached, completion, reasoning = values
+    if "prompt_tokens" not in usage or "completion_tokens" not in usage:
+        return "no token usage reported"
+    if cached > prompt or reasoning > completion:
+        return "usage contradicts itself (a part larger than its whole)"
+    return prompt, cached, completion, reasoning
+
+
+class PriceFile:
+    """Prices per model from a JSON file: `{"MODEL": {"input": 2.5, "output": 10}, ...}`."""
+
+    def __init__(self, path: Path) -> None:
+        self.name = str(path)
+        self.rates = read_price_file(path)
+
+    def cost(
+        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+    ) -> Cost:
+        rates = self.rates.get(model)
+        if rates is None:
+            return Cost(None, f"unknown: no price for model {model!r} in {self.name}")
+        counts = _counts(usage)
+        if isinstance(counts, str):
+            return Cost(None, f"unknown: {counts}")
+        prompt, cached, completion, reasoning = counts
+        usd = (
+            (prompt - cached) * rates.input
+            + cached * (rates.input if rates.cached_input is None else rates.cached_input)
+            + (completion - reasoning) * rates.output
+            + reasoning * (rates.output if rates.reasoning is None else rates.reasoning)
+        ) * _PER_TOKEN
+        return Cost(usd, f"{self.name}: {model}")
+
+
+def read_price_file(path: Path) -> dict[str, Rates]:
+    """The rates of a price file, checked: BadConfig naming the file and the model for anything wrong."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise BadConfig(
+            f"cannot read the price file {path}: {exc.strerror or exc}", option="prices"
+        ) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadConfig(f"the price file {path} is over {MAX_FILE_BYTES >> 20} MiB", option="prices")
+    try:
+        table = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadConfig(f"the price file {path} is not JSON: {exc}", option="prices") from None
+    if not isinstance(table, dict) or not table:
+        raise BadConfig(
+            f"the price file {path} must be a JSON object of models and their rates", option="prices"
+        )
+    return {str(model): _rates(path, str(model), entry) for model, entry in table.items()}
+
+
+def _rates(path: Path, model: str, entry: Any) -> Rates:
+    where = f"the price file {path}, model {model!r}"
+    if not isinstance(entry, dict):
+        raise BadConfig(
+            f'{where}: rates must be an object such as {{"input": 2.5, "output": 10}}', option="prices"
+        )
+    unknown = sorted(set(entry) - set(RATE_NAMES))
+    if unknown:
+        raise BadConfig(
+            f"{where}: unknown rate {unknown[0]!r} (known: {', '.join(RATE_NAMES)})", option="prices"
+        )
+    for name in ("input", "output"):
+        if name not in entry:
+            raise BadConfig(f"{where}: no {name!r} rate (USD per million tokens)", option="prices")
+    for name, value in entry.items():
+        if value.__class__ not in (int, float) or not math.isfinite(value) or value < 0:
+            raise BadConfig(
+                f"{where}: {name!r} must be a number of USD per million tokens, not {value!r}",
+                option="prices",
+            )
+    return Rates(**{name: float(value) for name, value in entry.items()})
+
+
+class PackagePrices:
+    """Prices from the genai-prices package (pydantic's maintained price database), imported
+    only when a price is asked for. A model is looked up with the provider the endpoint's URL
+    names (api.openai.com, Azure, OpenRouter, ...), else by its name alone; at the time of the
+    request, since prices change."""
+
+    def __init__(self) -> None:
+        try:
+            import genai_prices
+        except ImportError:
+            raise BadConfig(
+                "the genai-prices package is not installed: pip install 'babyvision-bv[prices]',"
+                " or give a price file",
+                option="prices",
+            ) from None
+        self._package = genai_prices
+        self.name = f"{GENAI_PRICES} {genai_prices.__version__}"
+
+    def cost(
+        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+    ) -> Cost:
+        counts = _counts(usage)
+        if isinstance(counts, str):
+            return Cost(None, f"unknown: {counts}")
+        prompt, cached, completion, reasoning = counts
+        used = self._package.Usage(
+            input_tokens=prompt,
+            cache_read_tokens=cached,
+            output_tokens=completion,
+            output_reasoning_tokens=reasoning,
+        )
+        calc = self._package.calc_price
+        try:
+            try:
+                found = calc(used, model, provider_api_url=endpoint, genai_request_timestamp=at)
+            except LookupError:  # an endpoint of no known provider (a proxy, a local server)
+                if endpoint is None:
+                    raise
+                found = calc(used, model, genai_request_timestamp=at)
+        except LookupError:
+            return Cost(None, f"unknown: no price for model {model!r} in {self.name}")
+        except ValueError as exc:  # usage the package refuses
+            return Cost(None, f"unknown: {exc}")
+        return Cost(float(found.total_price), f"{self.name}: {found.provider.id} {found.model.id}")
+
+
+def load_prices(source: str | Path) -> Prices:
+    """The price source a setting names: `genai-prices`, or a price file's path."""
+    if str(source) == GENAI_PRICES:
+        return PackagePrices()
+    return PriceFile(Path(source))
+
+
+def request_time(started_at: Any) -> datetime | None:
+    """A row's `started_at` (ISO 8601, UTC) as a time to price at; None (now) when absent or bad."""
+    if not isinstance(started_at, str):
+        return None
+    try:
+        return datetime.strptime(started_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def reply_cost(
+    prices: Prices, usage: Mapping[str, Any], model: str, served: Any = None, **where: Any
+) -> Cost:
+    """What one reply cost: priced by the model name the server answered with (a dated version,
+    when it names one), else by the name asked for."""
+    if isinstance(served, str) and served and served != model:
+        cost = prices.cost(served, usage, **where)
+        if cost.usd is not None:
+            return cost
+    return prices.cost(model, usage, **where)
+
+
+def total_cost(costs: Iterable[Cost], none: str = "no replies") -> Cost:
+    """Several replies' cost: their sum, or unknown (with the first reason) when any one is."""
+    usd, sources = 0.0, []
+    for cost in costs:
+        if cost.usd is None:
+            return cost
+        usd += cost.usd
+        if cost.source not in sources:
+            sources.append(cost.source)
+    return Cost(round(usd, 8), "; ".join(sources) or none)
