@@ -77,14 +77,10 @@ def prompt(
             raise BadRecord(f"item {index}: {exc}") from None
 
 
-def _settings(jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool) -> Any:
+def _cache_path(cache: str | Path | None) -> Path | None:
     from bv.engine.cache import default_path
-    from bv.engine.caller import RunSettings
 
-    path = default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
-    return RunSettings(
-        jobs=jobs, retries=retries, timeout_s=timeout, cache_path=path, quiet=quiet, ordered=True
-    )
+    return default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
 
 
 def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
@@ -143,49 +139,50 @@ def rollout(
     seed: int | None = None,
     templates: Any = None,
     quiet: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    max_pixels: int | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
+    artifacts: str | Path | None = None,
 ) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
-    `bv rollout --ordered` writes them. `backend`: openai, azure, exec or chance; the endpoint
-    comes from `base_url`/`api_key` or the environment, as for the command (OPENAI_BASE_URL,
-    OPENAI_API_KEY). `params`: request parameters (max_tokens, temperature, …). `cache`: a
-    path, None for none, or the command's default cache. `quiet=False` shows progress on stderr."""
+    `bv rollout --ordered` writes them; every keyword is the command's option of the same name
+    (bv.stages.rollout_config.RolloutConfig, which both build). `backend`: openai, azure, exec or
+    chance; the endpoint comes from `base_url`/`api_key` or the environment, as for the command
+    (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and seeds the chance
+    backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
+    (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
+    `quiet=False` shows progress on stderr. Settings that cannot work raise BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
+    settings = {k: v for k, v in locals().items() if k != "prompts" and k != "own_run"}
     with own_run("rollout"):
-        from bv.core.templates import BV_TEMPLATES
-        from bv.engine.backends import backend_config
-        from bv.stages.rollout import RolloutOptions, run_rollout
+        from bv.stages.rollout import run_rollout
 
+        config = _rollout_config(**settings)
         records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
-        urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
-        config = backend_config(
-            backend,
-            model=model,
-            base_urls=urls,
-            api_key=api_key,
-            timeout=timeout,
-            jobs=jobs,
-            seed=seed,
-            exec_cmd=exec_cmd,
-        )
-        options = RolloutOptions(
-            max_turns=max_turns,
-            repeats=repeats,
-            params=dict(params or {}),
-            templates=templates or BV_TEMPLATES,
-        )
         rows: list[RolloutRow] = []
-        _, outcome = run_rollout(
-            (),
-            backend,
-            config,
-            options,
-            _settings(jobs, retries, timeout, cache, quiet),
-            records=records,
-            write=lambda row: rows.append(cast(RolloutRow, dict(row))),
-        )
+        outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
         return _ended(outcome, rows)
+
+
+def _rollout_config(**keywords: Any) -> Any:
+    """The RolloutConfig of `rollout`'s keywords (the command builds the same from its options)."""
+    from bv.core.templates import BV_TEMPLATES
+    from bv.stages.rollout_config import RolloutConfig
+
+    base_url, artifacts = keywords["base_url"], keywords["artifacts"]
+    keywords |= {
+        "base_url": (base_url,) if isinstance(base_url, str) else tuple(base_url or ()),
+        "params": dict(keywords["params"] or {}),
+        "extra_body": dict(keywords["extra_body"] or {}),
+        "templates": keywords["templates"] or BV_TEMPLATES,
+        "cache": _cache_path(keywords["cache"]),
+        "artifacts": None if artifacts is None else Path(artifacts),
+    }
+    return RolloutConfig(**keywords, ordered=True)
 
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
@@ -268,35 +265,39 @@ def judge(
     templates: Any = None,
     quiet: bool = True,
 ) -> list[JudgedRow]:
-    """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
-    llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given).
-    `judge_params`: extra fields of the judge's request body, sent as written (`--judge-param`)."""
+    """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
+    the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
+    `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
+    is given). `judge_params`: extra fields of the judge's request body, sent as written."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 
+    settings = {k: v for k, v in locals().items() if k != "rows" and k != "own_run"}
     with own_run("judge"):
         from bv.core.outcome import STOP_REQUEST
-        from bv.core.templates import BV_TEMPLATES
-        from bv.engine.endpoints import judge_endpoint
         from bv.stages.judge import run_judge
 
+        config = _judge_config(**settings)
         records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
         request = STOP_REQUEST.get()
         if request is not None:  # ajudge
             records = _UntilStopped(records, request)
-        endpoint = judge_endpoint(mode, judge_model, judge_base_url, judge_api_key, timeout, jobs)
         judged: list[JudgedRow] = []
-        _, outcome = run_judge(
-            (),
-            mode,
-            endpoint,
-            _settings(jobs, retries, timeout, cache, quiet),
-            templates or BV_TEMPLATES,
-            records=records,
-            write=lambda row: judged.append(cast(JudgedRow, dict(row))),
-            given_params=judge_params,
-        )
+        outcome = run_judge(records, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
         return _ended(outcome, judged)
+
+
+def _judge_config(**keywords: Any) -> Any:
+    """The JudgeConfig of `judge`'s keywords (the command builds the same from its options)."""
+    from bv.core.templates import BV_TEMPLATES
+    from bv.stages.judge_config import JudgeConfig
+
+    keywords |= {
+        "templates": keywords["templates"] or BV_TEMPLATES,
+        "judge_params": dict(keywords["judge_params"] or {}),
+        "cache": _cache_path(keywords["cache"]),
+    }
+    return JudgeConfig(**keywords)
 
 
 class _UntilStopped(list[Any]):

@@ -16,6 +16,7 @@ from bv.cli.common import (
     PROMPTS,
     SKIP_BAD,
     Finite,
+    cli_words,
     default_cache,
     error,
     reader_may_leave,
@@ -26,7 +27,7 @@ from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
 from bv.core import environment
-from bv.core.errors import BadRecord, BVError, Interrupted, StdoutClosed
+from bv.core.errors import BadConfig, BadRecord, BVError, Interrupted, StdoutClosed
 from bv.core.run_context import RunContext, current, running
 
 
@@ -336,11 +337,15 @@ def _run(args: list[str] | None) -> int:
         return 0
     except Interrupted as exc:  # a second signal, where no event loop ran (the rules judge)
         return ending.status_for(exc.signal or signal.SIGINT)
+    except BadConfig as exc:  # raised by a command's own checks: worded with its options
+        click.UsageError(cli_words(str(exc), cli.commands.get(current().stage))).show()
+        return 2
     except Exception as exc:
         if environment.debug():
             raise
         kind = "" if isinstance(exc, (BVError, OSError)) else f"internal error ({type(exc).__name__}): "
-        error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
+        message = cli_words(str(exc), cli.commands.get(current().stage))
+        error(kind + message + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
         return ending.ROWS_FAILED
 
 

@@ -129,9 +129,10 @@ def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> in
         silence_stdout()
         return OK
     if outcome.fatal:
+        from bv.cli.common import cli_words
         from bv.core.redaction import redact
 
-        say(f"error: {redact(outcome.fatal)}")
+        say(f"error: {cli_words(redact(outcome.fatal))}")
     line = summary(outcome, skip_bad)
     if line:
         say(line)
