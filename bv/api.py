@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bv.core.errors import BadRecord, Fatal, Interrupted
-from bv.core.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
+from bv.core.records import (
+    Item,
+    JudgedRow,
+    PromptRecord,
+    RolloutRow,
+    check_prompt_record,
+    check_rollout_record,
+)
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     import asyncio
@@ -59,7 +66,7 @@ def prompt(
     `bv.core.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
     from bv.core.items import parse_item
     from bv.core.templates import BV_TEMPLATES
-    from bv.stages.prompt import PromptOptions, Skill, build_prompt
+    from bv.stages.prompt import PromptOptions, Skill, prompt_records
 
     loaded = Skill.load(Path(skill)) if isinstance(skill, (str, Path)) else skill
     options = PromptOptions(
@@ -70,11 +77,18 @@ def prompt(
         image_root=Path(image_root) if image_root is not None else None,
         allow_any_path=allow_any_path,
     )
-    for index, item in enumerate(items):
-        try:
-            yield cast(PromptRecord, build_prompt(parse_item(dict(item)), None, options))
-        except BadRecord as exc:
-            raise BadRecord(f"item {index}: {exc}") from None
+
+    def parsed() -> Iterator[tuple[int, Item]]:
+        for index, item in enumerate(items):
+            try:
+                yield index, parse_item(dict(item))
+            except BadRecord as exc:
+                raise BadRecord(f"item {index}: {exc}") from None
+
+    def bad(index: int, exc: BadRecord) -> None:
+        raise BadRecord(f"item {index}: {exc}") from None
+
+    yield from prompt_records(parsed(), lambda _: None, options, bad)
 
 
 def _cache_path(cache: str | Path | None) -> Path | None:
@@ -371,16 +385,10 @@ class Report:
         """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
         import io
 
-        from bv.reporting import render
+        from bv.reporting.render import render_as
 
-        renderers = {
-            "table": render.render_table,
-            "markdown": render.render_markdown,
-            "csv": render.render_csv,
-            "json": render.render_json,
-        }
         out = io.StringIO()
-        renderers[fmt](self.data, out)  # the renderers read this shape too
+        render_as(fmt, self.data, out)
         return out.getvalue()
 
 

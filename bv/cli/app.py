@@ -137,9 +137,9 @@ def prompt(
       bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
     """
     from bv.core.items import parse_item
-    from bv.core.jsonl import JsonlWriter, Problems, read_records
+    from bv.core.jsonl import JsonlWriter, Problems, Source, read_records
     from bv.core.selection import Selection, Unmatched, parse_ids, select
-    from bv.stages.prompt import PromptOptions, Skill, build_prompt, load_traces
+    from bv.stages.prompt import PromptOptions, Skill, load_traces, prompt_records
 
     loaded_skill = Skill.load(skill) if skill else None
     traces = load_traces(trace_context) if trace_context else None
@@ -154,22 +154,23 @@ def prompt(
             image_root=image_root,
             allow_any_path=allow_any_path,
         )
-    except ValueError as exc:  # options that do not go together
-        raise click.UsageError(str(exc)) from None
+    except BadConfig as exc:  # options that do not go together
+        raise click.UsageError(cli_words(str(exc))) from None
     from bv.engine.progress import stdin_notice
 
     stdin_notice(inputs, "items")
     selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
     problems, writer, unmatched = Problems(), JsonlWriter(), Unmatched()
-    items = read_records(inputs, problems, parse_item)
-    for source, item in select(items, selection, unmatched, key=lambda pair: pair[1]):
-        try:
-            writer.write(build_prompt(item, source.folder, options))
-        except BadRecord as exc:
-            why = str(exc)
-            if source.folder is None and image_root is None and "file not found" in why:
-                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
-            problems.report(source, why)
+
+    def bad(source: Source, exc: BadRecord) -> None:
+        why = cli_words(str(exc))
+        if source.folder is None and image_root is None and "file not found" in why:
+            why += "; items read from stdin look for images in the current folder: give --image-root DIR"
+        problems.report(source, why)
+
+    items = select(read_records(inputs, problems, parse_item), selection, unmatched, key=lambda pair: pair[1])
+    for record in prompt_records(items, lambda source: source.folder, options, bad):
+        writer.write(record)
     for message in unmatched.messages():
         error(message)
     finish_rows(problems, skip_bad)

@@ -132,14 +132,7 @@ def report(
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.engine.progress import stdin_notice
-    from bv.reporting.render import (
-        comparison_of,
-        render_csv,
-        render_json,
-        render_markdown,
-        render_table,
-        summaries_of,
-    )
+    from bv.reporting.render import comparison_of, render_as, summaries_of
     from bv.reporting.report import Input, below, build_report, input_names, warnings
 
     stdin_notice(inputs, "judged rows")
@@ -157,8 +150,7 @@ def report(
         page_to_stdout = html_path is not None and str(html_path) == "-"
         with reader_may_leave():
             if not page_to_stdout:  # stdout carries one thing: the page, or the report
-                renderers = {"json": render_json, "table": render_table, "markdown": render_markdown}
-                {**renderers, "csv": render_csv}[fmt](built, sys.stdout)
+                render_as(fmt, built, sys.stdout)
         if html_path is not None:
             from bv.reporting.html_page import write_html
 

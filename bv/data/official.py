@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from bv.core.errors import BadRecord
 from bv.core.images import resolve_image
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
+from bv.core.records import Item
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
 _RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)
@@ -36,7 +38,7 @@ def official_extracted(value: Any) -> str | None:
     return str(value)
 
 
-def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def result_row(record: Any, run: int, model: str | None, items: Mapping[str, Item]) -> dict[str, Any]:
     """One official result as a judged bv row; `items` (by id) supplies choices and images if known."""
     if not isinstance(record, dict):
         raise BadRecord(f"expected a JSON object, got {type(record).__name__}")

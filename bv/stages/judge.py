@@ -16,14 +16,21 @@ import re
 import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bv.core import redaction
 from bv.core.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
 from bv.core.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
 from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
-from bv.core.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
+from bv.core.records import (
+    JudgedRow,
+    JudgeFields,
+    RolloutRow,
+    check_rollout_record,
+    choice_lines,
+    without_stage,
+)
 from bv.core.rules import RULES_VERSION, Verdict, decide
 from bv.core.run_context import current
 from bv.core.templates import BV_TEMPLATES, Templates
@@ -56,7 +63,7 @@ def judge_version(templates: Templates = BV_TEMPLATES) -> str:
 
 
 def judge_messages(
-    record: dict[str, Any], extracted: str | None, templates: Templates = BV_TEMPLATES
+    record: RolloutRow, extracted: str | None, templates: Templates = BV_TEMPLATES
 ) -> list[dict[str, str]]:
     question = record["question"].strip()
     if record["ans_type"] == "choice":
@@ -96,7 +103,7 @@ class LLMJudge:
         return self.caller.backend.model
 
     async def verdict(
-        self, record: dict[str, Any], extracted: str | None
+        self, record: RolloutRow, extracted: str | None
     ) -> tuple[int | None, str | None, str | None]:
         """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
         the error is said once and every later row goes out at once as a judge error: the judge
@@ -128,14 +135,14 @@ async def judge_one(
     llm: LLMJudge | None,
     version: str,
     templates: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> JudgedRow:
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
     judge template recorded, by name and SHA-256)."""
     if llm is None or record.get("error"):
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
     in_reasoning = await extract_answer_async(final_reasoning(record)) if extracted is None else None
-    row = without_stage(record, "judge")
+    row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
         hard, reply, error = await llm.verdict(row, extracted)
@@ -207,21 +214,20 @@ def _rollout_failed(version: str) -> JudgeFields:
     }
 
 
-def _judged(row: dict[str, Any], fields: JudgeFields, templates: dict[str, str] | None) -> dict[str, Any]:
-    """The row (its judge fields already dropped) with these (`templates`: the replaced judge
-    template recorded, by name and SHA-256)."""
+def _judged(row: RolloutRow, fields: JudgeFields, templates: dict[str, str] | None) -> JudgedRow:
+    """The row (its judge fields already dropped, a copy of the input's) with these, in place
+    (`templates`: the replaced judge template recorded, by name and SHA-256)."""
     if templates:
         fields["judge_templates"] = templates
-    row.update(fields)
-    return row
+    judged = cast(dict[str, Any], row)
+    judged.update(fields)
+    return cast(JudgedRow, judged)
 
 
-def judge_by_rules(
-    record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
-) -> dict[str, Any]:
+def judge_by_rules(record: RolloutRow, version: str, templates: dict[str, str] | None = None) -> JudgedRow:
     """One row judged by the rules alone (undecided rows count wrong); a row whose rollout failed
     is not judged at all (it goes out wrong, as the rollout error it is)."""
-    row = without_stage(record, "judge")
+    row = cast(RolloutRow, without_stage(record, "judge"))
     if record.get("error"):
         return _judged(row, _rollout_failed(version), templates)
     extracted = extract_answer(record.get("response"))
@@ -230,9 +236,9 @@ def judge_by_rules(
 
 
 def run_by_rules(
-    records: Iterable[Any],
-    judge: Callable[[Any], dict[str, Any]],
-    write: Callable[[dict[str, Any]], None],
+    records: Iterable[RolloutRow],
+    judge: Callable[[RolloutRow], JudgedRow],
+    write: Callable[[Mapping[str, Any]], None],
 ) -> Outcome:
     """Judge by rules with no LLM: nothing to wait for, so no event loop, reader thread or
     workers, whose hand-offs cost more than the judging (docs/performance.md). One row in, one
@@ -299,7 +305,7 @@ def run_judge(
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
-    def count(row: dict[str, Any]) -> dict[str, Any]:
+    def count(row: JudgedRow) -> JudgedRow:
         nonlocal carried
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
@@ -308,7 +314,7 @@ def run_judge(
         carried += bool(row.get("error"))
         return row
 
-    async def one(record: RolloutRow) -> dict[str, Any]:
+    async def one(record: RolloutRow) -> JudgedRow:
         return count(await judge_one(record, config.mode, llm, version, recorded))
 
     if llm is None:

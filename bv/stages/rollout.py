@@ -13,14 +13,22 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from bv import __version__
 from bv.core.errors import BadRecord, ItemFailure
 from bv.core.extract import has_answer_async
 from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import Outcome
-from bv.core.records import PromptRecord, RolloutFields, Turn, Usage, check_prompt_record, without_stage
+from bv.core.records import (
+    PromptRecord,
+    RolloutFields,
+    RolloutRow,
+    Turn,
+    Usage,
+    check_prompt_record,
+    without_stage,
+)
 from bv.engine.backends import Backend, make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
@@ -50,7 +58,7 @@ def now_utc() -> str:
 
 async def rollout_one(
     record: PromptRecord, run: int, caller: Caller, config: RolloutConfig, artifacts: Artifacts | None = None
-) -> dict[str, Any]:
+) -> RolloutRow:
     """Roll one record out once; never raises for a failed item, it records the error instead."""
     conversation = list(record["messages"])
     turns: list[Turn] = []
@@ -94,7 +102,7 @@ async def rollout_one(
     }
     if config.recorded_templates:  # only when a replaced refine.md may have been sent
         fields["rollout_templates"] = config.recorded_templates
-    row = {**without_stage(record, "rollout"), **fields}
+    row = cast(RolloutRow, {**without_stage(record, "rollout"), **fields})
     if artifacts is not None:
         final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
         artifacts.write(row, conversation + final)
