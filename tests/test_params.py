@@ -6,6 +6,7 @@ unwrapped; --judge-param is sent and recorded; 400s say what to change."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import Reply, bv_inproc, jsonl
@@ -219,8 +220,6 @@ def test_params_bv_cannot_send_are_refused(server, tmp_path, pair, said):
 def test_the_readme_reasoning_example_works_as_written(server, tmp_path):
     """The README's reasoning-model pipeline, run as written against the reasoning mode (OpenAI's
     400s for max_tokens and temperature), with OPENAI_BASE_URL pointing at it."""
-    from pathlib import Path
-
     from conftest import sh
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
@@ -240,3 +239,62 @@ def test_the_readme_reasoning_example_works_as_written(server, tmp_path):
     assert len(rows) == 4 and all(r["error"] is None and r["decided_by"] == "llm" for r in rows)
     assert all(s.status == 200 for s in server.seen)
     assert rows[0]["judge_params"] == {"reasoning_effort": "minimal"}
+
+
+REFUSALS = json.loads((Path(__file__).parent / "fixtures" / "refused_requests.json").read_text())["replies"]
+
+
+@pytest.mark.parametrize("refusal", REFUSALS, ids=[r["what"] for r in REFUSALS])
+def test_each_recorded_400_says_what_to_change(server, tmp_path, refusal):
+    server.responder = lambda seen: Reply(status=400, body=json.dumps(refusal["body"]).encode())
+    if refusal["role"] == "judge":
+        path = rollout_rows(tmp_path, ["row 2 column 3"])
+        command = f"bv judge --mode llm --judge-model my-judge --judge-base-url {server.base_url} {path}"
+        field = "judge_error"
+    else:
+        path = tmp_path / "p.jsonl"
+        path.write_text(json.dumps({"id": "1", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+        command = f"bv rollout -m my-model --base-url {server.base_url} --max-tokens 9 --no-cache {path}"
+        field = "error"
+    result = bv_inproc(f"{command} --no-cache")
+    assert result.returncode == 1
+    said = jsonl(result.stdout)[0][field]
+    assert "HTTP 400: " in said and refusal["advice"] in said, said
+
+
+def test_an_azure_reasoning_deployment_and_bv_api_judge_params(server, tmp_path):
+    from bv import api
+    from bv.engine.endpoints import resolve
+
+    env = {"AZURE_OPENAI_ENDPOINT": "https://r.openai.azure.com", "AZURE_OPENAI_API_KEY": "k"}
+    endpoint = resolve(
+        "azure", model="o3-mini", env={**env, "AZURE_OPENAI_API_VERSION": "2024-12-01-preview"}
+    )
+    assert endpoint.rule.max_tokens_as == "max_completion_tokens" and not endpoint.rule.temperature
+    server.responder = reasoning_model(lambda seen: Reply(content="True"))
+    rows = [json.loads(line) for line in open(rollout_rows(tmp_path, ["row 2 column 3"]))]
+    judged = api.judge(
+        rows,
+        mode="llm",
+        judge_model="gpt-5-nano",
+        judge_base_url=server.base_url,
+        judge_params={"reasoning_effort": "low"},
+        cache=None,
+    )
+    assert [r["judge_params"] for r in judged] == [{"reasoning_effort": "low"}] * 2
+    assert all(r["decided_by"] == "llm" for r in judged)
+
+
+def test_a_temperature_asked_of_a_reasoning_model_is_sent_with_a_warning(server, tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "1", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    result = bv_inproc(
+        f"bv rollout -m gpt-5.1 --base-url {server.base_url} --temperature 0.2 --no-cache {path}"
+    )
+    assert "warning: gpt-5.1 (OpenAI reasoning model behind a proxy" in result.stderr
+    assert "refuse --temperature 0.2" in result.stderr
+    assert server.seen[0].body["temperature"] == 0.2  # as asked: gpt-5.1 takes one with reasoning_effort none
+    result = bv_inproc(
+        f"bv rollout -m gpt-4o --base-url {server.base_url} --temperature 0.2 --no-cache {path}"
+    )
+    assert "warning" not in result.stderr

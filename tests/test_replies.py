@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import bv_inproc, jsonl
+from conftest import OFFICIAL_FILES, bv_inproc, jsonl, needs_official_results
 from fakeopenai import REPLY_FIXTURES, Reply, replay, reply_fixture
 
 from bv.engine.backends.replies import MAX_REASONING_CHARS
@@ -189,3 +189,104 @@ def test_reasoning_is_redacted_bounded_and_cached(server, prompts, tmp_path):
         assert len(reasoning) < MAX_REASONING_CHARS + 100 and reasoning.endswith("\\boxed{C}")
     assert [r["turns"][0]["cached"] for r in again] == [True, True]
     assert [r["turns"][0]["reasoning"] for r in again] == [r["turns"][0]["reasoning"] for r in first]
+
+
+def mixed_rows(server, prompts, tmp_path):
+    """Judged rows of four rollouts, one shape each: a refusal, a filtered reply, a cut-off whose
+    reasoning boxes the answer, and a plain answer; merged into one file."""
+    files = []
+    for name in (
+        "openai_refusal",
+        "azure_content_filter_finish",
+        "vllm_length_null_content",
+        "vllm_reasoning",
+    ):
+        server.responder = lambda seen, name=name: replay(name)
+        path = tmp_path / f"{name}.jsonl"
+        result = bv_inproc(
+            f"bv rollout --base-url {server.base_url} --api-key {KEY} -m fake-model --no-cache"
+            f" {prompts} | bv judge --mode rules > {path}"
+        )
+        assert result.returncode == 0, result.stderr
+        files.append(path)
+    return files
+
+
+def test_report_counts_refusals_filters_cut_offs_and_answers_in_reasoning(server, prompts, tmp_path):
+    files = mixed_rows(server, prompts, tmp_path)
+    report = json.loads(bv_inproc(f"bv report --format json {' '.join(map(str, files))}").stdout)
+    overall = {s["name"]: s["overall"] for s in report["inputs"]}
+    counts = {
+        name: (o["refusals"], o["content_filtered"], o["cut_off"], o["answer_in_reasoning"], o["correct"])
+        for name, o in overall.items()
+    }
+    assert counts == {
+        "openai_refusal": (2, 0, 0, 0, 0),
+        "azure_content_filter_finish": (0, 2, 0, 0, 0),
+        "vllm_length_null_content": (0, 0, 2, 2, 0),
+        "vllm_reasoning": (0, 0, 0, 0, counts["vllm_reasoning"][4]),
+    }
+    table = bv_inproc(f"bv report {files[2]}").stdout
+    header = next(line for line in table.splitlines() if "group" in line)
+    assert "cut off" in header and "ans. in reasoning" in header and "refused" not in header
+    notes = bv_inproc(f"bv report --format markdown {files[2]}").stdout  # lines not wrapped
+    assert "2 rows cut off at the token limit with no answer" in notes
+    assert "2 rows with the answer only in the reasoning" in notes
+    plain = bv_inproc(f"bv report --format markdown {files[3]}").stdout  # no such rows: no such columns
+    assert plain.splitlines()[0].endswith("| undecided |") and "cut off" not in plain
+    csv_head = bv_inproc(f"bv report --format csv {files[0]}").stdout.splitlines()[0]
+    assert "refusals,content_filtered,cut_off,answer_in_reasoning" in csv_head
+
+
+def test_export_writes_model_reasoning_as_the_official_files_do(server, prompts, tmp_path):
+    shapes = {"openrouter_reasoning_details": None, "vllm_reasoning": None, "openai_reasoning_usage": None}
+    for name in shapes:
+        server.responder = lambda seen, name=name: replay(name)
+        out = tmp_path / name
+        result = bv_inproc(
+            f"bv rollout --base-url {server.base_url} --api-key {KEY} -m fake-model --no-cache {prompts}"
+            f" | bv judge --mode rules > {tmp_path / 'rows.jsonl'}"
+            f" && bv export {tmp_path / 'rows.jsonl'} --format official --out {out}"
+        )
+        assert result.returncode == 0, result.stderr
+        shapes[name] = json.loads((out / "model_results_run_1.json").read_text())
+    sent = reply_fixture("openrouter_reasoning_details")["body"]["choices"][0]["message"]
+    for result in shapes["openrouter_reasoning_details"]:
+        assert result["ModelReasoning"] == sent["reasoning_details"]
+    for result in shapes["vllm_reasoning"]:
+        [entry] = result["ModelReasoning"]
+        assert entry == {
+            "type": "reasoning.text",
+            "text": reply_fixture("vllm_reasoning")["body"]["choices"][0]["message"]["reasoning"],
+            "format": "unknown",
+            "index": 0,
+        }
+    assert all(r["ModelReasoning"] == [] for r in shapes["openai_reasoning_usage"])
+
+
+@needs_official_results
+def test_model_reasoning_entries_have_the_official_files_keys():
+    official = json.loads(OFFICIAL_FILES[0].read_text())
+    keys = {entry["type"]: set(entry) for record in official for entry in record["ModelReasoning"]}
+    sent = reply_fixture("openrouter_reasoning_details")["body"]["choices"][0]["message"]["reasoning_details"]
+    assert {entry["type"]: set(entry) for entry in sent} == keys
+
+
+def test_html_shows_the_reasoning_folded_and_escaped(server, prompts, tmp_path):
+    body = reply_fixture("think_answer_only_inside")["body"]
+    body["choices"][0]["message"]["content"] = (
+        "<think>I see <script>alert(1)</script> so \\boxed{B}</think> no idea"
+    )
+    raw = json.dumps(body).encode()
+    server.responder = lambda seen: Reply(body=raw)
+    rows = tmp_path / "rows.jsonl"
+    page = tmp_path / "page.html"
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} --api-key {KEY} -m fake-model --no-cache {prompts}"
+        f" | bv judge --mode rules > {rows} && bv report {rows} --html {page}"
+    )
+    assert result.returncode == 0, result.stderr
+    html = page.read_text()
+    folded = '<details class="reasoning"><summary>reasoning</summary><pre>I see &lt;script&gt;alert(1)'
+    assert folded in html and "<script>alert(1)" not in html
+    assert "answer only in the reasoning: B" in html

@@ -28,6 +28,7 @@ from bv.cli.common import (
 )
 from bv.cli.ending import finish
 from bv.core.outcome import Outcome
+from bv.core.terminal import printable
 from bv.engine.backends import BACKENDS
 
 BACKEND_NAMES = list(BACKENDS)
@@ -168,6 +169,13 @@ def rollout(
     from bv.stages.rollout import dry_run_rollout, read_prompt_records, run_rollout
 
     config = rollout_config(click.get_current_context())
+    endpoint = config.backend_config.get("endpoint")
+    if endpoint is not None and not quiet:
+        from bv.engine.params import temperature_warning
+
+        warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
+        if warning:
+            click.echo(f"bv rollout: warning: {printable(warning)}", err=True)
     problems = Problems()
     records = read_prompt_records(inputs, problems)
     if dry_run:

@@ -173,6 +173,17 @@ def with_defaults(defaults: Mapping[str, Any], rule: ParamRule) -> dict[str, Any
     return {key: value for key, value in defaults.items() if key != "temperature" or rule.temperature}
 
 
+def temperature_warning(rule: ParamRule, model: str, temperature: float | None) -> str | None:
+    """A warning for a temperature the user asked of a model that takes only the default (it is
+    sent as asked: gpt-5.1 takes one with reasoning_effort "none")."""
+    if temperature is None or temperature == 1 or rule.temperature:
+        return None
+    return (
+        f"{model} ({rule.family}) takes only the default temperature (1): the endpoint will likely"
+        f" refuse --temperature {temperature:g}; drop it (or tell bv otherwise with {ENV})"
+    )
+
+
 def advice(status_error: Mapping[str, Any], model: str, rule: ParamRule, role: str) -> str:
     """What to change, for a 400 that names a parameter the model refuses or a model the server
     does not know ("" when it names neither). `status_error` is the body's `error` object."""

@@ -6,7 +6,9 @@ official BabyVision result files, so the official `compute_score.py` prints the 
 `LLMJudgeResult` as the verdict and `Type`/`Subtype` as the groups, and reports the mean and
 population standard deviation over runs; a row without a verdict (a judge error, `hard` null)
 is written as false, as the official protocol judges a failed call and as `bv report` counts
-it, and said on stderr. `csv`: one row per (id, run).
+it, and said on stderr. `ModelReasoning` is the final reply's reasoning as the official files
+hold it: the endpoint's `reasoning_details` entries as sent (OpenRouter's, as in the official
+runs), else its reasoning text as one `reasoning.text` entry. `csv`: one row per (id, run).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def official_result(row: JudgedRow) -> dict[str, Any]:
     return {
         "Id": official_id(row["id"]),
         "Question": str(row.get("question") or ""),
-        "ModelReasoning": [],  # bv records no provider reasoning traces
+        "ModelReasoning": model_reasoning(row),
         "ModelResult": row.get("response") or "",
         "GroundTruth": gold_answer(row),
         "ExtractedAnswer": row.get("extracted"),
@@ -66,6 +68,22 @@ def official_result(row: JudgedRow) -> dict[str, Any]:
         "Type": row.get("type") or "unknown",
         "Subtype": row.get("subtype") or "unknown",
     }
+
+
+def model_reasoning(row: JudgedRow) -> list[dict[str, Any]]:
+    """The official `ModelReasoning` of a row: its final turn's reasoning_details entries (the
+    shape the official files carry), else its reasoning text as one entry of that shape, else []."""
+    turns = row.get("turns")
+    last = turns[-1] if isinstance(turns, list) and turns and row.get("response") is not None else None
+    if not isinstance(last, dict):
+        return []
+    details = last.get("reasoning_details")
+    if isinstance(details, list) and details:
+        return [entry for entry in details if isinstance(entry, dict)]
+    text = last.get("reasoning")
+    if isinstance(text, str) and text:
+        return [{"type": "reasoning.text", "text": text, "format": "unknown", "index": 0}]
+    return []
 
 
 def group_runs(records: Iterable[tuple[Any, JudgedRow]], problems: Problems) -> Export:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
 from bv.core.images import image_paths
-from bv.core.records import Choice, JudgedRow
+from bv.core.records import Choice, JudgedRow, Turn
 from bv.core.records import natural_key as natural  # re-exported: html_parts and html_report sort by it
 from bv.core.run_context import current
 
@@ -43,14 +43,19 @@ class CardRow(TypedDict, total=False):
     judge_error: str | None
     judge_model: str | None
     error: str | None
+    refusal: str | None
+    content_filter: str | None
+    cut_off: bool
+    reasoning_answer: str | None
     extracted: str | None
     response: str | None  # LONG_FIELDS: shortened
     judge_reply: str | None
     cot: str
+    turns: list[Turn]  # only the final turn's reasoning, shortened (card_turns)
     images: list[str]
 
 
-LONG_FIELDS = ("response", "judge_reply", "cot")
+LONG_FIELDS = ("response", "judge_reply", "cot", "turns")
 CARD_FIELDS = tuple(name for name in CardRow.__annotations__ if name not in (*LONG_FIELDS, "images"))
 ShownRow = JudgedRow | CardRow  # what the viewer's readers take: a row as read, or as a card keeps it
 
@@ -93,13 +98,44 @@ def shorten(text: Any) -> Any:
     return text
 
 
+def card_turns(turns: Any) -> list[Turn]:
+    """What a card keeps of a row's turns: the final turn's reasoning, shortened (the response is
+    the final turn's content, kept apart)."""
+    last = turns[-1] if isinstance(turns, list) and turns else None
+    reasoning = last.get("reasoning") if isinstance(last, dict) else None
+    return [cast(Turn, {"reasoning": shorten(reasoning)})] if isinstance(reasoning, str) and reasoning else []
+
+
+def card_reasoning(row: CardRow) -> str | None:
+    """The reasoning a card shows (of the row's final turn), or None."""
+    turns = row.get("turns") or []
+    return turns[-1].get("reasoning") if turns else None
+
+
 def card_row(row: JudgedRow) -> CardRow:
     """What a card shows of a row: its verdict fields, long texts shortened, images as paths."""
     fields: Mapping[str, Any] = row
     out = {key: fields[key] for key in CARD_FIELDS if key in fields}
-    out.update({key: shorten(fields[key]) for key in LONG_FIELDS if key in fields})
+    out.update({key: shorten(fields[key]) for key in LONG_FIELDS if key in fields and key != "turns"})
+    out["turns"] = card_turns(fields.get("turns"))
     out["images"] = row_images(row)
     return cast(CardRow, out)
+
+
+def reply_notes(row: CardRow) -> list[str]:
+    """What a row's reply was beside its verdict: a refusal, a content filter's stop, a cut-off,
+    an answer only in the reasoning (bv report counts each apart)."""
+    notes = []
+    if row.get("refusal"):
+        notes.append(f"refused: {row['refusal']}")
+    if row.get("content_filter"):
+        notes.append(f"content filter: {row['content_filter']}")
+    if row.get("cut_off") is True:
+        notes.append("cut off at the token limit")
+    answer = row.get("reasoning_answer")
+    if isinstance(answer, str):
+        notes.append(f"answer only in the reasoning: {answer}")
+    return notes
 
 
 @dataclass

@@ -31,7 +31,15 @@ from bv.core.atomic import atomic_output
 from bv.core.errors import StdoutClosed
 from bv.core.images import MAX_IMAGE_PIXELS, ImageError, pillow, read_image, sniff_format
 from bv.core.records import JudgedRow, gold_text
-from bv.reporting.html_items import CardRow, Item, card_images, select_items, verdict
+from bv.reporting.html_items import (
+    CardRow,
+    Item,
+    card_images,
+    card_reasoning,
+    reply_notes,
+    select_items,
+    verdict,
+)
 from bv.reporting.html_items import natural as _natural
 from bv.reporting.html_parts import cap_note, comparison_section, input_facts
 from bv.reporting.render import grid
@@ -197,12 +205,17 @@ def _run_line(row: CardRow | None, who: str) -> str:
     answer = f"<code>{_esc(extracted)}</code>" if extracted else "<i>none</i>"
     answer = r"<i>empty \boxed{}</i>" if extracted == "" else answer
     why = [_esc(x) for x in (row.get("judge_reason"), row.get("judge_error"), row.get("error")) if x]
+    why += [_esc(note) for note in reply_notes(row)]
     head = (
         f'<span class="v {cls}">{label}</span> <span class="who">{_esc(who)}</span> answer {answer} · '
         f'<span class="why">{_esc(row.get("decided_by") or "?")}{": " if why else ""}{" — ".join(why)}</span>'
     )
     response = row.get("response")
     body = f"<pre>{_esc(response)}</pre>" if response is not None else "<p><i>no response</i></p>"
+    reasoning = card_reasoning(row)
+    if reasoning:  # folded: often far longer than the answer
+        folded = f"<pre>{_esc(reasoning)}</pre>"
+        body = f'<details class="reasoning"><summary>reasoning</summary>{folded}</details>{body}'
     if row.get("judge_reply"):
         body += f"<p>judge {_esc(row.get('judge_model') or '')}:</p><pre>{_esc(row['judge_reply'])}</pre>"
     return f'<details class="run"><summary>{head}</summary>{body}</details>'

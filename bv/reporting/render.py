@@ -9,8 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from bv.core.errors import StdoutClosed
 from bv.core.stats import counted, human_count
@@ -32,8 +32,27 @@ FIGURES = (
     "errors",
     "judge_errors",
     "undecided",
+    "refusals",
+    "content_filtered",
+    "cut_off",
+    "answer_in_reasoning",
     "accuracy_over",
 )
+# What replies were, beside right or wrong: columns of the table (one input) when any row has one,
+# and a sentence under it for each input.
+# (figure, column head, noun counted, the rest of the phrase)
+REPLY_COLUMNS = (
+    ("refusals", "refused", "refusal", ""),
+    ("content_filtered", "filtered", "row", " stopped by a content filter"),
+    ("cut_off", "cut off", "row", " cut off at the token limit with no answer"),
+    ("answer_in_reasoning", "ans. in reasoning", "row", " with the answer only in the reasoning"),
+)
+
+
+def reply_count(cell: Figures, key: str) -> int:
+    """One of a cell's REPLY_COLUMNS figures (0 in a report made before bv counted them)."""
+    value = cast(Mapping[str, Any], cell).get(key)
+    return value if isinstance(value, int) else 0
 
 
 def _groups(summary: Summary) -> list[tuple[str, str, Figures]]:
@@ -87,6 +106,8 @@ def grid(summaries: list[Summary]) -> tuple[list[str], list[list[str]], list[str
             "judge err",
             "undecided",
         ]
+        shown = [(key, head) for key, head, _, _ in REPLY_COLUMNS if reply_count(s["overall"], key)]
+        headers += [head for _, head in shown]
         rows, levels = [], []
         for level, label, cell in _groups(s):
             ci = cell.get("ci95")
@@ -104,6 +125,7 @@ def grid(summaries: list[Summary]) -> tuple[list[str], list[list[str]], list[str
                     str(cell["errors"]),
                     str(cell["judge_errors"]),
                     str(cell["undecided"]),
+                    *(str(reply_count(cell, key)) for key, _ in shown),
                 ]
             )
             levels.append(level)
@@ -171,6 +193,9 @@ def notes(report: Built) -> list[str]:
         if usage["latency_s_mean"] is not None:
             parts.append(f"mean latency {usage['latency_s_mean']:.2f} s per row")
         parts.append(f"{counted(usage['unboxed'], 'reply')} without \\boxed{{}}")
+        for key, _, noun, rest in REPLY_COLUMNS:
+            if reply_count(summary["overall"], key):
+                parts.append(counted(reply_count(summary["overall"], key), noun) + rest)
         lines.append(f"{summary['name']}: " + "; ".join(parts))
     if finished_only(summaries_of(report)):
         lines.append(

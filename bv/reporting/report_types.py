@@ -28,6 +28,10 @@ class Figures(TypedDict):
     errors: int
     judge_errors: int
     undecided: int
+    refusals: int  # rows whose final reply was a refusal
+    content_filtered: int  # rows a content filter stopped (a filtered reply, or the prompt refused)
+    cut_off: int  # rows cut off at the token limit with no answer
+    answer_in_reasoning: int  # rows whose content has no answer while the reasoning has one
 
 
 class SubtypeFigures(Figures):

@@ -23,6 +23,21 @@ _CODE = {None: NO_VERDICT, 0: WRONG, 1: RIGHT}
 _DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rare) in a dict
 
 
+def reply_flags(get: Callable[[str], Any]) -> int:
+    """A row's REPLY_FLAGS as bits (`get` is row.get): a refusal, a content filter's stop, a
+    cut-off, an answer only in the reasoning."""
+    flags = 0
+    if get("refusal"):
+        flags |= 1
+    if get("content_filter"):
+        flags |= 2
+    if get("cut_off") is True:
+        flags |= 4
+    if isinstance(get("reasoning_answer"), str):
+        flags |= 8
+    return flags
+
+
 def chance_of(row: JudgedRow) -> float:
     """Expected accuracy of a uniform guess: 1/options for choice items, 0 for blank ones."""
     choices = row.get("choices")
@@ -73,19 +88,26 @@ class KeyTable:
 
 
 class Cell:
-    """The counts of one group: per run [rows, right, finished, right among finished]."""
+    """The counts of one group: per run [rows, right, finished, right among finished]; and the
+    rows whose reply was a refusal, was filtered, was cut off, or had its answer only in the
+    reasoning (REPLY_FLAGS, in `replies`)."""
 
-    __slots__ = ("chance", "errors", "items", "judge_errors", "runs", "undecided")
+    __slots__ = ("chance", "errors", "items", "judge_errors", "replies", "runs", "undecided")
 
     def __init__(self) -> None:
         self.runs: dict[int, list[int]] = {}
         self.items = 0
         self.chance = 0.0
         self.errors = self.judge_errors = self.undecided = 0
+        self.replies = [0] * len(REPLY_FLAGS)
 
-    def add(self, kind: tuple[int, int | None, bool, bool, bool, float], count: int) -> None:
-        """Count `count` rows of one kind: (run, hard, rollout error, judge error, undecided, chance)."""
-        run, hard, error, judge_error, undecided, chance = kind
+    def add(self, kind: tuple[int, int | None, bool, bool, bool, float, int], count: int) -> None:
+        """Count `count` rows of one kind: (run, hard, rollout error, judge error, undecided, chance,
+        reply flags: bit k for REPLY_FLAGS[k])."""
+        run, hard, error, judge_error, undecided, chance, flags = kind
+        if flags:
+            for bit in range(len(REPLY_FLAGS)):
+                self.replies[bit] += count if flags >> bit & 1 else 0
         counts = self.runs.get(run)
         if counts is None:
             counts = self.runs[run] = [0, 0, 0, 0]
@@ -122,6 +144,10 @@ class Cell:
             "errors": self.errors,
             "judge_errors": self.judge_errors,
             "undecided": self.undecided,
+            "refusals": self.replies[0],
+            "content_filtered": self.replies[1],
+            "cut_off": self.replies[2],
+            "answer_in_reasoning": self.replies[3],
         }
         if len(self.runs) == 1 and denominator:
             low, high = wilson(correct, denominator)
@@ -130,6 +156,9 @@ class Cell:
 
 
 GROUPS = (("by_type", "type"), ("by_subtype", "subtype"), ("by_ans_type", "ans_type"))
+# What a row's reply was, beside right or wrong: the row fields that say it, in the bit order of
+# a kind's flags (Figures: refusals, content_filtered, cut_off, answer_in_reasoning).
+REPLY_FLAGS = ("refusal", "content_filter", "cut_off", "reasoning_answer")
 _SEEN = ("model", "endpoint", "bv_version")  # shown per input, up to _MAX_SEEN values each
 _MAX_SEEN = 20
 # Latencies are summed in whole tenths of a millisecond (rows record them to 4 decimals), so a
@@ -179,6 +208,7 @@ class Tally:
             get("decided_by") == "error",
             bool(get("undecided")),
             chance_of(row) if get("ans_type") == "choice" else 0.0,
+            reply_flags(get),
         )
         kinds = self.kinds
         kinds[kind] = kinds.get(kind, 0) + 1
