@@ -283,8 +283,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--stats", help="write request statistics as JSON here on SIGTERM")
+    parser.add_argument(
+        "--reasoning", action="store_true", help="answer as OpenAI's reasoning models do (reasoning_model)"
+    )
     args = parser.parse_args()
-    server = FakeOpenAI(latency=args.latency, keep_bodies=False)
+    server = FakeOpenAI(
+        responder=reasoning_model() if args.reasoning else None,
+        latency=args.latency,
+        keep_bodies=args.reasoning,  # the reasoning mode reads the body
+    )
 
     async def run() -> None:
         import signal

@@ -291,7 +291,7 @@ def test_a_temperature_asked_of_a_reasoning_model_is_sent_with_a_warning(server,
     result = bv_inproc(
         f"bv rollout -m gpt-5.1 --base-url {server.base_url} --temperature 0.2 --no-cache {path}"
     )
-    assert "warning: gpt-5.1 (OpenAI reasoning model behind a proxy" in result.stderr
+    assert "warning: gpt-5.1 (OpenAI reasoning model on another server" in result.stderr
     assert "refuse --temperature 0.2" in result.stderr
     assert server.seen[0].body["temperature"] == 0.2  # as asked: gpt-5.1 takes one with reasoning_effort none
     result = bv_inproc(

@@ -71,7 +71,7 @@ RULES = (
         "openrouter.ai/docs/api-reference/parameters (max_tokens, mapped per provider)",
     ),
     ParamRule(
-        "OpenAI reasoning model behind a proxy (LiteLLM, a gateway)",
+        "OpenAI reasoning model on another server: LiteLLM, a gateway",
         "compatible",
         REASONING,
         "max_completion_tokens",
