@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo test data eval bench lint clean
+.PHONY: demo optimize-demo test data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -23,6 +23,14 @@ demo: $(VENV)/.installed
 	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
 	$(BIN)/bv report $(DEMO)/results.jsonl --html $(DEMO)/report.html
 
+# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/skillserver.py: a
+# target that needs the skill's hints, a scripted optimizer), the run folder in build/demo/optimize-run/
+# (docs/optimize.md). Run it again and it resumes: every reply comes from the cache.
+optimize-demo: $(VENV)/.installed
+	$(BIN)/bv synth --n 96 --seed 0 --out $(DEMO)/optimize-data
+	$(BIN)/python tests/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
+	  --ratio 2:3:3 --batch 8 --edits 2 --repeats 2 --epochs 3
+
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
 # Debian); elsewhere that one test skips and says why.
 test: $(VENV)/.installed
@@ -35,22 +43,17 @@ test: $(VENV)/.installed
 data: $(VENV)/.installed
 	$(BIN)/bv data $(if $(DATA),--out $(DATA))
 
-# make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [ITEMS=path/to/meta_data.jsonl]
-# Without ITEMS: the set `make data` wrote.
-# Results go to build/eval/<model>/ (a / in the model name becomes _); make fails when a stage fails.
-ITEMS ?= $(if $(DATA),$(DATA),$(shell $(BIN)/bv data --where))/meta_data.jsonl
+# make eval MODEL=gpt-4o [BASE_URL=http://localhost:8000/v1] [JUDGE_MODEL=gpt-4o-mini]
+#           [ITEMS=path/to/meta_data.jsonl] [REPEATS=3]
+# A thin call of `bv eval` (without ITEMS: the set `make data` wrote); the run folder is
+# build/eval/<model>/ (a / in the model name becomes _); make fails when the evaluation does, and
+# running it again resumes it from the reply cache.
+ITEMS ?= $(if $(DATA),$(DATA)/meta_data.jsonl)
+REPEATS ?= 1
 EVAL_DIR = build/eval/$(subst /,_,$(MODEL))
-eval: SHELL := /bin/bash
-eval: .SHELLFLAGS := -o pipefail -ec
 eval: $(VENV)/.installed
-	@test -n "$(MODEL)" || { echo "usage: make eval MODEL=name [BASE_URL=url] [ITEMS=meta_data.jsonl]" >&2; exit 2; }
-	@test -f "$(ITEMS)" || { echo "make eval: no items at ITEMS=$(ITEMS) (run make data first, or give ITEMS=path/to/meta_data.jsonl)" >&2; exit 2; }
-	@mkdir -p "$(EVAL_DIR)"
-	$(BIN)/bv prompt "$(ITEMS)" \
-	  | $(BIN)/bv rollout -m "$(MODEL)" $(if $(BASE_URL),--base-url "$(BASE_URL)") -j $(JOBS) \
-	  | $(BIN)/bv judge > "$(EVAL_DIR)/results.jsonl"
-	$(BIN)/bv report "$(EVAL_DIR)/results.jsonl" --html "$(EVAL_DIR)/report.html" \
-	  --image-root "$(dir $(ITEMS))"
+	$(BIN)/bv eval $(if $(ITEMS),"$(ITEMS)") $(if $(MODEL),-m "$(MODEL)") $(if $(BASE_URL),--base-url "$(BASE_URL)") \
+	  $(if $(JUDGE_MODEL),--judge-model "$(JUDGE_MODEL)") --repeats $(REPEATS) -j $(JOBS) -o "$(EVAL_DIR)"
 
 # Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
 bench: $(VENV)/.installed

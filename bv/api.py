@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     import asyncio
 
     from bv.core.outcome import StopRequest
+    from bv.optimize.loop import OptimizeResult, Plan
     from bv.reporting.report_types import Paired, ReportData, Summary
+    from bv.runs.evaluate import EvalResult
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 
@@ -92,6 +94,7 @@ def prompt(
 
 
 def _cache_path(cache: str | Path | None) -> Path | None:
+    """A `cache` keyword as a path: the commands' default cache, None for none, or the path given."""
     from bv.engine.cache import default_path
 
     return default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
@@ -148,6 +151,11 @@ def rollout(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     exec_cmd: str | None = None,
     seed: int | None = None,
@@ -167,7 +175,9 @@ def rollout(
     (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and seeds the chance
     backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
     (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
-    `quiet=False` shows progress on stderr. Settings that cannot work raise BadConfig."""
+    `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`, `connect_timeout`,
+    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. Settings that cannot
+    work raise BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
@@ -275,6 +285,11 @@ def judge(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
@@ -376,8 +391,8 @@ class Report:
 
     @property
     def paired(self) -> Paired | None:
-        """The paired comparison of two inputs, b against a by (id, run): improved, regressed,
-        the exact McNemar `p_value`; None for one input."""
+        """The paired comparison of two inputs, b against a per item: `diff` with its `ci95`,
+        items improved and regressed, `p_value`, `verdict`; None for one input."""
         comparison = self.data["comparison"]
         return comparison.get("paired") if comparison else None
 
@@ -403,3 +418,170 @@ def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping
     inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
     built, _ = build_report(inputs)
     return Report(report_json(built))
+
+
+def evaluate(
+    items: str | Path,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    backend: str = "openai",
+    base_url: str | list[str] | None = None,
+    cache: str | Path | None = DEFAULT_CACHE,
+    quiet: bool = True,
+    **options: Any,
+) -> EvalResult:
+    """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
+    `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are the fields of
+    bv.runs.config.EvalConfig (repeats, params, judge_model, judge_mode, limit, …). Calling it again
+    with the same arguments resumes the run from the reply cache. Returns how the run went (its
+    `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
+    with other options raises ValueError, what stops the run raises as `rollout` does."""
+    from bv.runs.config import EvalConfig
+    from bv.runs.evaluate import run_eval
+
+    _no_running_loop("evaluate")
+    urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
+    path = _cache_path(cache)
+    for name in ("ids", "types", "subtypes"):
+        if name in options:
+            options[name] = tuple(options[name])
+    config = EvalConfig(
+        items=Path(items),
+        out=Path(out),
+        model=model,
+        backend=backend,
+        base_urls=urls,
+        cache=path,
+        quiet=quiet,
+        **options,
+    )
+    return run_eval(config)
+
+
+def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
+    """The loop's inputs from `optimize`'s keywords (shared by optimize and plan_optimize)."""
+    from bv.core import environment
+    from bv.core.templates import Templates
+    from bv.optimize.loop import OptimizeOptions
+    from bv.optimize.runs import Engines, Model
+    from bv.stages.prompt import Skill
+
+    o = options
+    seed_skill = o["skill"] if not isinstance(o["skill"], (str, Path)) else Skill.load(Path(o["skill"]))
+    cache = o["cache"]
+    templates = o["templates"]
+    if templates is None and o["prompts"] is not None:
+        templates = Templates.load(Path(o["prompts"]))
+
+    def urls(value: str | list[str] | None) -> tuple[str, ...]:
+        return (value,) if isinstance(value, str) else tuple(value or ())
+
+    engines = Engines(
+        target=Model(o["model"], o["backend"], urls(o["base_url"]), o["api_key"], dict(o["params"] or {})),
+        optimizer=Model(
+            o["optimizer_model"],
+            "openai",
+            urls(o["optimizer_base_url"]),
+            o["optimizer_api_key"] or environment.variables().get("BV_OPTIMIZER_API_KEY"),
+            dict(o["optimizer_params"] or {}),
+        ),
+        judge_mode=o["judge_mode"],
+        judge=Model(o["judge_model"], "openai", urls(o["judge_base_url"]), o["judge_api_key"]),
+        max_turns=o["max_turns"],
+        templates=templates or Templates(),
+        jobs=o["jobs"],
+        retries=o["retries"],
+        timeout_s=o["timeout"],
+        cache_path=_cache_path(cache),
+        quiet=o["quiet"],
+    )
+    split = o["split"]
+    loop_options = OptimizeOptions(
+        ratio=tuple(o["ratio"]),
+        split_file=Path(split) if split is not None else None,
+        seed=o["seed"],
+        epochs=o["epochs"],
+        steps=o["steps"],
+        batch=o["batch"],
+        minibatch=o["minibatch"],
+        success_share=o["success_share"],
+        edits=o["edits"],
+        alpha=o["alpha"],
+        gate=o["gate"],
+        repeats=o["repeats"],
+        max_skill_chars=o["max_skill_chars"],
+    )
+    return Path(o["items"]), seed_skill, Path(o["out"]), engines, loop_options
+
+
+def optimize(
+    items: str | Path,
+    *,
+    skill: str | Path | Any,
+    out: str | Path,
+    optimizer_model: str | None,
+    optimizer_base_url: str | None = None,
+    optimizer_api_key: str | None = None,
+    optimizer_params: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    backend: str = "openai",
+    base_url: str | list[str] | None = None,
+    api_key: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    max_turns: int = 1,
+    judge_mode: str = "auto",
+    judge_model: str | None = None,
+    judge_base_url: str | None = None,
+    judge_api_key: str | None = None,
+    ratio: tuple[int, int, int] = (2, 1, 7),
+    split: str | Path | None = None,
+    seed: int = 0,
+    epochs: int = 4,
+    steps: int | None = None,
+    batch: int = 64,
+    minibatch: int = 8,
+    success_share: float = 0.25,
+    edits: int = 4,
+    alpha: float = 0.05,
+    gate: str = "paired",
+    repeats: int = 3,
+    max_skill_chars: int = 16_000,
+    prompts: str | Path | None = None,
+    templates: Any = None,
+    jobs: int = 8,
+    retries: int = 5,
+    timeout: float = 600.0,
+    cache: str | Path | None = DEFAULT_CACHE,
+    quiet: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> OptimizeResult:
+    """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
+    run folder `out` (resumed when it holds the same run), and return a
+    `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
+    the test split (`result.test`), with the history and tokens by role. The target model's
+    options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
+    step. Raises bv.optimize.loop.OptimizeError for unusable settings or a run folder of another
+    run, and what `rollout` and `judge` raise (docs/optimize.md)."""
+    _no_running_loop("optimize")
+    from bv.optimize.loop import optimize as run
+
+    setup = _optimize_setup(dict(locals()))
+    return run(*setup, say=progress or (lambda line: None))
+
+
+def plan_optimize(items: str | Path, **options: Any) -> Plan:
+    """What `optimize` with the same keywords would do, sending and writing nothing (`--dry-run`):
+    a `bv.optimize.loop.Plan` (split sizes, steps, the most requests by role)."""
+    import inspect
+
+    from bv.optimize.loop import dry_run
+
+    keywords = {
+        name: p.default for name, p in inspect.signature(optimize).parameters.items() if name != "items"
+    }
+    unknown = set(options) - set(keywords)
+    missing = {name for name, value in keywords.items() if value is inspect.Parameter.empty} - set(options)
+    if unknown or missing:
+        raise TypeError(f"plan_optimize(): unexpected keywords {sorted(unknown)}, missing {sorted(missing)}")
+    return dry_run(*_optimize_setup({**keywords, **options, "items": items}))

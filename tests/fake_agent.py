@@ -8,7 +8,18 @@ Modes:
   fail    write a long stderr ending in `boom: the agent broke` and exit 3
   sleep   start a grandchild `sleep 60`, write both pids to a file in --piddir, then sleep
   silent  write nothing anywhere, exit 0
+  stdin   as `codex exec` does, read stdin when it is not a terminal and append it to the task;
+          exit 2 when stdin is not a pipe (a path such as /dev/null); answer `\\boxed{B}`, or
+          `\\boxed{Z}` and what was read when anything was
+  claude  as Claude Code does, find skills only in .claude/skills/<name>/SKILL.md (exit 2 when the
+          front matter is not Claude's: name = folder, lowercase and hyphens, at most 64
+          characters; a description of at most 1024), then answer as the skill says (`answer X`),
+          `\\boxed{none}` without one
+  stdout-error  as Claude does on a refused key: the error on stdout (with a terminal colour
+          code), exit 1
 With --dump DIR, a copy of the workspace (and argv.json) is left in DIR/<pid> before replying.
+With --developer VALUE (as `codex -c developer_instructions=VALUE`), VALUE is parsed as TOML and
+its string written to developer.txt in the dump.
 """
 
 from __future__ import annotations
@@ -17,10 +28,13 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 
@@ -75,6 +89,23 @@ def check_workspace(workdir: Path, prompt: str, image: str | None) -> Path:
     return attached[0]
 
 
+def claude_answer(workdir: Path) -> str:
+    """What the `claude` mode answers: from the first skill under .claude/skills, as it says."""
+    skills = sorted((workdir / ".claude" / "skills").glob("*/SKILL.md"))
+    for skill in skills:
+        text = skill.read_text(encoding="utf-8")
+        fields = front_matter(text)
+        name = fields.get("name", "")
+        if name != skill.parent.name or not re.fullmatch(r"[a-z0-9-]{1,64}", name):
+            fail(f"skill name {name!r} is not Claude's (the folder's name, lowercase and hyphens)")
+        if not 0 < len(fields.get("description", "")) <= 1024:
+            fail("skill description missing or over 1024 characters")
+        said = re.search(r"Always answer ([A-Z])\.", text)
+        if said:
+            return f"As the skill says. \\boxed{{{said.group(1)}}}\n"
+    return "\\boxed{none}\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", required=True)
@@ -86,12 +117,17 @@ def main() -> None:
     parser.add_argument("--answers", type=Path)
     parser.add_argument("--piddir", type=Path)
     parser.add_argument("--dump", type=Path)
+    parser.add_argument("--developer")
+    parser.add_argument("--append-system-prompt")
     args = parser.parse_args()
 
     if args.dump:
         target = args.dump / str(os.getpid())
         shutil.copytree(args.workdir, target)
         (target / "argv.json").write_text(json.dumps(sys.argv[1:]))
+        if args.developer is not None:
+            value = tomllib.loads(f"value = {args.developer}")["value"]
+            (target / "developer.txt").write_text(value, encoding="utf-8")
 
     if args.mode == "ok":
         image = check_workspace(args.workdir, args.prompt, args.image)
@@ -113,6 +149,20 @@ def main() -> None:
         time.sleep(60)
     elif args.mode == "silent":
         pass
+    elif args.mode == "stdin":
+        mode = os.fstat(0).st_mode
+        if not stat.S_ISFIFO(mode):
+            fail(f"stdin is not a pipe (mode {stat.filemode(mode)})")
+        read = sys.stdin.read()
+        task = args.prompt + (f"\n\n<stdin>\n{read}\n</stdin>" if read else "")
+        answer = f"stdin held {read[:200]!r} \\boxed{{Z}}" if read else "\\boxed{B}"
+        Path(args.last).write_text(f"{len(task)} characters of task. {answer}\n", encoding="utf-8")
+    elif args.mode == "claude":
+        Path(args.last).write_text(claude_answer(args.workdir), encoding="utf-8")
+    elif args.mode == "stdout-error":
+        error = {"type": "error", "error": {"message": "invalid x-api-key"}}
+        print("\x1b[31mAPI Error: 401\x1b[0m " + json.dumps(error))
+        sys.exit(1)
     else:
         sys.exit(f"unknown mode {args.mode}")
 

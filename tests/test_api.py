@@ -36,7 +36,7 @@ def test_the_documented_skill_comparison_runs(tmp_path, sample_dir, monkeypatch,
     out = capsys.readouterr().out
     accuracy = json.loads(re.search(r"^\{.*\}$", out, re.M).group(0).replace("'", '"'))
     assert set(accuracy) == {"v1", "v2"} and all(0 <= a <= 1 for a in accuracy.values())
-    assert "McNemar p =" in out and "v1" in out.splitlines()[0] + out
+    assert "95% CI" in out and "no significant difference" in out and "v1" in out.splitlines()[0] + out
 
 
 def _prompts(sample_dir: Path, n: int = 4) -> list[dict]:
@@ -109,7 +109,7 @@ def test_importing_the_api_is_cheap():
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.cli.request_commands import BACKEND_NAMES
+    from bv.cli.common import BACKEND_NAMES
     from bv.engine.backends import BACKENDS, make_backend
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
@@ -160,7 +160,7 @@ def test_report_json_has_one_shape_whatever_the_number_of_inputs(sample_dir):
         shapes.append(sorted(report))
         assert [s["name"] for s in report["inputs"]] == [name for name, _ in inputs]
         assert (report["comparison"] is None) == (len(inputs) == 1)
-    assert shapes == [["comparison", "inputs"]] * 3
+    assert shapes == [["comparison", "inputs", "power"]] * 3
     assert api.report(rows).data["comparison"] is None and api.report(rows).paired is None
 
 

@@ -27,7 +27,7 @@ class ScriptedBackend:
     """Answers each prompt from a table, in turn: a reply text, or an exception to raise. The last
     entry repeats; prompts not in the table are answered with their own text."""
 
-    name, model, endpoint, cacheable = "scripted", "m", "table", False
+    name, model, endpoint, cache_scope, cacheable = "scripted", "m", "table", "table", False
 
     def __init__(self, table: dict[str, list[Any]] | None = None, max_delay_s: float = 0.005) -> None:
         self.table = {prompt: list(steps) for prompt, steps in (table or {}).items()}

@@ -16,6 +16,7 @@ from PIL import Image
 
 from bv.core import redaction
 from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.records import message_text
 from bv.engine.backends import make_backend
 from bv.engine.backends.exec_agent import ExecBackend
 from bv.stages.prompt import PromptOptions, Skill, build_prompt
@@ -96,6 +97,7 @@ def test_workspace_layout_and_reply(record, tmp_path):
     assert "Not {workdir} or {model}, not \\boxed{Z}." in task and "`attachments/image-1.png`" in task
 
     skill = (space / ".agents/skills/babyvision/SKILL.md").read_text()
+    assert (space / ".claude/skills/babyvision/SKILL.md").read_text() == skill  # where Claude looks
     assert skill.startswith("---\nname: babyvision\ndescription: '")
     assert skill.rstrip().endswith("## Skill\n\nLook twice.\n\n## Step two\n\nCount again.")
     assert "## Answer Format" in skill  # the rest of the system prompt is the preamble
@@ -156,6 +158,53 @@ def test_nonzero_exit_is_an_item_failure_with_the_redacted_stderr_tail(record, m
     assert "exited with code 3" in message and "boom: the agent broke ***" in message
     assert secret not in message
     assert len(message) < 600  # the tail of stderr, not all of it
+
+
+def test_a_failure_quotes_the_tail_of_stdout_too(record):
+    """Claude Code writes its errors (a refused key, an unknown model) on stdout, not stderr."""
+    backend = make_backend("exec", exec_cmd=agent_cmd("stdout-error"), model="m")
+    with pytest.raises(ItemFailure) as caught:
+        complete(backend, record["messages"])
+    message = str(caught.value)
+    assert message.startswith("agent exited with code 1; stdout: \\x1b[31mAPI Error: 401")  # escaped
+    assert "invalid x-api-key" in message and "\x1b" not in message
+
+
+def test_stdin_is_an_empty_pipe(sample_dir):
+    """An agent that reads its stdin into the task, as `codex exec` does, reads nothing: bv's own
+    stdin (here the prompt records) never reaches it, and it is a pipe, not a path."""
+    result = bv_inproc(pipeline(sample_dir, agent_cmd("stdin"), "-j 3", items=3))
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert len(rows) == 3 and all(r["error"] is None for r in rows)
+    assert all(r["response"].endswith("\\boxed{B}") and "stdin held" not in r["response"] for r in rows)
+
+
+def test_an_agent_that_reads_skills_only_from_claude_skills_gets_the_skill(record, tmp_path):
+    item = {"id": "1", "question": "Which?", "ans_type": "blank", "answer": ["C"], "images": ["pic.png"]}
+    skill = Skill("steady", "Look twice.\n\nAlways answer C.")
+    messages = build_prompt(item, tmp_path, PromptOptions(skill=skill))["messages"]
+    backend = make_backend("exec", exec_cmd=agent_cmd("claude"), model="m")
+    assert complete(backend, messages).content == "As the skill says. \\boxed{C}"
+    bare = build_prompt(item, tmp_path, PromptOptions())["messages"]
+    assert complete(backend, bare).content == "\\boxed{none}"  # the skill, not the rest, said C
+
+
+def test_the_system_text_on_the_command_line(record, tmp_path):
+    """{system} as Claude's --append-system-prompt takes it, {system_toml} as Codex's
+    `-c developer_instructions=` parses it (TOML): both the system prompt exactly."""
+    cmd = agent_cmd("ok", "--dump", str(tmp_path / "dump"))
+    cmd += " --developer {system_toml} --append-system-prompt {system}"
+    backend = make_backend("exec", exec_cmd=cmd, model="m")
+    system = record["messages"][0]
+    system["content"] = message_text(system["content"]) + '\n\nQuotes "x", a backslash \\ and \x7f, {model}.'
+    complete(backend, record["messages"])
+    space = dumped(tmp_path / "dump")
+    argv = json.loads((space / "argv.json").read_text())
+    expected = system["content"].strip()
+    assert argv[argv.index("--append-system-prompt") + 1] == expected
+    assert (space / "developer.txt").read_text(encoding="utf-8") == expected
+    assert "## Skill\n\nLook twice." in expected
 
 
 def test_timeout_kills_the_agent_and_its_grandchild(record, tmp_path):
@@ -264,6 +313,15 @@ def test_pipeline_failing_agent_gives_error_rows(sample_dir):
     for row in rows:
         assert "exited with code 3" in row["error"] and "boom: the agent broke" in row["error"]
         assert row["response"] is None and row["hard"] == 0
+
+
+def test_pipeline_stops_when_the_first_agent_runs_fail_alike(sample_dir):
+    result = bv_inproc(pipeline(sample_dir, agent_cmd("stdout-error"), "-j 1"))
+    assert result.returncode == 1
+    assert "the first 3 requests were all refused the same way" in result.stderr
+    assert "API Error: 401" in result.stderr and "check its login or API key" in result.stderr
+    rows = jsonl(result.stdout)
+    assert len(rows) == 3 and all("API Error: 401" in r["error"] for r in rows)  # not 12 failures
 
 
 def test_pipeline_timeout_gives_error_rows_and_leaves_no_process(sample_dir, tmp_path):

@@ -224,7 +224,7 @@ def test_provenance_in_every_rollout_row_free_of_credentials(sample_dir, server,
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
-    """pipefail: the rollout's failure fails make, and no report is made of the failed rows."""
+    """make eval is bv eval: the rollout's failure fails make, and no results are made of it."""
     port = closed_port()
     env = {**os.environ, "BV_RETRY_BASE_S": "0.01", "XDG_CACHE_HOME": str(tmp_path)}
     model = f"dead-{port}/m"
@@ -249,8 +249,9 @@ def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
     try:
         assert result.returncode != 0, result.stdout + result.stderr
         assert "bv rollout:" in result.stderr and "Traceback" not in result.stderr
-        assert (folder / "results.jsonl").exists()  # in a folder of its own
-        assert not (folder / "report.html").exists()  # no report of a failed run
+        assert (folder / "logs" / "rollout.log").exists()  # in a folder of its own
+        assert not (folder / "results.jsonl").exists()  # no results of a stopped run
+        assert not (folder / "report.html").exists()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     missing = subprocess.run(
@@ -260,5 +261,5 @@ def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
         text=True,
         timeout=60,
     )
-    assert missing.returncode != 0 and "no items at ITEMS=" in missing.stderr
+    assert missing.returncode != 0 and f"no items file at {tmp_path}/none.jsonl" in missing.stderr
     assert not (tmp_path / "none.jsonl").exists()

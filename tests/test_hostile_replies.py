@@ -11,7 +11,7 @@ import pytest
 from conftest import FakeOpenAI, Reply, bv_inproc, jsonl, sh
 from hostileopenai import HostileOpenAI
 
-from bv.engine.retry import retry_after_seconds
+from bv.engine.retry import wait_seconds as retry_after_seconds
 
 KEY = "sk-hostile-Zx8Vb7Nm6Lk5Jh4Gf3Ds2Aq1"
 

@@ -16,7 +16,7 @@ from conftest import BIN, bv_inproc, jsonl
 
 from bv.data.synth import write_sample_set
 from bv.reporting.html_page import write_html
-from bv.reporting.report import summarize
+from bv.reporting.report import build_report, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,8 +133,15 @@ def test_untrusted_text_is_escaped(tmp_path):
         judge_reason=evil,
         judge_reply=evil,
         cot=evil,
+        endpoint=evil,
     )
-    page = render(tmp_path, [hostile], comparison={"note": evil})
+    # two inputs named by hostile text: the summary at the top, the comparison and the provenance
+    built, _ = build_report([(evil, [hostile]), ("b", [dict(hostile, hard=0)])])
+    write_html(
+        tmp_path / "out.html", built["inputs"], [[hostile], [dict(hostile, hard=0)]], built["comparison"]
+    )
+    page = (tmp_path / "out.html").read_text(encoding="utf-8")
+    assert 'id="overview"' in page and "<svg" in page
     tags = Tags(page)
     assert [t for t, _ in tags.tags].count("script") == 2  # the thumbnail data and the viewer's own script
     assert not tags.find("img")  # the image is missing: a placeholder; and no injected <img>

@@ -59,12 +59,15 @@ def test_comparison_reads_like_the_terminal(pair, tmp_path):
     result = bv_inproc(f"bv report v1={a} v2={b} --html {page}")
     assert page.is_file(), result.stderr
     sentence = next(line for line in result.stdout.splitlines() if "improved" in line)
-    assert "1 improved, 22 regressed" in sentence and "exact McNemar p = 5.72e-06" in sentence
+    assert "v2 is worse than v1 by 70.0 points" in sentence and "p = 5.72e-06" in sentence
+    assert "on 30 items: 1 improved, 22 regressed, 7 unchanged (exact McNemar test" in sentence
     text = page.read_text()
     section = text[text.index('id="paired"') : text.index('id="items"')]
     assert html.unescape(re.search(r'<p class="cmp">(.*?)</p>', section)[1]) == sentence  # word for word
-    assert "<th>v2 right</th><th>v2 wrong</th>" in section and "<td>22 regressed</td>" in section
-    assert '<a href="#item-25">25 (run 0)</a>' in section  # the improved item, linked to its card
+    assert "<th>improved</th><th>regressed</th>" in section and "<td>22 (v1 better)</td>" in section
+    assert '<a href="#item-25">25</a>' in section  # the improved item, linked to its card
+    top = text[text.index('id="overview"') : text.index('id="paired"')]
+    assert f'<p class="verdict">{html.escape(sentence)}</p>' in top  # the answer first, word for word
     assert "{" not in section and '"' + "improved_ids" not in section  # never raw JSON
     assert "v2: 30 items, 1 run, model m; 0 rollout errors, 1 judge error, 0 undecided" in text
 
@@ -108,16 +111,12 @@ def test_comparison_in_headless_chromium(pair):
     with Browser() as browser:
         browser.open(page, width=1280, height=1200)
         sentence = browser.evaluate("document.querySelector('p.cmp').innerText")
-        assert "v2 vs v1, paired by (id, run) over 29 rows: 1 improved, 22 regressed" in sentence
-        assert "exact McNemar p = 5.72e-06" in sentence
+        assert "v2 is worse than v1 by 70.0 points" in sentence and "p = 5.72e-06" in sentence
         table = browser.evaluate(
             "[...document.querySelectorAll('table.cmp tr')].map(r => [...r.cells].map(c => c.innerText))"
         )
-        assert table == [
-            ["", "v2 right", "v2 wrong"],
-            ["v1 right", "3", "22 regressed"],
-            ["v1 wrong", "1 improved", "3"],
-        ], table
+        assert table[0][:4] == ["items", "improved", "regressed", "unchanged"], table
+        assert table[1][:4] == ["30", "1 (v2 better)", "22 (v1 better)", "7"], table
         # The improved item's link leads to its card, which says it differs.
         target = browser.evaluate("document.querySelector('p.moved a').getAttribute('href')")
         assert browser.evaluate(f"document.querySelector('{target}').innerText.includes('differs')")
@@ -125,5 +124,26 @@ def test_comparison_in_headless_chromium(pair):
         assert "1 judge error" in meta and "0 rollout errors" in meta and "0 undecided" in meta
         section = browser.evaluate("document.querySelector('#paired').parentElement.innerText")
         assert "improved_ids" not in section and "p_value" not in section
+        # The summary at the top, drawn: a bar per input and category (v1 25/30 wider than v2's
+        # 4/30), an interval and a chance tick on each, and the difference per category around 0.
+        drawn = browser.evaluate(
+            "(() => { const box = e => e.getBoundingClientRect();"
+            " const all = s => [...document.querySelectorAll(s)];"
+            " const bars = all('#overview svg.bars rect.bar').map(e => box(e).width);"
+            " return {bars, ci: document.querySelectorAll('#overview svg.bars line.ci').length,"
+            " chance: document.querySelectorAll('#overview svg.bars line.chance').length,"
+            " points: all('#overview svg.diffplot circle.point').map(e => box(e).width),"
+            " top: box(document.getElementById('overview')).top,"
+            " cards: box(document.querySelector('.card')).top,"
+            " provenance: document.querySelector('#overview table.prov').innerText} })()"
+        )
+        assert len(drawn["bars"]) == 4 and all(w > 0 for w in drawn["bars"]), (
+            drawn
+        )  # overall + 1 type, 2 inputs
+        assert drawn["bars"][0] > 4 * drawn["bars"][1], drawn
+        assert drawn["ci"] == 4 and drawn["chance"] == 4 and len(drawn["points"]) == 2, drawn
+        assert all(w > 0 for w in drawn["points"]) and drawn["top"] < drawn["cards"], drawn
+        assert "judge version" in drawn["provenance"] and "v1" in drawn["provenance"], drawn
+        browser.evaluate("document.getElementById('overview').scrollIntoView()")
         browser.screenshot(build / "report-compare.png")
         assert not browser.errors, browser.errors

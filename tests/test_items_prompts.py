@@ -211,7 +211,7 @@ def test_a_question_cannot_fill_other_slots():
 
     record = {"question": "What is {{gold}}?", "ans_type": "blank", "choices": [], "answer": ["(4,7)"]}
     text = judge_messages(record, "{{question}}")[0]["content"]
-    assert "What is {{gold}}?" in text and "## Extracted Answer\n\n{{question}}" in text
+    assert "What is {{gold}}?" in text and "## Extracted Answer\n\n```\n{{question}}\n```" in text
 
 
 def test_skill_that_is_not_utf8_is_a_clear_error(tmp_path):

@@ -98,7 +98,10 @@ def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
     prompt = next(
         s.body["messages"][0]["content"] for s in server.seen if "row 2 column 3" in json.dumps(s.body)
     )
-    assert "## Ground Truth\n\n(2,3)" in prompt and "## Extracted Answer\n\nrow 2 column 3" in prompt
+    assert (
+        "## Ground Truth\n\n```\n(2,3)\n```" in prompt
+        and "## Extracted Answer\n\n```\nrow 2 column 3\n```" in prompt
+    )
     assert server.seen[0].headers["authorization"] == "Bearer jk" and server.seen[0].body["temperature"] == 0
 
 
@@ -108,9 +111,9 @@ def test_llm_mode_sends_every_item_with_choices_and_none(server, tmp_path):
     rows = jsonl(bv_inproc(judge_cmd(server, path, mode="llm")).stdout)
     assert len(server.seen) == 3 and all(r["decided_by"] == "llm" and r["hard"] == 0 for r in rows)
     prompts = [s.body["messages"][0]["content"] for s in server.seen]
-    assert any("## Extracted Answer\n\nNone" in p for p in prompts)
+    assert any("## Extracted Answer\n\n```\nNone\n```" in p for p in prompts)
     choice = next(p for p in prompts if "Which colour?" in p)
-    assert "A. red\nB. blue" in choice and "## Ground Truth\n\nB" in choice
+    assert "A. red\nB. blue" in choice and "## Ground Truth\n\n```\nB\n```" in choice
 
 
 def test_unparseable_and_failed_judgements_are_judge_errors(server, tmp_path):

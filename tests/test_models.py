@@ -36,12 +36,12 @@ def test_a_404_suggests_the_missing_v1(server):
 def test_refused_key_unreachable_server_and_no_endpoint_are_clear(server):
     server.responder = lambda seen: Reply(status=401)
     refused = bv_inproc(f"bv models --base-url {server.base_url} --api-key {KEY}")
-    assert refused.returncode == 1 and "refused the API key (HTTP 401)" in refused.stderr
+    assert refused.returncode == 1 and "refused the API key from --api-key (HTTP 401)" in refused.stderr
     assert KEY not in refused.stderr
     unreachable = bv_inproc("bv models --base-url http://127.0.0.1:9/v1 --timeout 5")
     assert unreachable.returncode == 1 and "cannot reach http://127.0.0.1:9/v1" in unreachable.stderr
     nothing = bv_inproc("bv models")
-    assert nothing.returncode == 1 and "no model endpoint configured" in nothing.stderr
+    assert nothing.returncode == 1 and "no endpoint to ask: give --base-url URL" in nothing.stderr
 
 
 def test_a_base_url_without_a_scheme_is_a_usage_error(server):

@@ -219,7 +219,8 @@ def test_llm_judge_sends_the_replaced_template_and_rows_record_it(server, tmp_pa
     result = bv_inproc(f"{judge} --prompts {prompts} {rollouts}")
     assert result.returncode == 0, result.stderr
     replaced = jsonl(result.stdout)[0]
-    assert server.seen[-1].body["messages"][0]["content"].startswith("GT=C ANS=C Q=Where does the line")
+    sent = server.seen[-1].body["messages"][0]["content"]
+    assert sent.startswith("GT=```\nC\n``` ANS=```\nC\n``` Q=```\nWhere does the line")
     assert replaced["judge_version"] != default["judge_version"] and replaced["hard"] == 1
     assert replaced["judge_templates"] == {"judge": sha(prompts / "judge.md")}
     assert "judge_templates" not in default

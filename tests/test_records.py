@@ -75,4 +75,6 @@ def test_one_natural_sort_key():
     assert natural is natural_key
     ids = ["item10", "item2", "item1²", "item1", "b", "a3"]
     assert sorted(ids, key=natural) == ["a3", "b", "item1", "item1²", "item2", "item10"]
-    assert natural("item1²") == [(1, 0, "item"), (0, 1, ""), (1, 0, "²")]
+    assert natural("item1²") == [(1, 0, "item", ""), (0, 1, "1", "1"), (1, 0, "²", "")]
+    big = ["9" * 5000, "1" + "0" * 4999, "445", "0445", "44"]  # never through int(): 5,000 digits
+    assert sorted(big, key=natural) == ["44", "0445", "445", "1" + "0" * 4999, "9" * 5000]

@@ -132,12 +132,13 @@ def test_two_inputs_side_by_side_with_their_difference():
     built, _ = build_report([("a", a), ("b", b)])
     markdown = rendered(render_markdown, built)
     header = markdown.splitlines()[0]
-    assert "| a % | b % | Δ |" in header and "a err/judge/und" in header
+    assert "| a % | b % | Δ [95% CI] | p (Holm) |" in header and "a err/judge/und" in header
     overall = next(line for line in markdown.splitlines() if "**Overall**" in line)
-    assert "| 50.0 | 60.0 | +10.0 |" in overall and "1/1/0" in overall
+    assert "| 50.0 [23.7–76.3] | 60.0 [31.3–83.2] | +10.0 [" in overall and "1/1/0" in overall
     data = json.loads(rendered(render_json, built))
     assert [s["name"] for s in data["inputs"]] == ["a", "b"]
     paired = data["comparison"]["paired"]
-    # Paired over the 8 rows finished in both (a failed row has no answer to compare).
-    assert (paired["improved"], paired["regressed"], paired["pairs"]) == (1, 0, 8)
-    assert "b vs a, paired by (id, run) over 8 rows: 1 improved, 0 regressed" in markdown
+    # Per item, every row counting as the accuracy counts it (a failed row is wrong).
+    assert (paired["improved"], paired["regressed"], paired["n_items"]) == (1, 0, 10)
+    assert "b vs a: no significant difference, +10.0 points" in markdown
+    assert "on 10 items: 1 improved, 0 regressed, 9 unchanged" in markdown

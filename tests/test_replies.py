@@ -67,6 +67,7 @@ REASONING = [
     ("openrouter_reasoning_summary", "Compared the four shapes", {"reasoning_tokens": 256}),
     ("openai_reasoning_usage", None, {"reasoning_tokens": 1088, "cached_tokens": 1024}),
     ("think_in_content", "The draft says \\boxed{A}", {}),
+    ("litellm_reasoning_content", "The sequence alternates", {"reasoning_tokens": 80, "cached_tokens": 0}),
 ]
 
 

@@ -8,8 +8,8 @@ import math
 import pytest
 from conftest import bv_inproc, jsonl
 
-from bv.core.stats import mcnemar_exact, pstdev, wilson
-from bv.reporting.report import build_report, paired, summarize
+from bv.core.stats import estimate_over_items, mcnemar_exact, pstdev, wilson
+from bv.reporting.report import build_report, summarize
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,10 @@ def test_avg_at_k_is_the_mean_of_run_accuracies_with_population_std():
     assert overall["accuracy"] == pytest.approx(0.75) and overall["std"] == pytest.approx(
         pstdev([0.5, 0.75, 1.0])
     )
-    assert overall["std"] == pytest.approx(math.sqrt(1 / 24)) and overall["ci95"] is None
+    assert overall["std"] == pytest.approx(math.sqrt(1 / 24))
+    # the interval is over items, each item's score its mean over the runs: 1, 1, 2/3, 1/3
+    expected = estimate_over_items([1, 1, 2 / 3, 1 / 3], one_run=False)
+    assert overall["ci95"] == [round(v, 6) for v in expected.ci95] and overall["se"] == round(expected.se, 6)
     assert overall["chance"] == 0.25 and (overall["n"], overall["rows"], overall["correct"]) == (4, 12, 9)
 
 
@@ -75,16 +78,11 @@ def test_errors_judge_errors_and_undecided_have_their_own_columns():
 def test_paired_comparison_and_intersection():
     a = rows(0, [1, 1, 0, 0, 1])
     b = rows(0, [1, 0, 1, 1, 1, 0])  # one more item than a
-    pair = paired(a, b)
-    assert (pair["pairs"], pair["improved"], pair["regressed"], pair["both_right"], pair["both_wrong"]) == (
-        5,
-        2,
-        1,
-        2,
-        0,
-    )
-    assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2#0", "3#0"]
     report, kept = build_report([("a", a), ("b", b)], keep_rows=True)
+    pair = report["comparison"]["paired"]
+    assert (pair["n_items"], pair["improved"], pair["regressed"], pair["unchanged"]) == (5, 2, 1, 2)
+    assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2", "3"]
+    assert pair["diff"] == pytest.approx(1 / 5) and pair["method"].startswith("exact McNemar")
     assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(list(k)) for k in kept] == [5, 5]
     assert report["inputs"][1]["overall"]["n"] == 5  # compared on the common items only
 
@@ -99,14 +97,17 @@ def test_report_cli_side_by_side_with_paired_test(tmp_path):
     b = write(tmp_path / "b.jsonl", rows(0, [1] * 9 + [0] + [1] * 10 + [0]))
     table = bv_inproc(f"bv report v1={a} v2={b}")
     assert table.returncode == 0
-    assert "v2 vs v1, paired by (id, run) over 20 rows: 9 improved, 0 regressed" in table.stdout
+    assert "v2 is better than v1 by 45.0 points (95% CI +21.0 to +64.5; p = 0.00391)" in table.stdout
+    assert "on 20 items: 9 improved, 0 regressed, 11 unchanged (exact McNemar test" in table.stdout
     assert "rows left out: v1 0, v2 1" in table.stdout
     report = json.loads(bv_inproc(f"bv report --format json v1={a} v2={b}").stdout)
     assert report["comparison"]["paired"]["p_value"] == pytest.approx(2 / 512)
     markdown = bv_inproc(f"bv report --format markdown v1={a} v2={b}").stdout
     assert (
-        "| **Overall** | 20/20 | 50.0 | 95.0 | +45.0 |" in markdown and "exact McNemar p = 0.0039" in markdown
+        "| **Overall** | 20/20 | 50.0 [29.9–70.1] | 95.0 [76.4–99.1] | +45.0 [+21.0, +64.5] | 0.0039 |"
+        in markdown
     )
+    assert "v2 is better than v1 by 45.0 points" in markdown
 
 
 def test_fail_under_is_a_ci_gate(tmp_path):
@@ -136,10 +137,8 @@ def test_table_notes_usage_per_input(tmp_path):
         model="m1",
     )
     out = bv_inproc(f"bv report {write(tmp_path / 'r.jsonl', data)}").stdout
-    assert (
-        "r: model m1; 2000 prompt + 100 completion tokens; mean latency 2.00 s per row; 2 replies without"
-        in out
-    )
+    assert "r: model m1; skill no skill; style bv; prompts bv's own; judge rules;" in out
+    assert "; 2000 prompt + 100 completion tokens; mean latency 2.00 s per row; 2 replies without" in out
 
 
 def test_html_option_writes_the_viewer(sample_dir, tmp_path):

@@ -3,6 +3,8 @@ and streamed figures equal to those of a plain reading of every row."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 from collections import defaultdict
@@ -124,11 +126,12 @@ def test_exclude_failed_is_labelled_in_every_format(tmp_path):
         "accuracy % (finished rows)"
         in bv_inproc(f"bv report --exclude-failed --format markdown {path}").stdout
     )
-    csv_lines = bv_inproc(f"bv report --exclude-failed --format csv {path}").stdout.splitlines()
-    assert csv_lines[0].endswith(",accuracy_over") and csv_lines[1].endswith(
-        ",finished rows (--exclude-failed)"
+    csv_rows = list(
+        csv.DictReader(io.StringIO(bv_inproc(f"bv report --exclude-failed --format csv {path}").stdout))
     )
-    assert bv_inproc(f"bv report --format csv {path}").stdout.splitlines()[1].endswith(",all rows")
+    assert csv_rows[0]["accuracy_over"] == "finished rows (--exclude-failed)"
+    all_rows = list(csv.DictReader(io.StringIO(bv_inproc(f"bv report --format csv {path}").stdout)))
+    assert all_rows[0]["accuracy_over"] == "all rows"
     html = bv_inproc(f"bv report --exclude-failed --format json {path} --html {tmp_path}/r.html")
     assert "accuracy % (finished rows)" in (tmp_path / "r.html").read_text(), html.stderr
 
@@ -139,7 +142,13 @@ def test_failed_counts_side_by_side(tmp_path):
     b[1].update(hard=None, decided_by="error")
     pa, pb = write(tmp_path / "a.jsonl", a), write(tmp_path / "b.jsonl", b)
     out = bv_inproc(f"bv report --format markdown {pa} {pb}").stdout
-    assert "a err/judge/und" in out and "| **Overall** | 4/4 | 100.0 | 75.0 | -25.0 | 0/0/0 | 0/1/0 |" in out
+    # a 4/4 and b 3/4 with their Wilson intervals; one run per item, so the difference's interval is
+    # Newcombe's (a does not vary: correlation 0), and McNemar on 0 against 1 gives p = 1
+    assert "a err/judge/und" in out
+    assert (
+        "| **Overall** | 4/4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 1"
+        " | 0/0/0 | 0/1/0 |" in out
+    )
 
 
 def test_empty_input_and_not_judged_rows_are_errors_naming_the_file(tmp_path):
@@ -231,12 +240,16 @@ def test_provenance_per_input(tmp_path):
     assert report["provenance"] == {
         "endpoints": ["http://127.0.0.1:9/v1"],
         "bv_versions": ["0.9"],
+        "backends": [],
+        "params": [],
+        "judge_models": [],
         "started_at": {"first": "2026-11-30T09:00:00Z", "last": "2026-11-30T09:02:00Z"},
+        "made_by": {"skill": "no skill", "style": "bv", "prompts": "bv's own", "judge_version": "none"},
     }
     table = bv_inproc(f"bv report {path}").stdout
     assert (
-        "endpoint http://127.0.0.1:9/v1; bv 0.9; rows made 2026-11-30T09:00:00Z to 2026-11-30T09:02:00Z"
-        in table
+        "endpoint http://127.0.0.1:9/v1; skill no skill; style bv; prompts bv's own; judge rules;"
+        " judge version none; bv 0.9; rows made 2026-11-30T09:00:00Z to 2026-11-30T09:02:00Z" in table
     )
 
 

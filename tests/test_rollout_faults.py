@@ -101,7 +101,9 @@ def test_fatal_auth_error_stops_the_run_with_a_clear_message(prompts, server, tm
     key = "sk-secret-0123456789abcdefghij"
     result = bv_inproc(f"bv rollout --base-url {server.base_url} --api-key {key} -m m -j 2 {prompts}")
     assert result.returncode == 1
-    assert "refused the API key (HTTP 401)" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        "refused the API key from --api-key (HTTP 401)" in result.stderr and "Traceback" not in result.stderr
+    )
     assert key not in result.stderr + result.stdout
     assert len(server.seen) <= 4  # stopped early instead of failing every item
 

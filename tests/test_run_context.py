@@ -14,7 +14,7 @@ from bv import api
 from bv.core import redaction
 from bv.core.jsonl import Problems, read_json_lines
 from bv.core.run_context import Limits, RunContext, current, running
-from bv.engine.retry import retry_after_seconds
+from bv.engine.retry import wait_seconds
 
 KEY_A = "sk-run-a-0123456789abcdefghij"
 KEY_B = "sk-run-b-zyxwvutsrqponmlkjihg"
@@ -91,7 +91,7 @@ def test_limits_are_each_runs_own(tmp_path: Path):
             problems = Problems(stream=io.StringIO())
             reading.wait()
             rows = list(read_json_lines([str(path)], problems))
-            got[name] = (len(rows), problems.count, retry_after_seconds({"retry-after": "100"}))
+            got[name] = (len(rows), problems.count, wait_seconds({"retry-after": "100"}))
 
     _together(
         lambda: run("small", Limits(max_line_bytes=1024, max_wait_s=5.0)),

@@ -10,18 +10,17 @@ import statistics
 
 import pytest
 
+from bv.core.power import PowerPlan, paired_power, single_power
 from bv.core.stats import (
-    PowerPlan,
     benjamini_hochberg,
     clustered_se,
     estimate_over_items,
     holm,
     item_estimate,
     mcnemar_exact,
+    newcombe_paired,
     paired_comparison,
-    paired_power,
     sign_flip_exact,
-    single_power,
     wilson,
 )
 
@@ -219,3 +218,21 @@ def test_paired_comparison_only_on_common_items():
     assert result.mean_a == 0.5 and result.mean_b == 1.0
     empty = paired_comparison({"1": [1.0]}, {"2": [1.0]})
     assert empty.n_items == 0 and empty.p_value == 1.0
+
+
+def test_one_run_difference_interval_is_newcombes_and_covers():
+    # no item moved: the normal interval would be the point 0; Newcombe's is not
+    same = {str(i): [float(i < 3)] for i in range(10)}
+    result = paired_comparison(same, same)
+    assert result.diff == 0 and result.ci95[0] < -0.1 and result.ci95[1] > 0.1
+    assert result.ci95 == pytest.approx(newcombe_paired(0.3, 0.3, 10, 1.0))
+    # its coverage on simulated pairs (seeded): near 95%, never far below
+    rng = random.Random(1)
+    covered = 0
+    for _ in range(400):
+        a = {str(i): [float(rng.random() < 0.6)] for i in range(30)}
+        b = {i: [float(rng.random() < (0.9 if r[0] else 0.3))] for i, r in a.items()}
+        # true difference: P(b right) - P(a right) = 0.6 * 0.9 + 0.4 * 0.3 - 0.6 = 0.06
+        low, high = paired_comparison(a, b).ci95
+        covered += low <= 0.06 <= high
+    assert 0.92 <= covered / 400 <= 0.99

@@ -38,6 +38,11 @@ ROLLOUT = {
     "extra_body": ({"top_k": 20, "mode": "x"}, ["-p", "top_k=20", "-p", "mode=x"]),
     "retries": (2, ["--retries", "2"]),
     "timeout": (30.0, ["--timeout", "30"]),
+    "rate_limit_patience": (120.0, ["--rate-limit-patience", "120"]),
+    "connect_timeout": (4.0, ["--connect-timeout", "4"]),
+    "first_byte_timeout": (20.0, ["--first-byte-timeout", "20"]),
+    "read_timeout": (25.0, ["--read-timeout", "25"]),
+    "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
     "max_pixels": (4096, ["--max-pixels", "4096"]),
     "artifacts": ("ART", ["--artifacts", "ART"]),
@@ -52,6 +57,11 @@ JUDGE = {
     "jobs": (3, ["-j", "3"]),
     "retries": (2, ["--retries", "2"]),
     "timeout": (30.0, ["--timeout", "30"]),
+    "rate_limit_patience": (120.0, ["--rate-limit-patience", "120"]),
+    "connect_timeout": (4.0, ["--connect-timeout", "4"]),
+    "first_byte_timeout": (20.0, ["--first-byte-timeout", "20"]),
+    "read_timeout": (25.0, ["--read-timeout", "25"]),
+    "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
     "quiet": (True, ["--quiet"]),
 }
@@ -85,7 +95,11 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
     with running():
         from_cli = rollout_config(_parsed(rollout, argv))
         from_api = api._rollout_config(**_api_keywords(api.rollout, keywords))
-    assert from_cli == from_api
+    assert from_cli == from_api and from_cli.settings == from_api.settings
+    endpoint = from_cli.backend_config["endpoint"]
+    assert endpoint == from_api.backend_config["endpoint"]
+    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
     assert from_cli.request_params == {
         "max_tokens": 77,
         "temperature": 0.5,
@@ -104,6 +118,10 @@ def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
         from_cli = judge_config(_parsed(judge, argv))
         from_api = api._judge_config(**_api_keywords(api.judge, keywords))
     assert from_cli == from_api and from_cli.endpoint is not None
+    assert from_cli.settings == from_api.settings and from_cli.endpoint == from_api.endpoint
+    endpoint = from_cli.endpoint
+    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
 
 
 def _api_keywords(function, given: dict) -> dict:

@@ -19,8 +19,10 @@ from bv.core.records import JudgedRow
 from bv.reporting import export, html_items, html_parts, render, report, tally
 from bv.reporting.report_types import (
     Comparison,
+    Difference,
     Figures,
     Paired,
+    Power,
     Provenance,
     ReportData,
     StartedAt,
@@ -37,13 +39,14 @@ MISSPELT = [
     (html_items.verdict, 'row.get("decided_by")', 'row.get("decided_bye")'),
     (html_parts.input_facts, "summary.get('models')", "summary.get('modles')"),
     (html_parts.input_facts, "overall['judge_errors']", "overall['judge_erors']"),
-    (render.paired_sentence, "pair['p_value']", "pair['pvalue']"),
+    (render.difference_text, "diff['diff']", "diff['dif']"),
     (tally.chance_of, 'row.get("ans_type")', 'row.get("anstype")'),
 ]
 HEADER = """\
 from bv.reporting.html_items import ShownRow
 from bv.core.records import JudgedRow
-from bv.reporting.report_types import Paired, Summary
+from bv.reporting.report_types import Difference, Paired, Summary
+from bv.reporting.render import interval_text
 from bv.core.stats import counted
 """
 
@@ -107,7 +110,13 @@ def test_formats_md_lists_exactly_the_report_fields():
         "`started_at` (`null` when no row says)": tuple(StartedAt.__annotations__),
         "`usage`": tuple(UsageTotals.__annotations__),
         "`comparison` (`null` for one input)": tuple(Comparison.__annotations__),
-        "`paired` (exactly two inputs)": tuple(Paired.__annotations__),
+        "a difference (each group of a pair's `by_type`, `by_subtype`, `by_ans_type`)": tuple(
+            Difference.__annotations__
+        ),
+        "a pair (each of `pairs`; `paired` for exactly two inputs), a difference and": tuple(
+            Paired.__annotations__
+        )[len(Difference.__annotations__) :],
+        "each of `power`": tuple(Power.__annotations__),
     }
 
 
@@ -137,7 +146,7 @@ def _conforms(value, hint, where="report"):
             _conforms(inner, args[1], f"{where}[{key!r}]")
     else:
         kinds = (int, float) if hint is float else hint
-        assert isinstance(value, kinds) and not isinstance(value, bool), (where, value)
+        assert isinstance(value, kinds) and (hint is bool or not isinstance(value, bool)), (where, value)
 
 
 def test_a_real_report_has_exactly_the_typed_keys(sample_dir):
@@ -164,4 +173,7 @@ def test_keys_read_by_name_at_run_time_are_typed_keys():
     assert {name: card[name] for name in card} == {name: row[name] for name in card}
     assert set(html_items.CARD_FIELDS + html_items.LONG_FIELDS + ("images",)) == set(card)
     assert set(export.CSV_COLUMNS) - {"gold"} <= set(row)
-    assert set(render.FIGURES) - {"ci_low", "ci_high", "accuracy_over"} <= set(Figures.__annotations__)
+    assert set(render.FIGURES) - {"ci_low", "ci_high", "accuracy_over", "complete", "items_per_run"} <= set(
+        Figures.__annotations__
+    )
+    assert set(render.DIFFERENCE) - {"vs", "diff_low", "diff_high"} <= set(Difference.__annotations__)

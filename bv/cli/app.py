@@ -12,9 +12,16 @@ from bv import __version__
 from bv.cli import ending
 from bv.cli.common import (
     CACHE,
+    IDS,
+    IMAGE_DETAIL,
     INPUTS,
+    LIMIT,
     PROMPTS,
+    SKILL,
     SKIP_BAD,
+    STYLE,
+    SUBTYPES,
+    TYPES,
     Finite,
     cli_words,
     default_cache,
@@ -23,12 +30,15 @@ from bv.cli.common import (
 )
 from bv.cli.data_commands import data, export, models
 from bv.cli.ending import finish_rows
+from bv.cli.eval_command import eval_
+from bv.cli.optimize_command import optimize
 from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
 from bv.core import environment
-from bv.core.errors import BadConfig, BadRecord, BVError, Interrupted, StdoutClosed
+from bv.core.errors import BadConfig, BVError, Interrupted, StdoutClosed
 from bv.core.run_context import RunContext, current, running
+from bv.core.terminal import printable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -59,31 +69,16 @@ cli.add_command(models)
 cli.add_command(templates)
 cli.add_command(merge)
 cli.add_command(report)
+cli.add_command(eval_)
+cli.add_command(optimize)
 
 
 @cli.command()
 @INPUTS
-@click.option(
-    "--style",
-    type=click.Choice(["bv", "official"]),
-    default="bv",
-    show_default=True,
-    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
-    " no system prompt, image then text (docs/protocol.md).",
-)
+@STYLE
 @PROMPTS
-@click.option(
-    "--skill",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Markdown file put in the system prompt under '## Skill'.",
-)
-@click.option(
-    "--image-detail",
-    type=click.Choice(["auto", "low", "high"]),
-    default="auto",
-    show_default=True,
-    help="The image part's 'detail' (omitted for auto).",
-)
+@SKILL
+@IMAGE_DETAIL
 @click.option(
     "--image-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -96,16 +91,14 @@ cli.add_command(report)
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
 )
-@click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
-@click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
-@click.option("--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable).")
+@IDS
+@TYPES
+@SUBTYPES
 @click.option(
     "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
-@click.option(
-    "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
-)
+@LIMIT
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
@@ -137,9 +130,9 @@ def prompt(
       bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
     """
     from bv.core.items import parse_item
-    from bv.core.jsonl import JsonlWriter, Problems, Source, read_records
-    from bv.core.selection import Selection, Unmatched, parse_ids, select
-    from bv.stages.prompt import PromptOptions, Skill, load_traces, prompt_records
+    from bv.core.jsonl import JsonlWriter, Problems, read_records
+    from bv.core.selection import Selection, parse_ids
+    from bv.stages.prompt import PromptOptions, Skill, load_traces, run_prompt
 
     loaded_skill = Skill.load(skill) if skill else None
     traces = load_traces(trace_context) if trace_context else None
@@ -160,26 +153,26 @@ def prompt(
 
     stdin_notice(inputs, "items")
     selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
-    problems, writer, unmatched = Problems(), JsonlWriter(), Unmatched()
-
-    def bad(source: Source, exc: BadRecord) -> None:
-        why = cli_words(str(exc))
-        if source.folder is None and image_root is None and "file not found" in why:
-            why += "; items read from stdin look for images in the current folder: give --image-root DIR"
-        problems.report(source, why)
-
-    items = select(read_records(inputs, problems, parse_item), selection, unmatched, key=lambda pair: pair[1])
-    for record in prompt_records(items, lambda source: source.folder, options, bad):
-        writer.write(record)
-    for message in unmatched.messages():
+    problems = Problems()
+    unmatched = run_prompt(
+        read_records(inputs, problems, parse_item),
+        options,
+        selection,
+        JsonlWriter().write,
+        problems,
+        cli_words,
+    )
+    for message in unmatched:
         error(message)
     finish_rows(problems, skip_bad)
-    if unmatched.messages():
+    if unmatched:
         sys.exit(ending.ROWS_FAILED)
 
 
 @cli.command()
-@click.option("--n", "count", type=click.IntRange(1), default=40, show_default=True, help="Number of items.")
+@click.option(
+    "-n", "--n", "count", type=click.IntRange(1), default=40, show_default=True, help="Number of items."
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--out",
@@ -202,7 +195,7 @@ def synth(count: int, seed: int, out: Path) -> None:
 
 @cli.command("import")
 @click.argument(
-    "inputs", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    "inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
 )
 @click.option("--run", type=click.IntRange(1), help="K of a result file whose name has no run_K (1-based).")
 @click.option("--model", help="Model name recorded on imported result rows.")
@@ -216,7 +209,7 @@ def synth(count: int, seed: int, out: Path) -> None:
 def import_(
     inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
 ) -> None:
-    """Import official BabyVision files into bv records.
+    """Import official BabyVision files (or stdin) into bv records.
 
     Result files (model_results_run_K.json) become judged rows with run K-1 and the official
     verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
@@ -227,12 +220,16 @@ def import_(
       bv import model_results_run_1.json model_results_run_2.json model_results_run_3.json | bv report
       bv import model_results_run_*.json | bv judge --mode rules | bv report
       bv import data/meta_data.jsonl > data/items.jsonl
+      cat results.json | bv import --run 1 | bv report
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.data.official import import_files
+    from bv.engine.progress import stdin_notice
 
+    stdin_notice([str(path) for path in inputs], "official results or items")
     problems = Problems()
-    import_files(list(inputs), JsonlWriter(), problems, run=run, model=model, items_path=items_path)
+    paths = list(inputs) or [Path("-")]
+    import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path)
     finish_rows(problems, skip_bad)
 
 
@@ -243,6 +240,7 @@ def cache() -> None:
     \b
     Examples:
       bv cache stats
+      bv cache list --model gpt-4o -n 5
       bv cache clear --model gpt-4o
     """
 
@@ -298,6 +296,52 @@ def cache_clear(
             return
     deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
     click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
+    if cache is not None and model is not None and deleted == 0 and older_than is None:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )
+
+
+@cache.command("list")
+@CACHE
+@click.option("--model", help="Only this model's replies.")
+@click.option(
+    "-n", "--limit", type=click.IntRange(0), default=20, show_default=True, help="The newest N (0: all)."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per reply: created, backend, model, reply."
+)
+def cache_list(cache_path: Path | None, model: str | None, limit: int, as_json: bool) -> None:
+    """Browse stored replies, newest first: when (UTC), backend, model and the reply's start.
+
+    \b
+    Examples:
+      bv cache list
+      bv cache list --model gpt-4o -n 50
+      bv cache list --json -n 0 | jq -r .reply.content
+    """
+    import json
+
+    from bv.engine.cache import ReplyCache
+
+    path = cache_path or default_cache()
+    if not path.exists():
+        click.echo(f"bv cache: no cache at {path}", err=True)
+        return
+    cache = ReplyCache(path)
+    entries = cache.entries(model, limit)
+    with reader_may_leave():
+        for entry in entries:
+            if as_json:
+                click.echo(json.dumps(entry, ensure_ascii=False))
+                continue
+            content = " ".join(str(entry["reply"].get("content") or "").split())
+            start = content[:100] + ("…" if len(content) > 100 else "")
+            click.echo(printable(f"{entry['created']}  {entry['backend']}  {entry['model']}  {start}"))
+    if model is not None and not entries:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )
 
 
 # Commands that load the HTTP stack: they leave without interpreter teardown (bv.cli.ending.leave).

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from bv.core.errors import StdoutClosed
+from bv.engine.backends import BACKENDS
 
 
 class Finite(click.FloatRange):
@@ -45,22 +46,74 @@ RETRIES = click.option(
     type=click.IntRange(0, 100),
     default=5,
     show_default=True,
-    help="Retries per request on 429, 5xx, timeouts and dropped connections.",
+    help="Retries per request on 5xx, timeouts and dropped connections (429s: --rate-limit-patience).",
 )
 TIMEOUT = click.option(
     "--timeout",
     type=Finite(min=0.1),
     default=600.0,
     show_default=True,
-    help="Seconds per try of a request.",
+    help="Seconds per try of a request, all told.",
 )
+_WAITS = (
+    click.option(
+        "--rate-limit-patience",
+        type=Finite(min=0),
+        default=900.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long a request keeps retrying 429s (rate limits), from its first one, waiting as the"
+        " server asks (retry-after, x-ratelimit-reset-*); fewer requests are in flight meanwhile.",
+    ),
+    click.option(
+        "--connect-timeout",
+        type=Finite(min=0.1),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Seconds to open a connection to the endpoint.",
+    ),
+    click.option(
+        "--first-byte-timeout",
+        type=Finite(min=0.1),
+        metavar="SECONDS",
+        help="Seconds from sending a request to the first byte of its reply (without streaming, most"
+        " of the model's time). [default: --timeout]",
+    ),
+    click.option(
+        "--read-timeout",
+        type=Finite(min=0.1),
+        metavar="SECONDS",
+        help="Seconds from a reply's first byte to its last. [default: --timeout]",
+    ),
+    click.option(
+        "--stall-notice",
+        type=Finite(min=0.1),
+        default=30.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="When no reply has come for this long, the progress line says so (the endpoint, the"
+        " requests in flight).",
+    ),
+)
+
+
+def waits(command: Any) -> Any:
+    """The options of how long a request stage waits: 429 patience, the timeouts, the stall notice."""
+    for option in reversed(_WAITS):
+        command = option(command)
+    return command
+
+
 BASE_URLS = click.option(
     "--base-url",
     "base_urls",
     multiple=True,
-    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env: OPENAI_BASE_URL]",
+    help="OpenAI-compatible endpoint; repeat for replicas of one model. [env var: OPENAI_BASE_URL]",
 )
-API_KEY = click.option("--api-key", help="API key. [env: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]")
+API_KEY = click.option(
+    "--api-key", help="API key. [env var: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]"
+)
 CACHE = click.option(
     "--cache",
     "cache_path",
@@ -68,6 +121,141 @@ CACHE = click.option(
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+
+
+# The options of bv rollout and bv judge, shared with bv eval, which takes them all.
+BACKEND_NAMES = list(BACKENDS)
+BACKEND = click.option(
+    "--backend",
+    type=click.Choice(BACKEND_NAMES),
+    default="openai",
+    show_default=True,
+    envvar="BV_BACKEND",
+    show_envvar=True,
+    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
+    " or the offline chance baseline.",
+)
+MODEL = click.option(
+    "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
+)
+REPEATS = click.option(
+    "--repeats",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
+)
+MAX_TURNS = click.option(
+    "--max-turns",
+    type=click.IntRange(1, 20),
+    default=1,
+    show_default=True,
+    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
+)
+MAX_TOKENS = click.option(
+    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
+)
+TEMPERATURE = click.option(
+    "--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]"
+)
+SEED = click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
+PARAMS = click.option(
+    "-p",
+    "--param",
+    "extra_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
+    " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
+)
+MAX_PIXELS = click.option(
+    "--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels."
+)
+EXEC_CMD = click.option(
+    "--exec-cmd",
+    metavar="TEMPLATE",
+    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
+    " {system} {system_toml} (docs/backends.md).",
+)
+JUDGE_MODE = click.option(
+    "--mode",
+    type=click.Choice(["auto", "rules", "llm"]),
+    default="auto",
+    show_default=True,
+    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
+    " auto: rules, then the LLM judge for what rules cannot decide.",
+)
+JUDGE_MODEL = click.option(
+    "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
+)
+JUDGE_BASE_URL = click.option(
+    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
+)
+JUDGE_PARAM = click.option(
+    "--judge-param",
+    "judge_param_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
+    " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
+)
+JUDGE_API_KEY = click.option("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
+
+
+# The options of bv prompt, shared with bv eval.
+STYLE = click.option(
+    "--style",
+    type=click.Choice(["bv", "official"]),
+    default="bv",
+    show_default=True,
+    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
+    " no system prompt, image then text (docs/protocol.md).",
+)
+SKILL = click.option(
+    "--skill",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Markdown file put in the system prompt under '## Skill'.",
+)
+IMAGE_DETAIL = click.option(
+    "--image-detail",
+    type=click.Choice(["auto", "low", "high"]),
+    default="auto",
+    show_default=True,
+    help="The image part's 'detail' (omitted for auto).",
+)
+IDS = click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
+TYPES = click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
+SUBTYPES = click.option(
+    "--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable)."
+)
+LIMIT = click.option(
+    "-n", "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
+)
+PROMPTS_HELP = "Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them)."
+
+
+def request_params(
+    max_tokens: int | None,
+    temperature: float | None,
+    seed: int | None,
+    max_pixels: int | None,
+    extra_params: tuple[str, ...],
+) -> dict[str, Any]:
+    """The request parameters rollout records per row and keys its cache by, from its options."""
+    params: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("max_tokens", max_tokens),
+            ("temperature", temperature),
+            ("seed", seed),
+            ("max_pixels", max_pixels),
+        )
+        if v is not None
+    }
+    extra = parse_params(extra_params)
+    if extra:
+        params["extra_body"] = extra
+    return params
 
 
 def _load_templates(ctx: click.Context, param: click.Parameter, folder: Path | None) -> Any:
@@ -89,7 +277,7 @@ PROMPTS = click.option(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     callback=_load_templates,
     metavar="DIR",
-    help="Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them).",
+    help=PROMPTS_HELP,
 )
 
 

@@ -48,7 +48,7 @@ def data(
       bv data --from babyvision_data.zip --out data/babyvision
       bv prompt "$(bv data --where)/meta_data.jsonl" --sample 22 | bv rollout -m MODEL --dry-run
     """
-    from bv.data.sources import fetch, is_official, read_source
+    from bv.data.sources import fetch, is_official, read_source, source_sha256
     from bv.data.writer import default_dir, differences, write_set
 
     out = out or default_dir()
@@ -60,9 +60,7 @@ def data(
         path, origin = fetch(repo, revision)
     else:
         path, origin = source, f"file:{source.name}"
-    from bv.core.images import content_hash
-
-    provenance = {"source": origin, "source_sha256": content_hash(path)}  # the file the set was made from
+    provenance = {"source": origin, "source_sha256": source_sha256(path)}  # the file the set was made from
     summary, changed = write_set(read_source(path), out, provenance, skip_bad)
     for line in summary.lines():
         click.echo(f"bv data: {line}", err=True)
@@ -100,32 +98,47 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
 
     Official files write rows without a verdict (judge errors) as false, as bv report counts them
-    wrong, and name them on stderr with exit 1; the CSV keeps them with `hard` empty.
+    wrong, and name them on stderr with exit 1; undecided rows (no LLM judge) are written as
+    false too, and named. The CSV keeps them with `hard` empty. Reads files, or stdin.
 
     \b
     Examples:
       bv export results.jsonl --format official --out official/   # model_results_run_K.json
       bv export results.jsonl --format csv > results.csv
     """
+    import itertools
+    from collections import deque
+
     from bv.core.atomic import atomic_output
+    from bv.core.errors import Fatal
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_judged_row
     from bv.core.stats import counted
-    from bv.reporting.export import group_runs, write_csv, write_official
+    from bv.engine.progress import stdin_notice
+    from bv.reporting.export import Export, exported_rows, write_csv, write_official
 
-    problems = Problems()
-    export = group_runs(read_records(inputs, problems, check_judged_row), problems)
+    if fmt == "official" and out is None:
+        raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+    stdin_notice(inputs, "judged rows")
+    problems, export = Problems(), Export()
+    stream_rows = exported_rows(read_records(inputs, problems, check_judged_row), problems, export)
+    first = next(stream_rows, None)
+    if first is None:  # as bv report refuses it: a header alone is not an export
+        where = "stdin" if not inputs or inputs == ("-",) else ", ".join(inputs)
+        problems.finish()
+        raise Fatal(f"{where}: no judged rows (empty input, or no line could be read): nothing to export")
+    rows = itertools.chain([first], stream_rows)
     if fmt == "csv" and out is None:
         with reader_may_leave():
-            write_csv(export.rows, sys.stdout)
+            write_csv(rows, sys.stdout)
+        deque(rows, maxlen=0)  # a reader that left: the rest is still read, for the exit status
     elif fmt == "csv" and out is not None:
         with atomic_output(out, newline="") as stream:
-            write_csv(export.rows, stream)
-        click.echo(f"bv export: wrote {out} ({len(export.rows)} rows)", err=True)
+            write_csv(rows, stream)
+        click.echo(f"bv export: wrote {out} ({export.rows} rows)", err=True)
     else:
-        if out is None:
-            raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
-        for path, count in write_official(export, out):
+        assert out is not None
+        for path, count in write_official(rows, out):
             click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
         if export.unjudged:
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
@@ -134,6 +147,15 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
                 f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
                 f" {shown}{more};"
                 " re-run bv judge on them, then export again"
+            )
+        if export.undecided:
+            shown = ", ".join(f"{i}#{run}" for i, run in export.undecided[:10])
+            more = f" and {len(export.undecided) - 10} more" if len(export.undecided) > 10 else ""
+            click.echo(
+                f"bv export: {counted(len(export.undecided), 'undecided row')} (no LLM judge decided them)"
+                f" written as false, as bv report counts them: {shown}{more}; judge them with"
+                " bv judge --judge-model MODEL, then export again",
+                err=True,
             )
     finish_rows(problems, skip_bad)
     if export.unjudged and fmt == "official":
@@ -170,11 +192,19 @@ def models(
 
     from bv.cli.request_commands import checked_endpoint
     from bv.core.terminal import printable
+    from bv.engine.endpoints import NoEndpoint
     from bv.engine.models import ANY_MODEL, list_models
 
-    endpoint = checked_endpoint(
-        backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
-    )
+    try:
+        endpoint = checked_endpoint(
+            backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
+        )
+    except NoEndpoint:
+        error(
+            "no endpoint to ask: give --base-url URL (a vLLM or SGLang server, a proxy), or set"
+            " OPENAI_BASE_URL, or OPENAI_API_KEY for OpenAI's"
+        )
+        sys.exit(ROWS_FAILED)
     found = list_models(endpoint)
     with reader_may_leave():
         for model in found:

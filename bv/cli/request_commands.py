@@ -9,29 +9,41 @@ import click
 
 from bv.cli.common import (
     API_KEY,
+    BACKEND,
     BASE_URLS,
     CACHE,
+    EXEC_CMD,
     INPUTS,
     JOBS,
+    JUDGE_API_KEY,
+    JUDGE_BASE_URL,
+    JUDGE_MODE,
+    JUDGE_MODEL,
+    JUDGE_PARAM,
+    MAX_PIXELS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MODEL,
     NO_CACHE,
+    PARAMS,
     PROMPTS,
     QUIET,
+    REPEATS,
     RETRIES,
+    SEED,
     SETTING_NAMES,
     SKIP_BAD,
+    TEMPERATURE,
     TIMEOUT,
-    Finite,
     cli_words,
     default_cache,
     parse_params,
     parse_shard,
+    waits,
 )
 from bv.cli.ending import finish
 from bv.core.outcome import Outcome
 from bv.core.terminal import printable
-from bv.engine.backends import BACKENDS
-
-BACKEND_NAMES = list(BACKENDS)
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
@@ -44,21 +56,13 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     except BadConfig as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Fatal as exc:
-        raise Fatal(cli_words(str(exc))) from None
+        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
 
 
 @click.command()
 @INPUTS
-@click.option(
-    "--backend",
-    type=click.Choice(BACKEND_NAMES),
-    default="openai",
-    show_default=True,
-    envvar="BV_BACKEND",
-    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
-    " or the offline chance baseline.",
-)
-@click.option("-m", "--model", envvar="BV_MODEL", help="Model name (Azure: the deployment). [env: BV_MODEL]")
+@BACKEND
+@MODEL
 @BASE_URLS
 @API_KEY
 @JOBS
@@ -68,51 +72,26 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     metavar="K/N",
     help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines.",
 )
-@click.option(
-    "--repeats",
-    type=click.IntRange(1, 1000),
-    default=1,
-    show_default=True,
-    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
-)
-@click.option(
-    "--max-turns",
-    type=click.IntRange(1, 20),
-    default=1,
-    show_default=True,
-    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
-)
+@REPEATS
+@MAX_TURNS
 @PROMPTS
-@click.option(
-    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
-)
-@click.option("--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]")
-@click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
-@click.option(
-    "-p",
-    "--param",
-    "extra_params",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
-    " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
-)
+@MAX_TOKENS
+@TEMPERATURE
+@SEED
+@PARAMS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
-@click.option("--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels.")
+@MAX_PIXELS
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False, path_type=Path),
     help="Write each row's system prompt, user prompt and conversation.json (every message of every"
     " turn) under DIR/<run>/<id>/.",
 )
-@click.option(
-    "--exec-cmd",
-    metavar="TEMPLATE",
-    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}.",
-)
+@EXEC_CMD
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -138,6 +117,11 @@ def rollout(
     extra_params: tuple[str, ...],
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     max_pixels: int | None,
@@ -242,36 +226,21 @@ def checked(config_type: Any, settings: dict[str, Any]) -> Any:
     except BadConfig as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Fatal as exc:
-        raise Fatal(cli_words(str(exc))) from None
+        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
 
 
 @click.command()
 @INPUTS
-@click.option(
-    "--mode",
-    type=click.Choice(["auto", "rules", "llm"]),
-    default="auto",
-    show_default=True,
-    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
-    " auto: rules, then the LLM judge for what rules cannot decide.",
-)
-@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
-@click.option(
-    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
-)
-@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
-@click.option(
-    "--judge-param",
-    "judge_param_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
-    " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
-)
+@JUDGE_MODE
+@JUDGE_MODEL
+@JUDGE_BASE_URL
+@JUDGE_API_KEY
+@JUDGE_PARAM
 @PROMPTS
 @JOBS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @QUIET
@@ -287,6 +256,11 @@ def judge(
     jobs: int,
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     quiet: bool,
@@ -309,12 +283,8 @@ def judge(
 
     config = judge_config(click.get_current_context())
     problems = Problems()
-    if config.mode == "auto" and config.endpoint is None and not quiet:
-        click.echo(
-            "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
-            " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only",
-            err=True,
-        )
+    if config.no_judge_notice and not quiet:
+        click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
     stdin_notice(inputs, "rollout rows", quiet)
     # The total is for the progress display only: --quiet shows none, so the input is not read twice.
     total = None if quiet else input_lines(inputs)

@@ -14,7 +14,7 @@ from bv.cli.ending import finish_rows
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -24,7 +24,7 @@ from bv.cli.ending import finish_rows
 @click.option("--sort", is_flag=True, help="Order rows by (id, run).")
 @SKIP_BAD
 def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bool) -> None:
-    """Combine runs and shards: one row per (id, run), a later file winning.
+    """Combine runs and shards: one row per (id, run), a later file winning (files, or stdin).
 
     With -o, any input error (a missing file, or a bad line without --skip-bad) leaves the
     output file as it was: a partial merge never replaces a good file.
@@ -69,6 +69,12 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     show_default=True,
 )
 @click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report (in --format) here, atomically, instead of stdout.",
+)
+@click.option(
     "--html",
     "html_path",
     type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
@@ -100,40 +106,79 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
 )
 @click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
+@click.option(
+    "--baseline", metavar="NAME", help="Compare every other input with this one. [default: the first]"
+)
+@click.option(
+    "--adjust",
+    type=click.Choice(["holm", "bh"]),
+    default="holm",
+    show_default=True,
+    help="Adjust the p-values of the groups (and of several comparisons): Holm or Benjamini-Hochberg.",
+)
+@click.option(
+    "--cluster",
+    type=click.Choice(["type", "subtype"]),
+    help="Cluster the standard errors by this field (items of one subtype are not independent).",
+)
+@click.option(
+    "--power",
+    is_flag=True,
+    help="Say the smallest difference these items and runs detect (80% power, alpha 0.05), and the"
+    " items or runs per item a difference of 2, 3 or 5 points needs.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when runs cover different items, inputs have different rows, or inputs differ"
+    " in more than the one thing compared (for CI).",
+)
 @SKIP_BAD
 def report(
     inputs: tuple[str, ...],
     fmt: str,
+    output: Path | None,
     html_path: Path | None,
     fail_under: float | None,
     by: tuple[str, ...],
     exclude_failed: bool,
     image_root: Path | None,
     allow_any_path: bool,
+    baseline: str | None,
+    adjust: str,
+    cluster: str | None,
+    power: bool,
+    strict: bool,
     skip_bad: bool,
 ) -> None:
     """Accuracy overall, by type and by subtype; several inputs side by side.
 
     The accuracy counts every row: rollout errors, judge errors and undecided rows are not
     correct (each is also counted in its own column, and a warning says how to fix them).
-    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std; one run a Wilson
-    95% interval. With two inputs, the rows both have are paired by (id, run): how many
-    improved and regressed, and an exact McNemar test. An empty input, rows that are not
+    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std (the run-to-run
+    spread); the 95% interval [ ] is over items, each item's score its mean over its runs.
+    Inputs are compared per item with the first (or --baseline): the mean difference with its
+    95% interval, items improved and regressed, and a test valid with repeats (exact McNemar
+    with one run, else an exact permutation test), by type and subtype with adjusted p-values;
+    one line says whether it is better and by how much. An empty input, rows that are not
     judged rows, a repeated (id, run) or several models in one input are errors (exit 1).
-    Exits 1 too when rows failed or input lines were bad.
+    Exits 1 too when rows failed or input lines were bad (and with --strict, when the report
+    is incomplete). docs/reports.md states the method of every number.
 
     \b
     Examples:
       bv report results.jsonl
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
+      bv report base=a.jsonl v2=b.jsonl v3=c.jsonl --baseline base --power
       bv report all-models.jsonl --by model
-      bv report results.jsonl --html report.html --fail-under 0.30
+      bv report results.jsonl --html report.html --fail-under 0.30 --strict
+      bv report results.jsonl --format markdown -o report.md
     """
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.engine.progress import stdin_notice
     from bv.reporting.render import comparison_of, render_as, summaries_of
-    from bv.reporting.report import Input, below, build_report, input_names, warnings
+    from bv.reporting.report import CompareOptions, Input, below, build_report, input_names, notices, warnings
 
     stdin_notice(inputs, "judged rows")
     problems = Problems()
@@ -145,11 +190,18 @@ def report(
             by=tuple(dict.fromkeys(by)),
             exclude_failed=exclude_failed,
             keep_rows=bool(html_path),
+            options=CompareOptions(baseline=baseline, adjust=adjust, cluster=cluster, power=power),
         )
         summaries = summaries_of(built)
         page_to_stdout = html_path is not None and str(html_path) == "-"
+        if output is not None:
+            from bv.core.atomic import atomic_output
+
+            with atomic_output(output, newline="" if fmt == "csv" else None) as stream:
+                render_as(fmt, built, stream)
+            click.echo(f"bv report: wrote {output}", err=True)
         with reader_may_leave():
-            if not page_to_stdout:  # stdout carries one thing: the page, or the report
+            if not page_to_stdout and output is None:  # stdout carries one thing: the page, or the report
                 render_as(fmt, built, sys.stdout)
         if html_path is not None:
             from bv.reporting.html_page import write_html
@@ -181,9 +233,18 @@ def report(
             source.close()
     for line in warnings(summaries):
         click.echo(printable(f"bv report: warning: {line}"), err=True)
+    incomplete = notices(built, tuple(by))
+    for line in incomplete:
+        click.echo(printable(f"bv report: {'error' if strict else 'warning'}: {line}"), err=True)
     finish_rows(problems, skip_bad)
     failing = below(summaries, fail_under) if fail_under is not None else []
     for line in failing:
         click.echo(printable(f"bv report: {line}"), err=True)
-    if failing or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries):
+    if strict and incomplete:
+        click.echo("bv report: --strict: the report is incomplete or mixed (above); exit 1", err=True)
+    if (
+        failing
+        or (strict and incomplete)
+        or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
+    ):
         sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result

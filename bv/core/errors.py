@@ -44,8 +44,25 @@ class Transient(BVError):
         self.retry_after = retry_after
 
 
+class RateLimited(Transient):
+    """A 429: retried for as long as the run's rate-limit patience lasts, with fewer in flight."""
+
+
+class NoReply(Transient):
+    """Nothing came back: a timeout, or a connection refused or dropped before any answer."""
+
+
 class ItemFailure(BVError):
     """This item cannot succeed (a 400, an unreadable image, retries used up); others still can."""
+
+
+class Refused(ItemFailure):
+    """The endpoint or agent itself refused this request (a 4xx, an agent's failure): the same
+    refusal on a stage's first requests stops the stage (bv.engine.caller). `fix` says what to change."""
+
+    def __init__(self, reason: str, fix: str = "") -> None:
+        super().__init__(reason)
+        self.fix = fix
 
 
 class Fatal(BVError):

@@ -7,10 +7,39 @@ The official BabyVision `meta_data.jsonl` (`taskId`, `ansType`, `options`, `choi
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 from bv.core.errors import BadRecord
 from bv.core.records import ANS_TYPES, LABELS, Item, check_schema
+
+
+def id_text(value: Any, key: str = "taskId") -> str:
+    """An item id as bv keeps it, a string: a string as it is, an integer in its digits, a float
+    only when it is a whole number (`1.0` is id `1`, so `--ids 1` finds it); BadRecord for the
+    rest (NaN, 1.5, a list, null, empty). Two ids that differ as text stay apart (`0445`, `445`)."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if value is None or value == "":
+        raise BadRecord(f"missing or empty {key!r}")
+    raise BadRecord(f"{key!r} must be a string or a whole number, not {value!r}")
+
+
+def answer_text(value: Any) -> str | None:
+    """A gold answer as text: numbers in their plain spelling (`4.0` is `4`); None for what
+    is no answer (null, blank, NaN or infinity, which a data frame writes for a missing cell)."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    text = str(value)
+    return text if text.strip() else None
 
 
 def _text(obj: dict[str, Any], key: str, *, required: bool = True) -> str | None:
@@ -29,7 +58,7 @@ def _text(obj: dict[str, Any], key: str, *, required: bool = True) -> str | None
 def _answers(value: Any, key: str) -> list[str]:
     """Accepted blank answers as a non-empty list of strings."""
     values = value if isinstance(value, list) else [value]
-    answers = [str(v) for v in values if v is not None and str(v).strip()]
+    answers = [text for v in values if (text := answer_text(v)) is not None]
     if not answers:
         raise BadRecord(f"no gold answer ({key!r} is empty)")
     return answers
@@ -116,7 +145,7 @@ def parse_item(obj: Any) -> Item:
     if ans_type not in ANS_TYPES:
         raise BadRecord(f"unknown answer type {ans_type!r} ({form['ans_type']} must be 'choice' or 'blank')")
     item: dict[str, Any] = {
-        "id": _text(obj, form["id"]),
+        "id": id_text(obj.get(form["id"]), form["id"]),
         "question": _text(obj, "question"),
         "ans_type": ans_type,
     }

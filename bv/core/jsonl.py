@@ -11,11 +11,12 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import orjson
 
@@ -46,6 +47,7 @@ class Source:
 
 SHOWN_ALIKE = 3  # messages of one kind shown before the rest are only counted
 _NUMBERS = re.compile(r"\d+")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")  # a name in a message: the same cause
 
 
 @dataclass
@@ -74,7 +76,7 @@ class Problems:
         self.stream.flush()
 
     def _say(self, where: Source | str, text: str) -> None:
-        kind = _NUMBERS.sub("#", text) if len(self._alike) < 1000 else "other"
+        kind = _NUMBERS.sub("#", _QUOTED.sub("'…'", text)) if len(self._alike) < 1000 else "other"
         seen = self._alike.setdefault(kind, [0, text])
         seen[0] += 1
         if seen[0] <= SHOWN_ALIKE:
@@ -382,8 +384,9 @@ def fitting_bytes(record: Mapping[str, Any]) -> bytes:
 
 class JsonlWriter:
     """Writes one JSON object per line and flushes it, so a crash never loses a finished row.
-    Every line it writes is one `read_json_lines` accepts (see `fitting_bytes`). Lines go to
-    the stream's bytes layer when it has one (stdout, a file), as orjson makes them."""
+    Every line it writes is one `read_json_lines` accepts (see `fitting_bytes`), and goes out in
+    one `write` (see `WholeWrites`), so the lines of several writers into one pipe or file never
+    interleave. Lines go to the stream's bytes layer when it has one (stdout, a file)."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         import jsonlines  # imported here: only stages that write JSONL pay for it
@@ -392,9 +395,13 @@ class JsonlWriter:
         binary = getattr(self._stream, "buffer", None)
         if binary is not None:
             self._stream.flush()  # anything written as text before goes first
-            self._writer = jsonlines.Writer(binary, flush=True, dumps=fitting_bytes)
+            self._writer = jsonlines.Writer(
+                cast(IO[bytes], WholeWrites(binary, binary=True)), flush=True, dumps=fitting_bytes
+            )
         else:  # a text-only stream (io.StringIO)
-            self._writer = jsonlines.Writer(self._stream, flush=True, dumps=fitting_line)
+            self._writer = jsonlines.Writer(
+                cast(IO[str], WholeWrites(self._stream, binary=False)), flush=True, dumps=fitting_line
+            )
 
     def write(self, record: Mapping[str, Any]) -> None:
         try:
@@ -405,6 +412,64 @@ class JsonlWriter:
             if self._stream is sys.stdout:
                 silence_stdout()  # or the interpreter retries the flush at exit and prints a traceback
             raise Fatal(f"cannot write the output: {exc.strerror or exc}") from None
+
+
+class WholeWrites:
+    """A stream that holds what is written until `flush`, then sends it in one `write` (a row is
+    never its text and then its newline: another writer's line could land between them). Into a
+    pipe, POSIX keeps only writes of up to PIPE_BUF (4096) bytes whole, and a longer one waits
+    for room with the pipe open to others' writes, so every write into a pipe is made under an
+    exclusive record lock on it (`fcntl.lockf`), which every bv writer into that pipe takes too.
+    Files keep each write whole (Linux holds the file's lock for a write)."""
+
+    def __init__(self, stream: IO[Any], binary: bool) -> None:
+        self._stream = stream
+        self._empty: Any = b"" if binary else ""
+        self._pending: list[Any] = []
+        self._fd = pipe_fd(stream)
+
+    def write(self, data: Any) -> int:
+        if type(data) is not type(self._empty):  # as a real stream refuses it (jsonlines asks)
+            raise TypeError(f"expected {type(self._empty).__name__}, got {type(data).__name__}")
+        self._pending.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        data = self._empty.join(self._pending)
+        self._pending.clear()
+        if not data:
+            return
+        write_whole(self._stream, data, self._fd)
+
+
+def pipe_fd(stream: IO[Any]) -> int | None:
+    """The stream's file descriptor when it is a pipe or FIFO (where writes take the lock)."""
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError):  # io.BytesIO and friends have no descriptor
+        return None
+
+
+def write_whole(stream: IO[Any], data: Any, pipe_fd: int | None = None) -> None:
+    """Write whole lines in one `write` and flush them; under the pipe's lock when `pipe_fd` is
+    a pipe (see `WholeWrites`)."""
+    if pipe_fd is None:
+        stream.write(data)
+        stream.flush()
+        return
+    import fcntl
+
+    try:
+        fcntl.lockf(pipe_fd, fcntl.LOCK_EX)
+    except OSError:  # a pipe that takes no locks: one write is still the best there is
+        pipe_fd = None
+    try:
+        stream.write(data)
+        stream.flush()
+    finally:
+        if pipe_fd is not None:
+            fcntl.lockf(pipe_fd, fcntl.LOCK_UN)
 
 
 def silence_stdout() -> None:

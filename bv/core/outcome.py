@@ -128,3 +128,79 @@ class Outcome:
     @property
     def interrupted(self) -> bool:
         return self.signal is not None
+
+
+OK = 0
+ROWS_FAILED = 1  # some rows failed, or the stage stopped on an error it names
+
+
+def status_for(signum: int) -> int:
+    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + signum
+
+
+def exit_status(outcome: Outcome, skip_bad: bool = False) -> int:
+    """The status a stage exits with (the table in the module docstring)."""
+    if outcome.stdout_closed:
+        return OK
+    if outcome.signal is not None:
+        return status_for(outcome.signal)
+    if outcome.fatal or outcome.failed or outcome.carried or outcome.broken_rows or outcome.missing_files:
+        return ROWS_FAILED
+    return ROWS_FAILED if outcome.bad_lines and not skip_bad else OK
+
+
+def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
+    """The closing line when not everything succeeded: what failed and how to resume; else None."""
+    facts = []
+    if outcome.failed:
+        facts.append(f"{outcome.failed} of {plural(outcome.rows, 'row')} {outcome.failed_what}")
+    if outcome.carried:
+        facts.append(
+            f"{plural(outcome.carried, 'row')} came in with a rollout error (re-run bv rollout for them)"
+        )
+    if outcome.broken_rows:
+        facts.append(f"{plural(outcome.broken_rows, 'row')} left out on an internal error")
+    if outcome.bad_lines:
+        facts.append(plural(outcome.bad_lines, "bad input line") + (" skipped" if skip_bad else ""))
+    if outcome.missing_files:
+        facts.append(f"{plural(outcome.missing_files, 'input file')} could not be read")
+    if outcome.signal is not None:
+        head = f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
+        facts.insert(0, f"{head} after {plural(outcome.rows, 'row')}")
+    elif outcome.fatal and outcome.rows:
+        facts.insert(0, f"stopped after {plural(outcome.rows, 'row')}")
+    if not facts:
+        return None
+    text = "; ".join(facts)
+    if outcome.signal is not None or outcome.fatal or outcome.failed or outcome.broken_rows:
+        what = "re-run the same command to retry only the failed rows"
+        if outcome.signal is not None:
+            what = "re-run the same command to finish"
+        elif outcome.fatal:
+            what = "once the error above is fixed, re-run the same command"
+        text += f"; {what}"
+        if outcome.cached is not None:
+            text += f": {outcome.cached} {'row is' if outcome.cached == 1 else 'rows are'} cached"
+    return text
+
+
+def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
+    """Say how the stage ended (on stderr, on a fresh line) and return its exit status.
+    `problems` (a bv.core.jsonl.Problems) gives the bad input lines and unreadable files."""
+    if problems is not None:
+        problems.finish()  # the counts of messages held back
+        outcome.bad_lines, outcome.missing_files = problems.count, problems.files
+    if outcome.stdout_closed:
+        from bv.core.jsonl import silence_stdout
+
+        silence_stdout()
+        return OK
+    if outcome.fatal:
+        from bv.core.redaction import redact
+
+        say(f"error: {redact(outcome.fatal)}")
+    line = summary(outcome, skip_bad)
+    if line:
+        say(line)
+    return exit_status(outcome, skip_bad)

@@ -1,10 +1,13 @@
 """Rule-based judging: decide what rules can decide for sure, and say "undecided" otherwise.
 
 Choice items are decided when the answer is a label in a common form (`B`, `(B)`, `B.`,
-`Option B`, lower case) or an option's exact text. Blank items are decided when the answer
+`Option B`, lower case), an option's exact text, or an option's label leading other text
+(`B. because …`: the label decides, so text after it never reaches an LLM judge; only another
+option's exact text after it is left undecided). Blank items are decided when the answer
 equals an accepted gold after normalising case, spaces, brackets and trailing punctuation,
-when both are numbers, or when both are number tuples of the same shape (coordinates):
-then different values are decided wrong. Everything else is left to the LLM judge.
+when both are numbers, or when both are number tuples of the same shape (coordinates),
+compared exactly (as decimals): then different values are decided wrong. Everything else is
+left to the LLM judge.
 docs/judging.md lists every rule with examples; bump RULES_VERSION when one changes.
 """
 
@@ -14,16 +17,21 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from bv.core.records import Choice, RolloutRow
 
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 # A label alone: B  (B)  B.  B)  b  Option B  option (b)  Answer: B  (labels need not be letters)
 _LABEL_FORM = re.compile(
     r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：]+)\)?[.):]?$", re.IGNORECASE
 )
-_LABEL_WITH_TEXT = re.compile(r"^\(?([^\s().:]+)\)?[.):]\s+(.+)$", re.DOTALL)  # B. red circle
+# A label leading other text: B. red circle  (B) it is blue  Option B: the blue one  B - blue
+_LABEL_WITH_TEXT = re.compile(
+    r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：,]+)\)?(?:[.):：,]|\s[-–—])\s+(.+)$",
+    re.DOTALL | re.IGNORECASE,
+)
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -77,11 +85,12 @@ def _bracket_pairs(text: str) -> dict[int, int]:
     return pairs
 
 
-def _numbers(text: str) -> tuple[float, ...] | None:
-    """A normalised answer as a tuple of numbers (`4,7` -> (4.0, 7.0)), or None if it is not one."""
+def _numbers(text: str) -> tuple[Decimal, ...] | None:
+    """A normalised answer as a tuple of exact numbers (`4,7` -> (4, 7)), or None if it is not
+    one: decimals, so `5.0` equals `5` and 400 ones never equal 400 twos (as floats they did)."""
     if not _TUPLE.match(text):
         return None
-    return tuple(float(n) for n in text.split(","))
+    return tuple(Decimal(n) for n in text.split(","))
 
 
 def judge_blank(answer: str, golds: list[str]) -> Verdict:
@@ -120,10 +129,14 @@ def _label_of(answer: str, choices: Sequence[Choice]) -> tuple[str | None, str]:
     match = _LABEL_WITH_TEXT.match(text)
     if match:
         label = labels.get(match.group(1).upper())
-        option = next((c for c in choices if c["label"] == label), None)
-        if option is not None and normalise(option["text"]) == normalise(match.group(2)):
+        if label is None:
+            return None, f"{match.group(1)!r} before the text is not an option's label"
+        after = normalise(match.group(2))
+        if normalise(next(c["text"] for c in choices if c["label"] == label)) == after:
             return label, "label and its text"
-        return None, f"label {match.group(1)!r} with text that is not that option's"
+        if any(normalise(c["text"]) == after for c in choices):
+            return None, f"label {label!r} with another option's text"
+        return label, "leading label (the text after it is not read)"
     return None, "neither a label nor an option's text"
 
 

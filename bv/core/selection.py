@@ -9,6 +9,7 @@ set of items, never on their order in the file: each item is ranked by a hash of
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -106,13 +107,28 @@ class Unmatched:
     ids: list[str] = field(default_factory=list)
     types: list[str] = field(default_factory=list)
     subtypes: list[str] = field(default_factory=list)
+    known: dict[str, dict[str, str]] = field(default_factory=dict)  # types, subtypes: folded -> as written
 
     def messages(self) -> list[str]:
         out = []
-        for name, values in (("--ids", self.ids), ("--type", self.types), ("--subtype", self.subtypes)):
+        for name, key, values in (
+            ("--ids", "ids", self.ids),
+            ("--type", "types", self.types),
+            ("--subtype", "subtypes", self.subtypes),
+        ):
             if values:
-                out.append(f"{name}: no item matches {', '.join(repr(v) for v in values)}")
+                out.append(
+                    f"{name}: no item matches {', '.join(repr(v) for v in values)}{self._hint(key, values)}"
+                )
         return out
+
+    def _hint(self, key: str, values: list[str]) -> str:
+        """` (did you mean 'Visual Tracking'?)` for a near miss of a name the input has."""
+        known = self.known.get(key, {})
+        close = [m for v in values for m in difflib.get_close_matches(_fold(v), list(known), n=1, cutoff=0.6)]
+        if not close:
+            return ""
+        return " (did you mean " + " or ".join(repr(known[m]) for m in dict.fromkeys(close)) + "?)"
 
 
 def select(
@@ -123,13 +139,14 @@ def select(
 ) -> Iterator[T]:
     """The entries (items, or anything `key` maps to an item) the selection keeps, lazily when it
     can be (without --sample); `unmatched` is filled once the input is read to its end."""
-    seen: dict[str, set[str]] = {"ids": set(), "types": set(), "subtypes": set()}
+    seen: dict[str, dict[str, str]] = {"ids": {}, "types": {}, "subtypes": {}}  # folded -> as written
 
     def note(entry: T) -> bool:
         item = key(entry)
-        seen["ids"].add(str(item["id"]))
-        seen["types"].add(_fold(item.get("type", "")))
-        seen["subtypes"].add(_fold(item.get("subtype", "")))
+        seen["ids"].setdefault(str(item["id"]), str(item["id"]))
+        for name, field_name in (("types", "type"), ("subtypes", "subtype")):
+            value = item.get(field_name, "")
+            seen[name].setdefault(_fold(value), str(value))
         return matches(item, selection)
 
     kept: Iterable[T] = (entry for entry in entries if note(entry))
@@ -142,3 +159,4 @@ def select(
         unmatched.ids = [i for i in selection.ids if i not in seen["ids"]]
         unmatched.types = [t for t in selection.types if _fold(t) not in seen["types"]]
         unmatched.subtypes = [s for s in selection.subtypes if _fold(s) not in seen["subtypes"]]
+        unmatched.known = {"types": seen["types"], "subtypes": seen["subtypes"]}

@@ -223,6 +223,29 @@ class PairedComparison:
     var_diff: float = float("nan")  # sample variance of the per-item differences
 
 
+def newcombe_paired(mean_a: float, mean_b: float, n: float, correlation: float | None) -> tuple[float, float]:
+    """Newcombe's score interval (1998, method 10) for the paired difference mean_b - mean_a:
+    the two Wilson intervals combined through the correlation of the pairs. Sound near 0 and 1
+    and when no item moved, where the normal interval collapses to a point."""
+    low_a, high_a = wilson(mean_a * n, n)
+    low_b, high_b = wilson(mean_b * n, n)
+    phi = correlation or 0.0
+    down = math.sqrt(
+        max(
+            0.0,
+            (mean_b - low_b) ** 2 - 2 * phi * (mean_b - low_b) * (high_a - mean_a) + (high_a - mean_a) ** 2,
+        )
+    )
+    up = math.sqrt(
+        max(
+            0.0,
+            (high_b - mean_b) ** 2 - 2 * phi * (high_b - mean_b) * (mean_a - low_a) + (mean_a - low_a) ** 2,
+        )
+    )
+    diff = mean_b - mean_a
+    return (max(-1.0, diff - down), min(1.0, diff + up))
+
+
 def _run_counts(runs: Sequence[float]) -> tuple[int, int] | None:
     """(right, runs) when every score is 0 or 1, else None."""
     right = 0
@@ -242,7 +265,8 @@ def paired_comparison(
 ) -> PairedComparison:
     """Compare b with a per item: `a` and `b` map item id -> that item's per-run scores.
 
-    The interval is diff +- 1.96 SE with SE = sd(d)/sqrt(n) over per-item differences d. The
+    The interval is diff +- 1.96 SE with SE = sd(d)/sqrt(n) over per-item differences d; with one
+    run per item, or SE 0, Newcombe's paired score interval (`newcombe_paired`). The
     test: exact McNemar when every item has one run on each side; otherwise the exact paired
     permutation (sign-flip) test of the per-item differences, or with non-0/1 scores or too wide
     a range of sums, that test by 20,000 seeded random sign flips. "greater" tests b > a."""
@@ -259,7 +283,12 @@ def paired_comparison(
     diff = mean(diffs)
     var = sample_variance(diffs)
     se = math.sqrt(var / n) if n > 1 else float("nan")
-    ci = (max(-1.0, diff - Z95 * se), min(1.0, diff + Z95 * se)) if n > 1 else (float("nan"), float("nan"))
+    correlation = pearson(xs, ys)
+    one_run = all(len(a[item]) == 1 and len(b[item]) == 1 for item in common)
+    if one_run or not se > 0:  # one run per item, or every item moved alike (nan below 2 items)
+        ci = newcombe_paired(mean(xs), mean(ys), n, correlation)
+    else:
+        ci = (max(-1.0, diff - Z95 * se), min(1.0, diff + Z95 * se))
     p, method = _paired_test(common, a, b, diffs, improved, regressed, alternative)
     return PairedComparison(
         n_items=n,
@@ -272,7 +301,7 @@ def paired_comparison(
         improved=improved,
         regressed=regressed,
         unchanged=n - improved - regressed,
-        correlation=pearson(xs, ys),
+        correlation=correlation,
         se=se,
         var_diff=var,
     )
@@ -294,7 +323,7 @@ def _paired_test(
     if len(binary) == len(counts):
         if all(x[1] == y[1] == 1 for x, y in binary):
             p = mcnemar_exact(improved, regressed, alternative)
-            return p, f"exact McNemar test (one run per item){side}"
+            return p, f"exact McNemar test, one run per item{side}"
         scale = math.lcm(*{k for x, y in binary for k in (x[1], y[1])})
         steps = [y[0] * (scale // y[1]) - x[0] * (scale // x[1]) for x, y in binary]
         nonzero = sum(1 for s in steps if s)
@@ -335,87 +364,6 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 
 ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
 ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
-
-
-@dataclass(frozen=True)
-class PowerPlan:
-    """What a paired comparison on these items can detect (Miller, section 5).
-
-    Var(d) at K runs per item splits into the items' true differences plus run-to-run noise:
-    Var(d; K) = between + noise_per_run / K. n ~ (z_{a/2} + z_b)^2 Var(d) / delta^2."""
-
-    n_items: int
-    runs: float  # runs per item in the data (mean over items and sides)
-    var_diff: float  # Var(d) at the runs in the data
-    noise_per_run: float  # the run-to-run part of Var(d) at one run per item (0 when unknown)
-    alpha: float = 0.05
-    power: float = 0.8
-
-    @property
-    def z(self) -> float:
-        dist = NormalDist()
-        return dist.inv_cdf(1 - self.alpha / 2) + dist.inv_cdf(self.power)
-
-    @property
-    def between(self) -> float:
-        return max(0.0, self.var_diff - self.noise_per_run / self.runs)
-
-    def var_at(self, runs: float) -> float:
-        return self.between + self.noise_per_run / runs
-
-    @property
-    def mde(self) -> float:
-        """The smallest difference detected with this power at these items and runs."""
-        return self.z * math.sqrt(self.var_diff / self.n_items) if self.n_items else float("nan")
-
-    def items_for(self, delta: float, runs: float | None = None) -> int:
-        """Items needed to detect `delta` at `runs` per item (the data's by default)."""
-        return math.ceil(self.z**2 * self.var_at(runs or self.runs) / delta**2)
-
-    def runs_for(self, delta: float) -> int | None:
-        """Runs per item needed on these items to detect `delta`; None when no number suffices."""
-        room = delta**2 * self.n_items / self.z**2 - self.between
-        if self.noise_per_run <= 0 or room <= 0:
-            return None if self.var_at(self.runs) * self.z**2 / delta**2 > self.n_items else 1
-        return max(1, math.ceil(self.noise_per_run / room))
-
-
-def _noise(sides: Sequence[Sequence[float]]) -> float:
-    """One run's sampling variance within an item (unbiased), averaged over the items run more
-    than once; 0 when none is (then it cannot be told from the items' own spread)."""
-    repeated = [sample_variance(runs) for runs in sides if len(runs) > 1]
-    return mean(repeated) if repeated else 0.0
-
-
-def paired_power(
-    a: Mapping[str, Sequence[float]],
-    b: Mapping[str, Sequence[float]],
-    *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-) -> PowerPlan:
-    """The power plan of comparing b with a, from the data: Var(d) and its run-to-run part."""
-    common = [item for item in a if item in b and a[item] and b[item]]
-    diffs = [mean(b[item]) - mean(a[item]) for item in common]
-    runs = mean([(len(a[item]) + len(b[item])) / 2 for item in common]) if common else 1.0
-    noise = _noise([a[item] for item in common]) + _noise([b[item] for item in common])
-    var = sample_variance(diffs) if len(diffs) > 1 else float("nan")
-    return PowerPlan(len(common), runs, var, noise, alpha, power)
-
-
-def single_power(
-    scores: Mapping[str, Sequence[float]], *, alpha: float = 0.05, power: float = 0.8
-) -> PowerPlan:
-    """The power plan for comparing an input with a like one when no pair is at hand.
-
-    Without the second input the correlation is unknown; Var(d) = 2 Var(item score) assumes none
-    (the conservative end: paired inputs usually correlate, which shrinks Var(d))."""
-    runs_of = [runs for runs in scores.values() if runs]
-    values = [mean(runs) for runs in runs_of]
-    var = 2 * sample_variance(values) if len(values) > 1 else float("nan")
-    noise = 2 * _noise(runs_of)
-    runs = mean([len(r) for r in runs_of]) if runs_of else 1.0
-    return PowerPlan(len(values), runs, var, noise, alpha, power)
 
 
 def human_count(n: int) -> str:

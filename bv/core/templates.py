@@ -10,7 +10,9 @@ and SHA-256 (of the file's bytes, as `sha256sum` prints it), as they record the 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -31,6 +33,7 @@ STAGE_TEMPLATES = {
     "prompt": STYLE_TEMPLATES["bv"] + STYLE_TEMPLATES["official"],
     "rollout": ("refine",),  # the refinement turn
     "judge": ("judge",),  # the LLM judge
+    "optimize": ("reflect",),  # the optimizer's reflection on a minibatch (bv optimize)
 }
 
 
@@ -111,7 +114,7 @@ class Templates:
             if path.name.startswith("."):
                 continue
             name = path.name[:-3] if path.name.endswith(".md") else None
-            if name not in known or not path.is_file():
+            if name not in known or path.is_dir():
                 raise TemplateError(
                     f"{_shown(path)}: not one of bv's templates ({', '.join(n + '.md' for n in known)});"
                     " `bv templates` lists them"
@@ -145,19 +148,47 @@ class Templates:
 
 
 def _read(path: Path) -> str:
+    return read_text_file(path, MAX_TEMPLATE_BYTES, "a template")
+
+
+def read_text_file(path: Path, limit: int, what: str) -> str:
+    """A text file a person wrote (a template, a skill): a regular file of at most `limit` bytes
+    of UTF-8, checked on the open file (opened without blocking: a FIFO or /dev/zero is refused
+    at once, never waited on or read until memory runs out); TemplateError saying what is wrong."""
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_TEMPLATE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise TemplateError(f"{_shown(path)}: {exc.strerror or exc}") from None
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise TemplateError(f"{_shown(path)}: over {MAX_TEMPLATE_BYTES // 1024} KiB; is it a template?")
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TemplateError(f"{_shown(path)}: not a regular file (a FIFO or a device cannot be {what})")
+        if info.st_size > limit:
+            raise TemplateError(
+                f"{_shown(path)}: {info.st_size} bytes, over {limit // 1024} KiB; is it {what}?"
+            )
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise TemplateError(f"{_shown(path)}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise TemplateError(f"{_shown(path)}: over {limit // 1024} KiB; is it {what}?")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise TemplateError(f"{_shown(path)}: not UTF-8 text") from None
 
 
+def fenced(text: str) -> str:
+    """Text as a Markdown code block it cannot close or leave: fenced by more backticks than its
+    longest run of them (at least three), so data pasted into a prompt (a model's answer) cannot
+    open a section of its own. One pass over the text."""
+    longest = max(map(len, _BACKTICKS.findall(text)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return f"{mark}\n{text}\n{mark}"
+
+
+_BACKTICKS = re.compile(r"`+")
 BV_TEMPLATES = Templates()
 
 

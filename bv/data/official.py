@@ -11,17 +11,54 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadRecord
 from bv.core.images import resolve_image
-from bv.core.items import parse_item
+from bv.core.items import id_text, parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
+# Every field an official result may hold, and the JSON types it may have (None: null allowed).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "Question": (str,),
+    "ModelResult": (str,),
+    "GroundTruth": (str,),
+    "LLMJudgeResult": (bool,),
+    "ExtractedAnswer": (str, type(None)),
+    "ModelReasoning": (list, str, type(None)),
+    "Type": (str,),
+    "Subtype": (str,),
+}
+_JSON_NAMES = {str: "a string", bool: "true or false", list: "a list", type(None): "null", int: "an integer"}
+
+
+def _checked_fields(record: dict[str, Any]) -> str:
+    """The record's id, every official field it has checked for its type; BadRecord naming the
+    field and the value's type otherwise."""
+    try:
+        item_id = id_text(record["Id"], "Id")
+    except BadRecord as exc:
+        raise BadRecord(f"{exc} (an official Id is an integer)") from None
+    if isinstance(record["Id"], float):
+        raise BadRecord(f"'Id' must be an integer or a string, not {record['Id']!r}")
+    for name, allowed in FIELD_TYPES.items():
+        if name in record and not isinstance(record[name], allowed):
+            value = record[name]
+            want = " or ".join(_JSON_NAMES[t] for t in allowed)
+            got = _JSON_NAMES.get(type(value), type(value).__name__)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                got = f"the number {value!r}"
+            raise BadRecord(f"Id {item_id}: {name!r} must be {want}, not {got}")
+    if not record["GroundTruth"].strip():
+        raise BadRecord(f"Id {item_id}: 'GroundTruth' is empty")
+    return item_id
+
+
 _RUN_IN_NAME = re.compile(r"run_(\d+)", re.IGNORECASE)
 
 
@@ -45,11 +82,9 @@ def result_row(record: Any, run: int, model: str | None, items: Mapping[str, Ite
     missing = [f for f in RESULT_FIELDS if f not in record]
     if missing:
         raise BadRecord(f"not an official result: missing {', '.join(repr(f) for f in missing)}")
-    item_id = str(record["Id"])
+    item_id = _checked_fields(record)
     verdict = record["LLMJudgeResult"]
-    if not isinstance(verdict, bool):
-        raise BadRecord(f"'LLMJudgeResult' must be true or false, not {verdict!r}")
-    gold = str(record["GroundTruth"])
+    gold = record["GroundTruth"]
     base = items.get(item_id) or {
         "id": item_id,
         "ans_type": "blank",
@@ -81,15 +116,34 @@ def result_row(record: Any, run: int, model: str | None, items: Mapping[str, Ite
     }
 
 
+def shown(path: Path) -> str:
+    """A path as messages name it (`-`: stdin)."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def _stdin_head(size: int) -> bytes:
+    """stdin's first bytes, left to be read (a pipe: peeked; a test's in-memory stdin: read back)."""
+    stream = sys.stdin.buffer
+    if hasattr(stream, "peek"):
+        return stream.peek(size)[:size]
+    start = stream.tell()
+    head = stream.read(size)
+    stream.seek(start)
+    return head
+
+
 def read_official_results(path: Path) -> list[Any]:
-    """The records of an official result file (a JSON array), read no further than the line
-    limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
+    """The records of an official result file (a JSON array; `-`: stdin), read no further than
+    the line limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
     from bv.core.jsonl import checked_value, max_line_bytes, parse_json, unparsable
 
     limit = max_line_bytes()
     try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(limit + 1)
         if len(raw) > limit:
             raise BadRecord(f"larger than {limit} bytes (BV_MAX_LINE_BYTES)")
         data = parse_json(raw.decode("utf-8"))
@@ -109,9 +163,12 @@ def read_official_results(path: Path) -> list[Any]:
 
 def is_result_file(path: Path) -> bool:
     """Official result files are JSON arrays; meta_data.jsonl is JSON Lines."""
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    return head.startswith(b"[")
+    if str(path) == "-":
+        head = _stdin_head(64)
+    else:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
 
 
 def import_files(
@@ -142,15 +199,15 @@ def import_files(
         if file_run is None and run is not None:
             file_run = run - 1
         if file_run is None:
-            problems.report(str(path), "no run number: name it model_results_run_K.json or give --run K")
+            problems.report(shown(path), "no run number: name it model_results_run_K.json or give --run K")
             continue
         try:
             records = read_official_results(path)
         except BadRecord as exc:
-            problems.report(str(path), str(exc))
+            problems.report(shown(path), str(exc))
             continue
         for number, record in enumerate(records, 1):
             try:
                 writer.write(result_row(record, file_run, model, items))
             except BadRecord as exc:
-                problems.report(f"{path}: result {number}", str(exc))
+                problems.report(f"{shown(path)}: result {number}", str(exc))

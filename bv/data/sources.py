@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import posixpath
 import zipfile
+import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 
 from bv.core.errors import BadRecord, Fatal
 from bv.core.images import MAX_IMAGE_BYTES
+from bv.core.items import answer_text
 
 REPO_ID = "UnipatAI/BabyVision"
 OFFICIAL_ZIP = "babyvision_data.zip"
@@ -99,10 +102,43 @@ def is_official(source: Path | None, origin: str) -> bool:
     return source.name == OFFICIAL_ZIP or "datasets--UnipatAI--BabyVision" in str(source)
 
 
+def _open_source(path: Path) -> Any:
+    """A source file opened for reading: a regular file only, checked on the open file (opened
+    without blocking, so a FIFO or a device is refused at once, not waited on or read forever)."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Fatal(f"{path}: not a regular file (a FIFO or a device cannot be a data set: give the file)")
+    return os.fdopen(fd, "rb")
+
+
+SOURCE_BLOCK = 1 << 20  # a source is hashed and sniffed a block at a time, whatever its size
+
+
+def source_sha256(path: Path) -> str:
+    """The SHA-256 of a source file, read a block at a time (a 2 GB parquet costs one block)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with _open_source(path) as f:
+            while block := f.read(SOURCE_BLOCK):
+                digest.update(block)
+    except OSError as exc:
+        raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
 def read_source(path: Path) -> Iterator[SourceRow]:
     """Rows of a parquet file or a zip, told apart by their first bytes."""
     try:
-        with open(path, "rb") as f:
+        with _open_source(path) as f:
             head = f.read(4)
     except OSError as exc:
         raise Fatal(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -133,35 +169,109 @@ def _column_map(names: list[str]) -> dict[str, str]:
     return mapping
 
 
+# A row group whose image column holds more than this is read a row at a time, each cell's size
+# checked before the cell becomes a Python object.
+MAX_BATCH_IMAGE_BYTES = MAX_IMAGE_BYTES
+
+
 def parquet_rows(path: Path) -> Iterator[SourceRow]:
-    """Rows of a parquet file in the dataset's schema, read in small batches (bounded memory)."""
+    """Rows of a parquet file in the dataset's schema, read in small batches (bounded memory).
+    Each image cell's size is read before the cell itself: one over the image size limit costs
+    its row, unread (alone in its row group, it is refused from the file's metadata); a row
+    group pyarrow cannot read costs its rows, and the other rows still come."""
     pq = need("pyarrow.parquet")
     try:
         table = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow's ArrowInvalid and friends
         raise Fatal(f"{path}: not a readable parquet file ({exc})") from None
     mapping = _column_map(table.schema_arrow.names)
+    columns = list(dict.fromkeys(mapping.values()))
     number = 0
-    for batch in table.iter_batches(batch_size=32, columns=list(dict.fromkeys(mapping.values()))):
-        for row in batch.to_pylist():
+    for group in range(table.num_row_groups):
+        rows = table.metadata.row_group(group).num_rows
+        image_bytes = _image_chunk_bytes(table, group, mapping["image"])
+        if rows == 1 and image_bytes > MAX_IMAGE_BYTES:
             number += 1
-            where = f"{path.name}: row {number}"
-            record = {name: row.get(column) for name, column in mapping.items()}
-            try:
-                image, record["image"] = _image_value(record.get("image"))
-                yield SourceRow(where, normalise(record), image)
-            except BadRecord as exc:
-                yield _bad(where, exc)
+            yield SourceRow(f"{path.name}: row {number}", {}, b"", problem=_too_big(image_bytes))
+            continue
+        batch_size = 32 if image_bytes <= MAX_BATCH_IMAGE_BYTES else 1
+        done = 0
+        try:
+            for batch in table.iter_batches(batch_size=batch_size, row_groups=[group], columns=columns):
+                for row in _batch_rows(batch, mapping):
+                    number, done = number + 1, done + 1
+                    yield _parquet_row(f"{path.name}: row {number}", row, mapping)
+        except Exception as exc:  # pyarrow: a corrupt page, a bad compression, a truncated file
+            why = f"row group {group + 1} cannot be read ({type(exc).__name__}: {exc})"
+            for _ in range(rows - done):
+                number += 1
+                yield SourceRow(f"{path.name}: row {number}", {}, b"", problem=why)
+
+
+def _image_chunk_bytes(table: Any, group: int, column: str) -> int:
+    """The uncompressed size of the image column (all its leaves) in one row group, from the
+    file's metadata."""
+    meta = table.metadata.row_group(group)
+    leaves = (meta.column(i) for i in range(meta.num_columns))
+    return sum(
+        c.total_uncompressed_size
+        for c in leaves
+        if c.path_in_schema == column or c.path_in_schema.startswith(column + ".")
+    )
+
+
+def _too_big(size: int) -> str:
+    return f"the image is {size} bytes, over the image size limit of {MAX_IMAGE_BYTES} (not read)"
+
+
+def _batch_rows(batch: Any, mapping: dict[str, str]) -> Iterator[dict[str, Any]]:
+    """A batch's rows as dicts, each image cell's size checked before it is converted: a cell
+    over the limit is given as its size (an int), never as its bytes."""
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    image = batch.column(names.index(mapping["image"]))
+    is_struct = hasattr(image.type, "get_field_index") and image.type.get_field_index("bytes") >= 0
+    data = image.field("bytes") if is_struct else image
+    sizes = pc.binary_length(data).to_pylist() if _is_binary(data.type) else [None] * len(batch)
+    others = batch.select([n for n in names if n != mapping["image"]]).to_pylist()
+    for j, row in enumerate(others):
+        size = sizes[j]
+        row[mapping["image"]] = size if size is not None and size > MAX_IMAGE_BYTES else image[j].as_py()
+        yield row
+
+
+def _is_binary(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+
+
+def _parquet_row(where: str, row: dict[str, Any], mapping: dict[str, str]) -> SourceRow:
+    record = {name: row.get(column) for name, column in mapping.items()}
+    try:
+        image, record["image"] = _image_value(record.get("image"))
+        return SourceRow(where, normalise(record), image)
+    except BadRecord as exc:
+        return _bad(where, exc)
 
 
 def _image_value(value: Any) -> tuple[bytes, str | None]:
-    """The bytes and original name of a datasets Image value ({bytes, path}, or bare bytes)."""
+    """The bytes and original name of a datasets Image value ({bytes, path}, or bare bytes); an
+    int is the size of a cell too big to have been read (`_batch_rows`)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise BadRecord(_too_big(value))
     if isinstance(value, (bytes, bytearray)):
         return bytes(value), None
     if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)) and value["bytes"]:
         name = value.get("path")
         return bytes(value["bytes"]), name if isinstance(name, str) else None
-    raise BadRecord("the image is not embedded (no bytes in the 'image' column)")
+    if isinstance(value, dict) and isinstance(value.get("path"), str) and value["path"]:
+        raise BadRecord(
+            "the image is not embedded: the 'image' column holds a file path, not the image's bytes;"
+            " bv data reads parquet files with their images embedded (docs/data.md)"
+        )
+    raise BadRecord("the image is not embedded (no bytes in the 'image' column; docs/data.md)")
 
 
 def normalise(record: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +293,10 @@ def normalise(record: dict[str, Any]) -> dict[str, Any]:
     record["choiceAns"] = answer
     blank = record.get("blankAns")
     if isinstance(blank, (int, float)) and not isinstance(blank, bool):
-        record["blankAns"] = str(blank)
+        record["blankAns"] = answer_text(blank)  # NaN (a missing cell) is no answer, not "nan"
+    task = record.get("taskId")
+    if isinstance(task, float) and task.is_integer():
+        record["taskId"] = int(task)
     ordered = {name: record.get(name) for name in FIELDS}
     ordered.update({name: record[name] for name in OPTIONAL if record.get(name) is not None})
     return ordered
@@ -201,16 +314,26 @@ def _zip_root(archive: zipfile.ZipFile) -> str:
     return posixpath.dirname(min(metas, key=lambda name: (name.count("/"), name)))
 
 
-def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
-    """A zip member's bytes, read no further than `limit` (a zip bomb stops there)."""
+def _member(archive: zipfile.ZipFile, name: str, limit: int, counts: Counter[str]) -> bytes:
+    """A zip member's bytes, read no further than `limit` (a zip bomb stops there); BadRecord for
+    whatever keeps them from being read whole and right: a name the zip holds twice (which one
+    is meant?), encryption, a compression method Python lacks, a bad CRC, broken data."""
     try:
         info = archive.getinfo(name)
     except KeyError:
         raise BadRecord(f"{name} is not in the zip") from None
+    if counts[name] > 1:
+        raise BadRecord(f"{name} is in the zip {counts[name]} times; which one is meant is unclear")
     if info.file_size > limit:
         raise BadRecord(f"{name}: {info.file_size} bytes is more than the {limit} allowed")
-    with archive.open(info) as stream:
-        data = stream.read(limit + 1)
+    if info.flag_bits & 0x1:
+        raise BadRecord(f"{name}: encrypted (bv data reads no passwords)")
+    try:
+        with archive.open(info) as stream:
+            data = stream.read(limit + 1)
+    except (NotImplementedError, zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError) as exc:
+        # a compression method Python lacks, a bad CRC, broken deflate data, a member cut short
+        raise BadRecord(f"{name}: cannot be read from the zip ({exc})") from None
     if len(data) > limit:
         raise BadRecord(f"{name}: more than the {limit} bytes allowed")
     return data
@@ -218,29 +341,33 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
 
 def zip_rows(path: Path) -> Iterator[SourceRow]:
     """Rows of the official zip: each meta_data.jsonl line and the image it names, read by name
-    from inside the zip's root folder (a path that leaves it is refused)."""
+    from inside the zip's root folder (a path that leaves it is refused). A member that cannot be
+    read costs its row; an unreadable meta_data.jsonl, the set."""
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise Fatal(f"{path}: not a readable zip ({exc})") from None
     with archive:
+        counts = Counter(info.filename for info in archive.infolist())
         root = _zip_root(archive)
         meta_name = posixpath.join(root, "meta_data.jsonl")
         try:
-            lines = _member(archive, meta_name, MAX_META_BYTES).decode("utf-8-sig").splitlines()
+            lines = _member(archive, meta_name, MAX_META_BYTES, counts).decode("utf-8-sig").splitlines()
         except (BadRecord, UnicodeDecodeError) as exc:
             raise Fatal(f"{path}: {meta_name} cannot be read: {exc}") from None
         for number, line in enumerate(lines, 1):
             if line.strip():
                 where = f"{meta_name}:{number}"
                 try:
-                    record, image = _zip_item(archive, root, line)
+                    record, image = _zip_item(archive, root, line, counts)
                     yield SourceRow(where, record, image)
                 except BadRecord as exc:
                     yield _bad(where, exc)
 
 
-def _zip_item(archive: zipfile.ZipFile, root: str, line: str) -> tuple[dict[str, Any], bytes]:
+def _zip_item(
+    archive: zipfile.ZipFile, root: str, line: str, counts: Counter[str]
+) -> tuple[dict[str, Any], bytes]:
     """One meta_data.jsonl line and the bytes of the image it names."""
     try:
         record = json.loads(line)
@@ -255,4 +382,4 @@ def _zip_item(archive: zipfile.ZipFile, root: str, line: str) -> tuple[dict[str,
     inside = member.startswith(root + "/") if root else not member.startswith("../")
     if not inside or image.startswith("/") or member in ("..", "."):
         raise BadRecord(f"image {image!r} is not in the zip under {root or 'its top'}/")
-    return normalise(record), _member(archive, member, MAX_IMAGE_BYTES)
+    return normalise(record), _member(archive, member, MAX_IMAGE_BYTES, counts)

@@ -3,8 +3,10 @@
 Rows from any source (bv.data.sources) are written as `meta_data.jsonl` + `images/` into a temporary
 folder beside the target. Each row is parsed the way `bv prompt` will read it and its image
 decoded in full before it is written; the folder is then read back and counted. Only then does
-it take the target's place by rename, so an interrupted run leaves the old set or none, never
-half of one. When the result is byte for byte the set already there, nothing changes.
+it take the target's place (bv.core.atomic.swap_in: in one step where the system can), so an
+interrupted run leaves the old set or the new one, never half of one, and what a run killed
+outright left is cleaned (or put back) by the next. When the result is byte for byte the set
+already there, nothing changes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from bv.core import environment
+from bv.core.atomic import staging_folder, swap_in
 from bv.core.errors import BadRecord, Fatal
 from bv.core.images import MAX_IMAGE_PIXELS, sniff_format
+from bv.core.items import id_text
 from bv.core.stats import counted
 
 # The figures the BabyVision paper and repository publish for the official set.
@@ -141,7 +144,9 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summary, dict[str, str]]:
+def stage(
+    rows: Iterable[Any], folder: Path, problems: list[tuple[str, str]]
+) -> tuple[Summary, dict[str, str]]:
     """Write the usable rows into `folder`; each unusable one costs only itself, named in
     `problems`. Returns the sizes seen and the sha256 of every file written (by relative path)."""
     from bv.core.items import parse_item
@@ -151,11 +156,11 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
     summary, hashes, ids, lines = Summary(), {}, set(), []
     for row in rows:
         if row.problem:
-            problems.append(f"{row.where}: {row.problem}")
+            problems.append((row.where, row.problem))
             continue
         try:
             size = decode_size(row.image)
-            item_id = str(row.record.get("taskId"))
+            item_id = id_text(row.record.get("taskId"))
             if item_id in ids:
                 raise BadRecord(f"a second item with taskId {item_id}")
             fmt = sniff_format(row.image[:16])
@@ -167,7 +172,7 @@ def stage(rows: Iterable[Any], folder: Path, problems: list[str]) -> tuple[Summa
             }
             parse_item(record)  # as bv prompt will read it
         except BadRecord as exc:
-            problems.append(f"{row.where}: {exc}")
+            problems.append((row.where, str(exc)))
             continue
         ids.add(item_id)
         _write_file(folder / record["image"], row.image)
@@ -221,24 +226,6 @@ def _digest(hashes: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sorted(hashes.items())).encode()).hexdigest()
 
 
-def _clean_stale(out: Path) -> None:
-    """Remove temporary folders that runs killed outright (SIGKILL, power loss) left beside `out`."""
-    for path in out.parent.glob(f".{out.name}.partial-*"):
-        pid = path.name.rsplit("partial-", 1)[1].split("-", 1)[0]
-        if pid.isdecimal() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def install(staged: Path, out: Path) -> bool:
     """Put the staged set in `out`'s place by rename; False when `out` already is that set."""
     if out.exists() and not out.is_dir():
@@ -249,21 +236,23 @@ def install(staged: Path, out: Path) -> bool:
         raise Fatal(
             f"{out} is not empty and was not written by bv data: choose another --out, or empty it first"
         )
-    umask = os.umask(0)
-    os.umask(umask)
-    staged.chmod(0o777 & ~umask)  # mkdtemp made it private
-    if not out.exists():
-        os.rename(staged, out)
-        return True
-    old = staged.with_name(staged.name.replace(".partial-", ".old-"))
-    os.rename(out, old)
-    try:
-        os.rename(staged, out)
-    except OSError:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    swap_in(staged, out)  # the old set, if any, is now in `staged`, which write_set removes
     return True
+
+
+def said_once(problems: list[tuple[str, str]]) -> list[str]:
+    """One line per cause: `where: why`, or `N rows (first, second, third, …): why`."""
+    wheres: dict[str, list[str]] = {}
+    for where, why in problems:
+        wheres.setdefault(why, []).append(where)
+    lines = []
+    for why, places in wheres.items():
+        if len(places) == 1:
+            lines.append(f"{places[0]}: {why}")
+        else:
+            shown = ", ".join(places[:3]) + (", …" if len(places) > 3 else "")
+            lines.append(f"{len(places)} rows ({shown}): {why}")
+    return lines
 
 
 def write_set(
@@ -274,17 +263,12 @@ def write_set(
     import click
 
     out = out.expanduser().absolute()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _clean_stale(out)
-    except OSError as exc:
-        raise Fatal(f"cannot write beside {out}: {exc.strerror or exc}") from None
-    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-{os.getpid()}-", dir=out.parent))
-    try:  # Ctrl-C and SIGTERM (bv.core.outcome.install_sigterm) unwind through the finally below
-        problems: list[str] = []
+    staged = staging_folder(out)
+    try:  # Ctrl-C and SIGTERM (bv.cli.ending.install_sigterm) unwind through the finally below
+        problems: list[tuple[str, str]] = []
         summary, hashes = stage(rows, staged, problems)
-        for problem in problems:
-            click.echo(f"bv data: {problem}", err=True)
+        for line in said_once(problems):
+            click.echo(f"bv data: {line}", err=True)
         if problems and not skip_bad:
             unusable = counted(len(problems), "unusable item")
             raise Fatal(f"{unusable}; nothing written (--skip-bad writes the rest)")

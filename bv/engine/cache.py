@@ -173,6 +173,29 @@ class ReplyCache:
             ],
         }
 
+    def entries(self, model: str | None = None, limit: int = 0) -> list[dict[str, Any]]:
+        """Stored replies, newest first (`limit` 0: all): created (UTC), backend, model, reply."""
+        sql = "SELECT created, backend, model, reply FROM replies"
+        args: list[Any] = []
+        if model is not None:
+            sql += " WHERE model = ?"
+            args.append(model)
+        sql += " ORDER BY created DESC" + (" LIMIT ?" if limit else "")
+        args += [limit] if limit else []
+        out = []
+        for created, backend, name, text in self.db.execute(sql, args):
+            try:
+                reply = json.loads(text)
+            except ValueError:
+                reply = {"content": None}
+            out.append({"created": _date(created), "backend": backend, "model": name, "reply": reply})
+        return out
+
+    def holds(self) -> str:
+        """The models it holds, for a message: `m (12), gpt-4o (3)`, or `no replies`."""
+        models = self.stats()["models"]
+        return ", ".join(f"{m['model']} ({m['replies']})" for m in models) or "no replies"
+
     def clear(self, model: str | None = None, older_than_s: float | None = None) -> int:
         """Delete replies (all, one model's, or those older than a number of seconds); return how many."""
         where: list[str] = []

@@ -1,15 +1,19 @@
 """The request engine shared by rollout and judge: retries, cache, timeouts, the grace period.
 
 `Caller.call` sends one chat request the way every bv stage does: look in the cache, else
-try the backend under the retry policy with a per-try timeout, store the reply. `run_stage`
-runs a whole request stage: bv.engine.stream's run over the input, with progress on stderr.
+try the backend under the retry policy (bv.engine.retry: its tries, its patience with 429s,
+fewer in flight while they last) with a per-try timeout, store the reply. `run_stage` runs a
+whole request stage: bv.engine.stream's run over the input, with progress on stderr, stopped
+when its first requests are all refused the same way (`FirstRequests`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,13 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bv.core import redaction
-from bv.core.errors import Fatal, Interrupted, ItemFailure, Transient
+from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited, Refused, Transient
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
-from bv.engine.progress import ProgressDisplay, Stats
-from bv.engine.retry import RetryPolicy
+from bv.engine.progress import ProgressDisplay, Stats, duration
+from bv.engine.retry import RATE_LIMIT_PATIENCE_S, ConcurrencyLimit, RetryPolicy
 from bv.engine.stream import GRACE_S, run_stream
 
 T = TypeVar("T")
@@ -36,6 +40,8 @@ class RunSettings:
     jobs: int = 8
     retries: int = 5
     timeout_s: float = 600.0
+    rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    stall_notice_s: float = 30.0  # no reply for this long: the progress line says so
     cache_path: Path | None = None  # None: no cache
     quiet: bool = False
     ordered: bool = False
@@ -53,6 +59,8 @@ class Caller:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     image_hash: ImageHashes = field(default_factory=ImageHashes)
     grace_s: float = GRACE_S
+    limit: ConcurrencyLimit | None = None  # None: as many in flight as the stream runs
+    first: FirstRequests = field(default_factory=lambda: FirstRequests())
     _in_flight: set[asyncio.Task] = field(default_factory=set)  # the tasks awaiting a request
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
@@ -75,14 +83,35 @@ class Caller:
         task = asyncio.current_task()
         assert task is not None
         self._in_flight.add(task)
+        ticket = None
         try:
-            async with asyncio.timeout(self.timeout_s):
-                return await self.backend.complete(messages, run=run, **params)
+            if self.limit is not None:
+                ticket = await self.limit.acquire()
+            self.stats.sending()
+            try:
+                # The backend's own timeouts name what timed out; this one is the backstop.
+                async with asyncio.timeout(self.timeout_s + BACKSTOP_S):
+                    reply = await self.backend.complete(messages, run=run, **params)
+            except (NoReply, TimeoutError, asyncio.CancelledError):
+                self.stats.sent(answered=False)
+                raise
+            except BaseException as exc:
+                self.stats.sent(answered=True)
+                if isinstance(exc, RateLimited) and ticket is not None:
+                    self.limit.rate_limited(ticket)  # type: ignore[union-attr]
+                raise
+            self.stats.sent(answered=True)
+            if ticket is not None:
+                self.limit.succeeded(ticket)  # type: ignore[union-attr]
+            return reply
         except asyncio.CancelledError:
             if task in self._abandoned and task.uncancel() == 0:
                 raise Interrupted() from None
             raise  # this task itself is being cancelled, not just its request
         finally:
+            if ticket is not None:
+                self.limit.release()  # type: ignore[union-attr]
+                self.stats.concurrency = self.limit.limit  # type: ignore[union-attr]
             self._in_flight.discard(task)
             self._abandoned.discard(task)
 
@@ -93,7 +122,7 @@ class Caller:
             return request_key(
                 backend=self.backend.name,
                 model=self.backend.model,
-                endpoint=self.backend.endpoint,
+                endpoint=self.backend.cache_scope,
                 messages=messages,
                 params=params,
                 run=run,
@@ -109,7 +138,17 @@ class Caller:
     ) -> Caller:
         """A caller with the run's retry policy, timeout and cache (none for uncacheable backends)."""
         cache = ReplyCache(settings.cache_path) if settings.cache_path and backend.cacheable else None
-        return cls(backend, cache, stats, RetryPolicy(retries=settings.retries), settings.timeout_s, stopping)
+        policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
+        stats.endpoint, stats.concurrency_most = backend.endpoint or backend.name, settings.jobs
+        return cls(
+            backend,
+            cache,
+            stats,
+            policy,
+            settings.timeout_s,
+            stopping,
+            limit=ConcurrencyLimit(settings.jobs),
+        )
 
     async def call(
         self,
@@ -127,36 +166,56 @@ class Caller:
             if cached is not None:
                 self.stats.cache_hits += 1
                 return Reply.from_json(cached), True
-        last: Transient | None = None
-        for attempt in range(self.policy.retries + 1):
+        try:
+            reply = await self._tries(messages, params, run)
+        except ItemFailure as exc:
+            self.first.ended(exc)
+            raise
+        self.first.ended(None)
+        reply.content = redaction.redact(reply.content)  # a server or proxy may echo a key
+        if reply.reasoning is not None:
+            reply.reasoning = redaction.redact(reply.reasoning)
+        if reply.refusal is not None:
+            reply.refusal = redaction.redact(reply.refusal)
+        if key is not None and (keep is None or keep(reply)):
+            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
+        self.stats.add_usage(reply.usage)
+        return reply, False
+
+    async def _tries(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int) -> Reply:
+        """The backend's reply under the retry policy: `retries` more tries after other transient
+        failures, and 429s borne for up to the policy's patience, counted from the first one."""
+        attempt, limited, first_limited = 0, 0, 0.0
+        while True:
             if self.stopping.is_set():
                 raise Interrupted()
             self.stats.requests += 1
             try:
-                reply = await self._send(messages, params, run)
+                return await self._send(messages, params, run)
             except TimeoutError:
-                last = Transient(f"timeout after {self.timeout_s:g} s")
+                last: Transient = NoReply(f"timeout after {self.timeout_s:g} s")
             except Transient as exc:
                 last = exc
             except (ItemFailure, Fatal, Interrupted):
                 raise
             except Exception as exc:  # an unforeseen transport error: retry it like a transient one
                 last = Transient(f"{type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
-            else:
-                reply.content = redaction.redact(reply.content)  # a server or proxy may echo a key
-                if reply.reasoning is not None:
-                    reply.reasoning = redaction.redact(reply.reasoning)
-                if reply.refusal is not None:
-                    reply.refusal = redaction.redact(reply.refusal)
-                if key is not None and (keep is None or keep(reply)):
-                    self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
-                self.stats.add_usage(reply.usage)
-                return reply, False
+            if isinstance(last, RateLimited):
+                now = time.monotonic()
+                first_limited = first_limited or now
+                limited += 1
+                left = self.policy.rate_limit_patience_s - (now - first_limited)
+                if left <= 0:
+                    raise ItemFailure(
+                        f"{last.reason}: still refused after {duration(now - first_limited)} of retrying"
+                        f" ({limited} tries; --rate-limit-patience {self.policy.rate_limit_patience_s:g} s)"
+                    )
+                await self._wait(min(left, self.policy.delay(limited - 1, last.retry_after)), last.reason)
+                continue
             if attempt == self.policy.retries:
-                break
+                raise ItemFailure(f"{last.reason} (gave up after {self.policy.retries + 1} tries)")
             await self._wait(self.policy.delay(attempt, last.retry_after), last.reason)
-        assert last is not None
-        raise ItemFailure(f"{last.reason} (gave up after {self.policy.retries + 1} tries)")
+            attempt += 1
 
     async def _wait(self, seconds: float, reason: str) -> None:
         """Sleep before a retry, visibly (progress shows who waits and why), cut short by Ctrl-C."""
@@ -170,6 +229,47 @@ class Caller:
         raise Interrupted()
 
 
+BACKSTOP_S = 5.0  # the engine's own timeout per try, beyond --timeout: the backend's fire first
+SAME_FIRST_FAILURES = 3  # the first requests of a stage refused alike, this many, stop it
+
+
+@dataclass
+class FirstRequests:
+    """Watches how a stage's first requests end: when the first `count` are all refused the same
+    way (the same 4xx and message, the same agent failure), every other row would be too, so
+    `stop` becomes the message the stage stops with, the refusal and its fix, instead of failing
+    row after row. Any other ending (a reply, a failure of another kind) disarms it."""
+
+    count: int = SAME_FIRST_FAILURES
+    ended_: int = 0
+    shape: str | None = None
+    stop: str | None = None
+
+    def ended(self, failure: ItemFailure | None) -> None:
+        if self.ended_ >= self.count:
+            return
+        shape = _shape(str(failure)) if isinstance(failure, Refused) else None
+        if shape is None or (self.shape is not None and shape != self.shape):
+            self.ended_ = self.count  # disarmed: a reply, or failures that differ
+            return
+        self.shape, self.ended_ = shape, self.ended_ + 1
+        if self.ended_ == self.count:
+            fix = f" {failure.fix}" if isinstance(failure, Refused) and failure.fix else ""
+            self.stop = (
+                f"the first {self.count} requests were all refused the same way, so every row would"
+                f" be: {failure}.{fix} The rows so far are written with their error; run the same"
+                " command again once this is fixed"
+            )
+
+
+_VARYING = re.compile(r"\b(?:[0-9a-f]{8,}|\d[\d:.TZ-]{5,}\d)\b", re.IGNORECASE)
+
+
+def _shape(message: str) -> str:
+    """A failure's message without what varies between requests (ids, times, long numbers)."""
+    return _VARYING.sub("#", message)
+
+
 def run_stage(
     tasks: Iterable[T],
     work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
@@ -180,13 +280,16 @@ def run_stage(
     label: str,
     stopping: asyncio.Event,
     backend: Backend | None = None,
+    caller: Caller | None = None,
     drain_on_interrupt: bool = False,
 ) -> Outcome:
-    """Run a whole request stage on a fresh event loop, with progress on stderr."""
+    """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
+    once `caller`'s first requests are all refused alike."""
+    halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
         try:
-            async with ProgressDisplay(stats, label, settings.quiet):
+            async with ProgressDisplay(stats, label, settings.quiet, stall_after_s=settings.stall_notice_s):
                 return await run_stream(
                     tasks,
                     work,
@@ -195,6 +298,7 @@ def run_stage(
                     ordered=settings.ordered,
                     stopping=stopping,
                     drain_on_interrupt=drain_on_interrupt,
+                    halt=halt,
                 )
         finally:
             if backend is not None:

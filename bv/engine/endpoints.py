@@ -39,12 +39,32 @@ class Endpoint:
     model: str
     base_urls: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
     api_key: str | None
-    timeout_s: float = 600.0
+    timeout_s: float = 600.0  # per try, all told
     jobs: int = 8
+    connect_timeout_s: float = CONNECT_TIMEOUT_S  # to open a connection
+    first_byte_timeout_s: float | None = None  # from sending to the reply's first byte; None: timeout_s
+    read_timeout_s: float | None = None  # from the first byte to the last; None: timeout_s
     api_version: str | None = None  # Azure only
     organization: str | None = None  # OpenAI-Organization header
     project: str | None = None  # OpenAI-Project header
     role: str = "model"  # "model" or "judge": how messages name it
+    key_from: str | None = None  # where the key came from (an option, a variable); None: no key set
+
+    @property
+    def key_hint(self) -> str:
+        """How to give this endpoint a key: `set OPENAI_API_KEY or give --api-key`."""
+        if self.kind == "azure":
+            return "set AZURE_OPENAI_API_KEY or give --api-key"
+        if self.role == "judge":
+            return "set BV_JUDGE_API_KEY or give --judge-api-key"
+        return "set OPENAI_API_KEY or give --api-key"
+
+    def key_refusal(self, where: str, status: int) -> str:
+        """What a 401 or 403 says: that no key was set and how to set one, or which key was refused."""
+        if self.key_from is None:
+            return f"{where} answered HTTP {status} and no API key was set: {self.key_hint}"
+        return f"{where} refused the API key from {self.key_from} (HTTP {status}): check it ({self.key_hint})"
+
     rule: ParamRule = RULES[-1]  # how bv's generic options are spelled for it (bv.engine.params)
 
     @property
@@ -93,6 +113,13 @@ def check_base_url(url: str, option: str = "`base_url`") -> str:
         _ = parts.port
     except ValueError:
         raise BadEndpoint(f"{option} {shown!r} has an invalid port") from None
+    if parts.query or parts.fragment or url.strip().endswith(("?", "#")):
+        redaction.register_url(url)  # a query may carry a key (?key=…)
+        raise BadEndpoint(
+            f"{option} {shown!r} has a query or fragment (?…, #…): bv appends /chat/completions to"
+            " the base URL's path, so they would end up inside it; give the URL up to its path"
+            " (for Azure, --api-version sets api-version)"
+        )
     if parts.username or parts.password:
         redaction.register_url(url)
         raise BadEndpoint(
@@ -112,12 +139,20 @@ def resolve(
     jobs: int = 8,
     role: str = "model",
     env: Mapping[str, str] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    key_from: str | None = None,
 ) -> Endpoint:
-    """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work."""
+    """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
+    `key_from`: where a given `api_key` came from (default: the --api-key option)."""
     env = environment.variables() if env is None else env
     option = "`judge_base_url`" if role == "judge" else "`base_url`"
+    if api_key:
+        key_from = key_from or ("--judge-api-key" if role == "judge" else "--api-key")
     if kind == "azure":
         urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
+        key_from = key_from or ("AZURE_OPENAI_API_KEY" if env.get("AZURE_OPENAI_API_KEY") else None)
         api_key = api_key or env.get("AZURE_OPENAI_API_KEY")
         version = env.get("AZURE_OPENAI_API_VERSION")
         missing = [
@@ -132,12 +167,19 @@ def resolve(
         if missing:
             raise Fatal(f"the azure backend needs {', '.join(missing)} in the environment")
         urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_urls else option)]
-        if not model:
-            raise Fatal("no deployment given: use `model` with the Azure deployment name")
+        if not model:  # a missing argument: a usage error
+            raise BadEndpoint("no deployment given: use `model` with the Azure deployment name")
         extra: dict[str, str | None] = {"api_version": version}
     elif kind == "openai":
+        if not model:  # a missing argument: a usage error, before what else is missing
+            raise BadEndpoint(
+                "no judge model given: `judge_model` or BV_JUDGE_MODEL"
+                if role == "judge"
+                else "no model given: use `model` or set BV_MODEL"
+            )
         from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
         urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
+        key_from = key_from or ("OPENAI_API_KEY" if env.get("OPENAI_API_KEY") else None)
         api_key = api_key or env.get("OPENAI_API_KEY")
         if not urls and not api_key:
             if role == "judge":
@@ -145,18 +187,12 @@ def resolve(
                     "the LLM judge has no endpoint: give `judge_base_url` and/or `judge_api_key`"
                     " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with `mode` rules"
                 )
-            raise Fatal(
+            raise NoEndpoint(
                 "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or `base_url` for a"
                 " server other than OpenAI's), or run the offline baseline with `backend` chance"
             )
         where = "OPENAI_BASE_URL" if from_env else option
         urls = [check_base_url(url, where) for url in urls] or [OPENAI_URL]
-        if not model:
-            raise Fatal(
-                "no judge model given: `judge_model` or BV_JUDGE_MODEL"
-                if role == "judge"
-                else "no model given: use `model` or set BV_MODEL"
-            )
         extra = {"organization": env.get("OPENAI_ORG_ID"), "project": env.get("OPENAI_PROJECT_ID")}
     else:
         raise ValueError(f"unknown endpoint kind {kind!r}")
@@ -174,8 +210,12 @@ def resolve(
         api_key=api_key,
         timeout_s=timeout,
         jobs=jobs,
+        connect_timeout_s=connect_timeout,
+        first_byte_timeout_s=first_byte_timeout,
+        read_timeout_s=read_timeout,
         role=role,
         rule=rule,
+        key_from=key_from,
         **extra,
     )
 
@@ -188,6 +228,9 @@ def judge_endpoint(
     timeout: float = 600.0,
     jobs: int = 8,
     env: Mapping[str, str] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
 ) -> Endpoint | None:
     """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
     when the mode may ask an LLM and a model is given; None otherwise."""
@@ -199,11 +242,19 @@ def judge_endpoint(
         model=model,
         base_urls=[base_url] if base_url else [],
         api_key=api_key or env.get("BV_JUDGE_API_KEY"),
+        key_from=None if api_key or not env.get("BV_JUDGE_API_KEY") else "BV_JUDGE_API_KEY",
         timeout=timeout,
         jobs=jobs,
         role="judge",
         env=env,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
     )
+
+
+class NoEndpoint(Fatal):
+    """No endpoint at all: neither a URL nor a key (each command says what to give)."""
 
 
 class NoModelList(Exception):
@@ -270,7 +321,9 @@ def host_port(url: str) -> str:
     return f"{parts.hostname}:{port}"
 
 
-def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
+def describe_transport_error(
+    exc: BaseException, url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S
+) -> tuple[str, bool]:
     """(what happened, in words with host and port; whether it was a failure to connect at all)."""
     import aiohttp
 
@@ -288,7 +341,7 @@ def describe_transport_error(exc: BaseException, url: str) -> tuple[str, bool]:
             return f"connection refused by {where} (nothing listening?)", True
         return f"cannot connect to {where} ({detail})", True
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return f"connect timeout: no connection to {where} within {CONNECT_TIMEOUT_S:g} s", True
+        return f"connect timeout: no connection to {where} within {connect_timeout_s:g} s", True
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"connection closed by {where} before it answered", False
     if isinstance(exc, aiohttp.ClientOSError) and (

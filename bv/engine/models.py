@@ -27,11 +27,11 @@ def _not_found_hint(url: str) -> str:
     return f"OpenAI-compatible servers answer under /v1: did you mean --base-url {url}/v1 ?"
 
 
-def _refusal(exc: NoModelList, url: str) -> Fatal:
+def _refusal(exc: NoModelList, url: str, endpoint: Endpoint) -> Fatal:
     """Why a base URL's models could not be listed, in one line."""
     where = redaction.public_url(url)
     if exc.status in (401, 403):
-        return Fatal(f"{where} refused the API key (HTTP {exc.status}): check --api-key")
+        return Fatal(endpoint.key_refusal(where, exc.status))
     if exc.status == 404:
         return Fatal(f"{where}/models answered 404 (not found): {_not_found_hint(url)}")
     if exc.status is not None:
@@ -52,7 +52,7 @@ async def _list(endpoint: Endpoint) -> list[dict[str, Any]]:
             try:
                 listed = await fetch_models(session, endpoint, models_url(endpoint, url))
             except NoModelList as exc:
-                raise _refusal(exc, url) from None
+                raise _refusal(exc, url, endpoint) from None
             where = redaction.public_url(url)
             for model in listed[: MAX_MODELS - len(models)]:
                 owned_by, created = model.get("owned_by"), model.get("created")

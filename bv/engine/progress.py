@@ -36,6 +36,30 @@ class Stats:
     waiting: Counter = field(default_factory=Counter)
     decided: Counter = field(default_factory=Counter)  # judge: rows by who decided (rules, llm, ...)
     started: float = field(default_factory=time.monotonic)
+    endpoint: str | None = None  # where requests go, public (no key): named when replies stall
+    in_flight: int = 0  # requests sent and not yet answered
+    quiet_since: float = field(default_factory=time.monotonic)  # the last answer, or since idle
+    concurrency: int | None = None  # requests allowed in flight now (fewer while 429s go on)
+    concurrency_most: int | None = None
+
+    def sending(self) -> None:
+        if self.in_flight == 0:
+            self.quiet_since = time.monotonic()
+        self.in_flight += 1
+
+    def sent(self, answered: bool) -> None:
+        """A try ended; `answered` when something came back (a reply, an error status)."""
+        self.in_flight -= 1
+        if answered:
+            self.quiet_since = time.monotonic()
+
+    def stall_text(self, after_s: float) -> str:
+        """`no reply for 45 s from URL (8 requests in flight)` once nothing answered for `after_s`."""
+        quiet = time.monotonic() - self.quiet_since
+        if not self.in_flight or quiet < after_s:
+            return ""
+        where = f" from {self.endpoint}" if self.endpoint else ""
+        return f"no reply for {duration(quiet)}{where} ({counted(self.in_flight, 'request')} in flight)"
 
     def add_usage(self, usage: dict[str, int]) -> None:
         self.prompt_tokens += usage.get("prompt_tokens", 0)
@@ -70,6 +94,8 @@ class Stats:
         elapsed = time.monotonic() - self.started
         done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
         parts = [f"{done} done"]
+        if self.total is None:  # from a pipe: no total to fill a bar or an ETA, so the pace
+            parts.append(f"{self.done / elapsed if elapsed > 0 else 0:.1f} rows/s")
         eta = self.eta(elapsed)
         if eta:
             parts.append(eta)
@@ -84,6 +110,9 @@ class Stats:
         waiting = self.waiting_text()
         if waiting:
             parts.append(waiting)
+        limited = self.concurrency is not None and self.concurrency < (self.concurrency_most or 0)
+        if limited:
+            parts.append(f"{self.concurrency} of {self.concurrency_most} in flight while rate limited")
         return ", ".join(parts)
 
     def summary(self) -> str:
@@ -152,8 +181,10 @@ class ProgressDisplay:
         quiet: bool = False,
         stream: IO[str] | None = None,
         every_s: float | None = None,
+        stall_after_s: float = 30.0,
     ) -> None:
         self.stats = stats
+        self.stall_after_s = stall_after_s
         self.label = label
         self.quiet = quiet
         self.stream = stream or sys.stderr
@@ -178,10 +209,15 @@ class ProgressDisplay:
         from rich.table import Column
 
         fixed = Column(no_wrap=True)  # counts and time keep their width; the bar and details give way
+        # From a pipe the total is unknown: no bar that could never fill, the count and the pace.
+        counts = (
+            [TextColumn("{task.completed} done", table_column=fixed)]
+            if self.stats.total is None
+            else [BarColumn(bar_width=20), MofNCompleteColumn(table_column=fixed)]
+        )
         self._bar = Progress(
             TextColumn(f"bv {self.label}", table_column=Column(no_wrap=True)),
-            BarColumn(bar_width=20),
-            MofNCompleteColumn(table_column=fixed),
+            *counts,
             TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
             TextColumn(  # server text is data, not markup
                 "{task.fields[info]}",
@@ -198,17 +234,21 @@ class ProgressDisplay:
         """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
         import asyncio
 
-        last_line, last_waiting = time.monotonic(), ""
+        last_line, last_waiting, stalled = time.monotonic(), "", False
         while True:
             await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))
+            stall = self.stats.stall_text(self.stall_after_s)
+            line = self.stats.line() + (f", {stall}" if stall else "")
             if self._bar is not None:
-                info = printable(self.stats.line().split(", ", 1)[1])
+                info = printable(line.split(", ", 1)[1])
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
                 continue
             waiting = self.stats.waiting_text()
-            if time.monotonic() - last_line >= self.every_s or (waiting and waiting != last_waiting):
+            news = (waiting and waiting != last_waiting) or (bool(stall) and not stalled)
+            stalled = bool(stall)
+            if time.monotonic() - last_line >= self.every_s or news:
                 last_line, last_waiting = time.monotonic(), waiting
-                self.stream.write(printable(f"bv {self.label}: {self.stats.line()}") + "\n")
+                self.stream.write(printable(f"bv {self.label}: {line}") + "\n")
                 self.stream.flush()
 
     async def __aexit__(self, *exc: object) -> None:

@@ -37,9 +37,11 @@ async def run_stream(
     stopping: asyncio.Event | None = None,
     drain_on_interrupt: bool = False,
     grace_s: float = GRACE_S,
+    halt: Callable[[], str | None] | None = None,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
-    (see StreamRun)."""
+    (see StreamRun); once `halt` returns a message, after the row that made it say so is
+    written, the run stops as for a Fatal error with that message."""
     run = StreamRun(
         tasks,
         work,
@@ -49,6 +51,7 @@ async def run_stream(
         stopping=stopping or asyncio.Event(),
         drain_on_interrupt=drain_on_interrupt,
         grace_s=grace_s,
+        halt=halt,
     )
     return await run.run()
 
@@ -78,11 +81,13 @@ class StreamRun:
         stopping: asyncio.Event,
         drain_on_interrupt: bool,
         grace_s: float,
+        halt: Callable[[], str | None] | None = None,
     ) -> None:
         self.tasks, self.work, self.write = tasks, work, write
         self.jobs, self.ordered, self.grace_s = jobs, ordered, grace_s
         self.stopping = stopping  # no new requests (shared with the Caller)
         self.drain_on_interrupt = drain_on_interrupt
+        self.halt = halt
         self.finishing = asyncio.Event()  # workers take no new tasks; those in flight get the grace
         self.outcome = Outcome()
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -169,6 +174,9 @@ class StreamRun:
                 async with self.turn:
                     await self.turn.wait_for(partial(self.in_window, seq))
             await self.emit(seq, await self.do(seq, task))
+            stop = self.halt() if self.halt is not None else None
+            if stop is not None:
+                raise Fatal(stop)
 
     def in_window(self, seq: int) -> bool:
         """Whether task `seq` may start: the window of ordered output would not outgrow its bound."""

@@ -16,14 +16,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
+import shutil
+import textwrap
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bv.core.atomic import atomic_output
+from bv.core.atomic import staging_folder, swap_in
 from bv.core.errors import Fatal
 from bv.core.jsonl import Problems
 from bv.core.records import JudgedRow, natural_key, row_key
@@ -35,17 +38,22 @@ CSV_COLUMNS = ("id", "run", "type", "subtype", "gold", "extracted", "hard", "dec
 
 @dataclass
 class Export:
-    """Rows grouped by run, and what was left out (judge errors), for the message on stderr."""
+    """What an export saw: rows without a verdict (judge errors), for the message on stderr."""
 
-    rows: list[JudgedRow] = field(default_factory=list)  # every row once, in input order
-    runs: dict[int, list[JudgedRow]] = field(default_factory=lambda: defaultdict(list))
     unjudged: list[tuple[str, int]] = field(default_factory=list)
+    undecided: list[tuple[str, int]] = field(default_factory=list)  # counted wrong: no judge decided
+    rows: int = 0
 
 
 def official_id(item_id: Any) -> int | str:
-    """Official ids are integers; bv's are strings (`"445"` -> 445; other ids kept as text)."""
+    """Official ids are integers, bv's strings: an id is written as an integer only when that
+    integer reads back as the very same id (`"445"` -> 445); every other id stays a string
+    (`"0445"`, a 23-digit id, one of 5,000 digits, `"1.0"`), so no two ids meet and every id
+    reads back (bv's readers refuse integers beyond ±2^63)."""
     text = str(item_id)
-    return int(text) if text.isascii() and text.isdecimal() else text
+    if text.isascii() and text.isdecimal() and len(text) <= 18 and (text == "0" or text[0] != "0"):
+        return int(text)
+    return text
 
 
 def gold_answer(row: JudgedRow) -> str:
@@ -86,48 +94,111 @@ def model_reasoning(row: JudgedRow) -> list[dict[str, Any]]:
     return []
 
 
-def group_runs(records: Iterable[tuple[Any, JudgedRow]], problems: Problems) -> Export:
-    """(source, row) pairs by run, in natural id order; rows without a verdict set apart, and a
-    second row for the same (id, run) reported as a bad line (`bv merge` says which to keep)."""
-    export, seen = Export(), set()
+def exported_rows(
+    records: Iterable[tuple[Any, JudgedRow]], problems: Problems, export: Export
+) -> Iterator[JudgedRow]:
+    """The rows, once per (id, run), in input order and one at a time (an export holds no row
+    in memory); rows without a verdict noted in `export`, and a second row for the same
+    (id, run) reported as a bad line (`bv merge` says which to keep)."""
+    seen: set[tuple[str, int]] = set()
     for source, row in records:
         key = row_key(row)
         if key in seen:
             problems.report(source, f"a second row for id {key[0]} run {key[1]} (bv merge keeps one)")
             continue
         seen.add(key)
-        export.rows.append(row)
+        export.rows += 1
         if row.get("hard") is None:
             export.unjudged.append(key)
-        export.runs[key[1]].append(row)
-    for members in export.runs.values():
-        members.sort(key=lambda r: natural_key(str(r["id"])))
-    return export
+        elif row.get("undecided"):
+            export.undecided.append(key)
+        yield row
 
 
-def write_official(export: Export, out_dir: Path) -> list[tuple[Path, int]]:
-    """Write model_results_run_K.json for every run into `out_dir`; refuse to leave stale run files
-    of an earlier, longer export beside them (the scorer would count them as runs)."""
-    names = {RESULT_NAME.format(k=run + 1) for run in export.runs}
-    stale = sorted(
-        p.name for p in (out_dir.iterdir() if out_dir.is_dir() else []) if _RESULT_FILE.fullmatch(p.name)
+def write_official(rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path, int]]:
+    """Write model_results_run_K.json for every run as one new folder that takes `out_dir`'s
+    place once every file is complete (bv.core.atomic.swap_in): an interrupted export leaves the
+    old files or the new ones, never a new run 1 beside old runs 2 and 3. Rows are spooled to
+    disk per run as they come and each file is written in natural id order from its spool, so
+    memory holds each row's id and place, never the rows."""
+    _check_replaceable(out_dir)
+    staged = staging_folder(out_dir)
+    try:
+        counts = _write_runs(rows, staged)
+        _check_no_stale_runs(out_dir, {RESULT_NAME.format(k=run + 1) for run in counts})
+        swap_in(staged, out_dir)
+    except OSError as exc:
+        raise Fatal(f"cannot write {out_dir}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return [(out_dir / RESULT_NAME.format(k=run + 1), counts[run]) for run in sorted(counts)]
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    """`out_dir` may be replaced as a whole: missing, or a folder of run files only."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise Fatal(f"{out_dir} exists and is not a folder")
+    others = (
+        sorted(p.name for p in out_dir.iterdir() if not _RESULT_FILE.fullmatch(p.name))
+        if out_dir.is_dir()
+        else []
     )
-    stale = [name for name in stale if name not in names]
+    if others:
+        raise Fatal(
+            f"{out_dir} holds {', '.join(others[:5])}{' …' if len(others) > 5 else ''}, not only"
+            " model_results_run_K.json files; the export replaces the whole folder: export into an"
+            " empty folder"
+        )
+
+
+def _check_no_stale_runs(out_dir: Path, names: set[str]) -> None:
+    """Refuse to drop run files of an earlier, longer export (another model's, perhaps): the
+    folder would lose them, and compute_score.py reads what a folder holds as runs."""
+    stale = sorted(p.name for p in out_dir.iterdir() if p.name not in names) if out_dir.is_dir() else []
     if stale:
         raise Fatal(
             f"{out_dir} already holds {', '.join(stale)}, which this export would not replace and"
             " compute_score.py would read as runs: export into an empty folder"
         )
-    if any(run < 0 for run in export.runs):
-        raise Fatal("rows with a negative run cannot be named model_results_run_K.json")
-    written = []
-    for run in sorted(export.runs):
-        path = out_dir / RESULT_NAME.format(k=run + 1)
-        results = [official_result(row) for row in export.runs[run]]
-        with atomic_output(path) as stream:
-            stream.write(json.dumps(results, indent=2, ensure_ascii=False))
-        written.append((path, len(results)))
-    return written
+
+
+def _write_runs(rows: Iterable[JudgedRow], folder: Path) -> dict[int, int]:
+    """Each run's results spooled in `folder`, then written as its file there; counts by run."""
+    spools: dict[int, IO[bytes]] = {}
+    places: dict[int, list[tuple[str, int, int]]] = defaultdict(list)  # run -> (id, offset, size)
+    try:
+        for row in rows:
+            run = row.get("run", 0)
+            if run < 0:
+                raise Fatal("rows with a negative run cannot be named model_results_run_K.json")
+            spool = spools.get(run)
+            if spool is None:
+                spool = spools[run] = open(folder / f".run-{run}.spool", "w+b")
+            data = _indented(official_result(row)).encode("utf-8")
+            places[run].append((str(row["id"]), spool.tell(), len(data)))
+            spool.write(data)
+        for run, spool in spools.items():
+            spool.flush()
+            members = places[run]
+            members.sort(key=lambda member: natural_key(member[0]))
+            with open(folder / RESULT_NAME.format(k=run + 1), "xb") as out:
+                out.write(b"[\n")
+                for n, (_, offset, size) in enumerate(members):
+                    spool.seek(offset)
+                    out.write((b",\n" if n else b"") + spool.read(size))
+                out.write(b"\n]")
+                out.flush()
+                os.fsync(out.fileno())
+    finally:
+        for run, spool in spools.items():
+            spool.close()
+            (folder / f".run-{run}.spool").unlink(missing_ok=True)
+    return {run: len(members) for run, members in places.items()}
+
+
+def _indented(result: dict[str, Any]) -> str:
+    """One result as `json.dumps(results, indent=2)` writes an element of the array."""
+    return textwrap.indent(json.dumps(result, indent=2, ensure_ascii=False), "  ")
 
 
 _FORMULA_START = ("=", "+", "@", "\t", "\r")

@@ -31,6 +31,7 @@ from bv.core.atomic import atomic_output
 from bv.core.errors import StdoutClosed
 from bv.core.images import MAX_IMAGE_PIXELS, ImageError, pillow, read_image, sniff_format
 from bv.core.records import JudgedRow, gold_text
+from bv.reporting.compare import notices
 from bv.reporting.html_items import (
     CardRow,
     Item,
@@ -41,9 +42,10 @@ from bv.reporting.html_items import (
     verdict,
 )
 from bv.reporting.html_items import natural as _natural
+from bv.reporting.html_overview import overview
 from bv.reporting.html_parts import cap_note, comparison_section, input_facts
 from bv.reporting.render import grid
-from bv.reporting.report_types import Comparison, Summary
+from bv.reporting.report_types import Comparison, ReportData, Summary
 
 THUMB_PX = 320  # longest side of an embedded thumbnail
 QUALITY = 70
@@ -91,6 +93,10 @@ text-align:center;font-size:12px}.ok{background:#d8f3dc;color:#17692c}.bad{backg
 code{background:#f0f1f5;padding:0 4px;border-radius:3px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f8fa;border:1px solid #e6e8ee;padding:8px;
 margin:4px 0;max-height:420px;overflow:auto;font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
+#overview svg{display:block;max-width:100%;height:auto;background:#fff;box-shadow:0 1px 2px #0002;
+margin:6px 0}
+#overview h3{font-size:14px;margin:14px 0 4px}.verdict{font-weight:600;font-size:15px;margin:6px 0}
+.prov tr.differs td,.prov tr.differs th{background:#fff1cc}
 @media(max-width:760px){.card{grid-template-columns:1fr}}
 """
 
@@ -315,15 +321,17 @@ def _filters(items: dict[str, Item], n_differing: int | None) -> str:
     )
 
 
-def _summary(summaries: list[Summary], names: list[str]) -> str:
+def _summary(summaries: list[Summary], names: list[str], comparison: Comparison | None) -> str:
     meta = " · ".join(_esc(f"{n}: {input_facts(s)}") for n, s in zip(names, summaries, strict=True))
+    report: ReportData = {"inputs": summaries, "comparison": comparison, "power": None}
+    top = overview(summaries, comparison, notices(report))
     if len(summaries) == 1:
-        return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}'
+        return f'<p class="meta">{meta}</p>{top}<h2>Summary</h2>{_summary_table(*grid(summaries[0]))}'
     each = "".join(
-        f'<details class="in"><summary>{_esc(n)}</summary>{_summary_table(*grid([s]))}</details>'
+        f'<details class="in"><summary>{_esc(n)}</summary>{_summary_table(*grid(s))}</details>'
         for n, s in zip(names, summaries, strict=True)
     )
-    return f'<p class="meta">{meta}</p><h2>Summary</h2>{_summary_table(*grid(summaries))}{each}'
+    return f'<p class="meta">{meta}</p>{top}<h2>Summary</h2>{_summary_table(*grid(report))}{each}'
 
 
 def write_html(
@@ -358,7 +366,7 @@ def write_html(
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f'<meta name="generator" content="bv {__version__}"><title>{title}</title><style>{CSS}</style>'
-        f"</head><body><main><h1>{title}</h1>{_summary(summaries, names)}"
+        f"</head><body><main><h1>{title}</h1>{_summary(summaries, names, comparison)}"
         + (comparison_section(comparison, set(selection.order)) if comparison else "")
         + f'<h2 id="items">Items</h2>{cap_note(selection)}'
         + _filters(items, len(differs) if pair else None)

@@ -9,7 +9,6 @@ from urllib.parse import quote
 
 from bv.core.stats import counted
 from bv.reporting.html_items import MAX_RUNS, Selection, natural
-from bv.reporting.render import paired_sentence
 from bv.reporting.report_types import Comparison, Summary
 
 
@@ -18,19 +17,24 @@ def _esc(value: Any) -> str:
 
 
 def comparison_section(comparison: Comparison, shown: set[str]) -> str:
-    """The paired comparison as the terminal says it, a 2×2 table, and links to the items that moved."""
+    """Each comparison's answer in one line, as the terminal says it, a table of the items that
+    moved, and links to them."""
     out = ['<h2 id="paired">Paired comparison</h2>']
-    pair = comparison.get("paired")
-    if pair:
+    for pair in comparison.get("pairs") or []:
         a, b = _esc(pair["a"]), _esc(pair["b"])
         cells = [
-            ("", f"{b} right", f"{b} wrong"),
-            (f"{a} right", f"{pair['both_right']}", f"{pair['regressed']} regressed"),
-            (f"{a} wrong", f"{pair['improved']} improved", f"{pair['both_wrong']}"),
+            ("items", "improved", "regressed", "unchanged", "correlation"),
+            (
+                str(pair["n_items"]),
+                f"{pair['improved']} ({b} better)",
+                f"{pair['regressed']} ({a} better)",
+                str(pair["unchanged"]),
+                "–" if pair["correlation"] is None else f"{pair['correlation']:.2f}",
+            ),
         ]
         head, *body = cells
         out += [
-            f'<p class="cmp">{_esc(paired_sentence(pair))}</p><table class="sum cmp"><thead><tr>',
+            f'<p class="cmp">{_esc(pair["verdict"])}.</p><table class="sum cmp"><thead><tr>',
             *(f"<th>{c}</th>" for c in head),
             "</tr></thead><tbody>",
             *("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in body),
@@ -41,7 +45,7 @@ def comparison_section(comparison: Comparison, shown: set[str]) -> str:
             ("Regressed", pair.get("regressed_ids") or []),
         ):
             if keys:
-                out.append(f'<p class="moved">{label}: {_moved_links(keys, shown)}</p>')
+                out.append(f'<p class="moved">{label} ({b} vs {a}): {_moved_links(keys, shown)}</p>')
     left_out = comparison.get("left_out") or {}
     if any(left_out.values()):
         left = ", ".join(f"{name} {n}" for name, n in left_out.items())
@@ -52,15 +56,14 @@ def comparison_section(comparison: Comparison, shown: set[str]) -> str:
     return "".join(out)
 
 
-def _moved_links(keys: list[str], shown: set[str], limit: int = 200) -> str:
-    """`id#run` keys as links to their cards (plain text for a card not on the page)."""
+def _moved_links(items: list[str], shown: set[str], limit: int = 200) -> str:
+    """Item ids as links to their cards (plain text for a card not on the page)."""
     links = []
-    for key in sorted(keys, key=lambda k: natural(str(k)))[:limit]:
-        item, _, run = str(key).rpartition("#")
-        text = _esc(f"{item} (run {run})")
-        anchor = _esc("item-" + quote(item, safe=""))
+    for item in sorted(items, key=lambda k: natural(str(k)))[:limit]:
+        text = _esc(item)
+        anchor = _esc("item-" + quote(str(item), safe=""))
         links.append(f'<a href="#{anchor}">{text}</a>' if item in shown else text)
-    more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
+    more = f" … and {len(items) - limit} more" if len(items) > limit else ""
     return ", ".join(links) + more
 
 

@@ -1,8 +1,9 @@
 """`bv report`: accuracy overall and by type, subtype and answer type, read as a stream.
 
 With several runs (`run` 0..K-1) the accuracy is the paper's Avg@k: the mean over runs of
-each run's accuracy, with the population standard deviation over runs, as the official
-compute_score.py does; with one run, a Wilson 95% interval. The accuracy counts every row:
+each run's accuracy, with the population standard deviation over runs (run-to-run spread), as
+the official compute_score.py does; its 95% interval is over items (bv.core.stats), each item's
+score its mean over runs. Inputs compare per item (bv.reporting.compare). The accuracy counts every row:
 a rollout error, a judge error and an undecided row are not correct (the official protocol
 judges a failed call false), and each is also counted in its own column. `--exclude-failed`
 gives the accuracy over finished rows only, labelled so.
@@ -24,17 +25,19 @@ from typing import Any, cast
 
 from bv.core.errors import BadRecord, Fatal
 from bv.core.records import JudgedRow, judged_key, row_key
-from bv.core.stats import mcnemar_exact
-from bv.reporting.report_types import Built, Comparison, PairedTest, ReportData, Summary
-from bv.reporting.tally import RIGHT, WRONG, KeyTable, Tally, chance_of
+from bv.core.stats import ADJUSTMENT_NAMES
+from bv.reporting.compare import compare, differences, notices, power
+from bv.reporting.report_types import Built, Comparison, ReportData, Summary
+from bv.reporting.tally import KeyTable, Tally, chance_of
 
 __all__ = [
     "BY_FIELDS",
+    "CompareOptions",
     "below",
     "build_report",
     "chance_of",
     "input_names",
-    "paired",
+    "notices",
     "summarize",
     "warnings",
 ]
@@ -202,37 +205,6 @@ def _check_input(source: Input, columns: dict[tuple[str, ...], Column], by: tupl
             )
 
 
-def paired(a: Tally | list[dict[str, Any]], b: Tally | list[dict[str, Any]]) -> PairedTest:
-    """B against A on the rows both judged, paired by (id, run): what improved, what regressed,
-    and the exact McNemar p-value of that split (is the difference more than chance?)."""
-    a_keys, b_keys = (_tally_of(t).keys for t in (a, b))
-    improved: list[tuple[str, int]] = []
-    regressed: list[tuple[str, int]] = []
-    right = wrong = pairs = 0
-    for key, code_a in a_keys.items():
-        code_b = b_keys.get(*key)
-        if code_a < WRONG or code_b < WRONG:  # absent, or no verdict in one of them
-            continue
-        pairs += 1
-        if code_a == code_b:
-            right += code_a == RIGHT
-            wrong += code_a == WRONG
-        else:
-            (improved if code_b == RIGHT else regressed).append(key)
-    improved.sort()
-    regressed.sort()
-    return {
-        "pairs": pairs,
-        "both_right": right,
-        "both_wrong": wrong,
-        "improved": len(improved),
-        "regressed": len(regressed),
-        "p_value": mcnemar_exact(len(improved), len(regressed)),
-        "improved_ids": [f"{i}#{run}" for i, run in improved],
-        "regressed_ids": [f"{i}#{run}" for i, run in regressed],
-    }
-
-
 def _tally_of(rows: Tally | Iterable[dict[str, Any]]) -> Tally:
     if isinstance(rows, Tally):
         return rows
@@ -244,8 +216,17 @@ def _tally_of(rows: Tally | Iterable[dict[str, Any]]) -> Tally:
 
 
 def summarize(rows: Iterable[dict[str, Any]], name: str = "results", exclude_failed: bool = False) -> Summary:
-    """Every figure the report shows for one set of judged rows (rows without `hard` are skipped)."""
-    return _tally_of(rows).summary(name, exclude_failed)
+    """Every figure the report shows for one set of judged rows (rows without `hard` are skipped),
+    with how they were made (`made_by`) as far as the rows agree on it."""
+    judged = [row for row in rows if "hard" in row]
+    summary = _tally_of(judged).summary(name, exclude_failed)
+    made_by = {}
+    for field_name in BY_FIELDS[1:]:  # model is in `models`
+        values = {by_value(row, field_name) for row in judged}
+        if len(values) == 1:
+            made_by[field_name] = values.pop()
+    summary["provenance"]["made_by"] = made_by
+    return summary
 
 
 @dataclass(eq=False)
@@ -277,15 +258,18 @@ def build_report(
     by: tuple[str, ...] = (),
     exclude_failed: bool = False,
     keep_rows: bool = False,
+    options: CompareOptions | None = None,
 ) -> tuple[Built, list[ColumnRows] | None]:
     """The report of one column, or several side by side; and, with `keep_rows`, each column's
     rows (read again from the inputs when iterated: close the inputs after).
 
     Several columns are compared on the (id, run) rows they all have (a second pass over the
-    inputs when they differ); the report says how many each one left out. Exactly two columns
-    also get the paired comparison.
+    inputs when they differ); the report says how many each one left out, and each column but
+    the baseline is compared with it per item (bv.reporting.compare).
     """
     from bv.core.jsonl import Problems
+
+    options = options or CompareOptions()
 
     problems = problems if problems is not None else Problems()
     sources = [s if isinstance(s, Input) else Input(s[0], s[0], rows=list(s[1])) for s in inputs]
@@ -302,9 +286,15 @@ def build_report(
         rows = [ColumnRows(source, value, by, tables) for source, value in owner] if keep_rows else None
         report: Built
         if len(columns) == 1:
-            report = columns[0].tally.summary(columns[0].name, exclude_failed)
+            report = _summary(columns[0], columns[0].tally, exclude_failed, options)
+            if options.power:
+                report = {
+                    "inputs": [report],
+                    "comparison": None,
+                    "power": power([columns[0].name], [columns[0].tally]),
+                }
         else:
-            report = _compare(columns, owner, problems, by, exclude_failed)
+            report = _compare(columns, owner, by, exclude_failed, options)
         done = True
         return report, rows
     finally:
@@ -313,13 +303,37 @@ def build_report(
                 source.close()
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """How inputs are compared and summed up: `bv report --baseline/--adjust/--cluster/--power`."""
+
+    baseline: str | None = None  # an input's name; the first by default
+    adjust: str = "holm"  # or "bh" (bv.core.stats.ADJUSTMENTS)
+    cluster: str | None = None  # "type" or "subtype": clustered standard errors
+    power: bool = False
+
+
+def _summary(column: Column, tally: Tally, exclude_failed: bool, options: CompareOptions) -> Summary:
+    """A column's summary, with how its rows were made (skill, style, prompts, judge version)."""
+    summary = tally.summary(column.name, exclude_failed, options.cluster)
+    made_by = {
+        name: next(iter(values)) for name, values in column.values.items() if name != "model" and values
+    }
+    summary["provenance"]["made_by"] = made_by
+    return summary
+
+
 def _compare(
     columns: list[Column],
     owner: list[tuple[Input, tuple[str, ...]]],
-    problems: Any,
     by: tuple[str, ...],
     exclude_failed: bool,
+    options: CompareOptions,
 ) -> ReportData:
+    names = [c.name for c in columns]
+    if options.baseline is not None and options.baseline not in names:
+        raise Fatal(f"--baseline {options.baseline}: no input of that name (inputs: {', '.join(names)})")
+    baseline = names.index(options.baseline) if options.baseline is not None else 0
     tables = [c.tally.keys for c in columns]
     smallest = min(tables, key=lambda t: t.size)
     common_items: set[str] = set()
@@ -335,15 +349,23 @@ def _compare(
         for i, (source, value) in enumerate(owner):
             for row in ColumnRows(source, value, by, tables):
                 final[i].add(row, *row_key(row))
+    summaries = [_summary(c, t, exclude_failed, options) for c, t in zip(columns, final, strict=True)]
+    pairs = compare(names, final, baseline, exclude_failed=exclude_failed, adjust=options.adjust)
     comparison: Comparison = {
         "common_rows": common,
         "common_items": len(common_items),
         "left_out": left_out,
+        "items": {c.name: len(c.tally.item_groups) for c in columns},
+        "baseline": names[baseline],
+        "adjustment": f"{ADJUSTMENT_NAMES[options.adjust]}, over the groups of each level"
+        + (f" and over the {len(pairs)} comparisons overall" if len(pairs) > 1 else ""),
+        "pairs": pairs,
+        "differs": differences(summaries),
     }
-    if len(columns) == 2:
-        comparison["paired"] = {"a": columns[0].name, "b": columns[1].name, **paired(final[0], final[1])}
-    summaries = [t.summary(c.name, exclude_failed) for c, t in zip(columns, final, strict=True)]
-    return {"inputs": summaries, "comparison": comparison}
+    if len(pairs) == 1:
+        comparison["paired"] = pairs[0]
+    plans = power(names, final, baseline, exclude_failed) if options.power else None
+    return {"inputs": summaries, "comparison": comparison, "power": plans}
 
 
 def warnings(summaries: list[Summary]) -> list[str]:

@@ -21,9 +21,11 @@ class Figures(TypedDict):
     correct: int
     denominator: int
     accuracy: float | None  # Avg@k over runs; None when no row counts
-    std: float | None  # over runs, with several
+    std: float | None  # run-to-run spread: the population std of the per-run accuracies, with several
     per_run: list[float]
-    ci95: list[float] | None  # Wilson 95% interval, with one run
+    item_accuracy: float | None  # the mean of item scores (each item's mean over its runs)
+    se: float | None  # standard error over items
+    ci95: list[float] | None  # 95% interval over items (Summary.interval says how)
     chance: float | None
     errors: int
     judge_errors: int
@@ -48,7 +50,11 @@ class StartedAt(TypedDict):
 class Provenance(TypedDict):
     endpoints: list[str]
     bv_versions: list[str]
+    backends: list[str]
+    params: list[str]  # sampling parameters, as JSON
+    judge_models: list[str]
     started_at: StartedAt | None
+    made_by: NotRequired[dict[str, str]]  # skill, style, prompts, judge_version (named as --by does)
 
 
 class UsageTotals(TypedDict):
@@ -68,38 +74,72 @@ class Summary(TypedDict):
     by_subtype: dict[str, SubtypeFigures]
     by_ans_type: dict[str, Figures]
     accuracy_over: str  # "all rows", or "finished rows (--exclude-failed)"
+    interval: str  # how ci95 is computed
+    items_per_run: dict[str, int]  # run -> items it covers
+    complete: bool  # every run covers every item
     models: list[str]
     provenance: Provenance
     usage: UsageTotals
 
 
-class PairedTest(TypedDict):
-    """B against A on the rows both judged, paired by (id, run), and the exact McNemar p-value."""
+class Difference(TypedDict):
+    """B against A per item on one group's items (bv.core.stats.paired_comparison)."""
 
-    pairs: int
-    both_right: int
-    both_wrong: int
-    improved: int
-    regressed: int
+    n_items: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None  # mean_b - mean_a
+    ci95: list[float] | None  # 95% interval on diff, over items
     p_value: float
-    improved_ids: list[str]  # `id#run`
-    regressed_ids: list[str]
+    p_adjusted: float  # adjusted for the number of groups at this level (Comparison.adjustment)
+    improved: int  # items
+    regressed: int
+    unchanged: int
+    correlation: float | None  # of the two inputs' item scores
 
 
-class Paired(PairedTest):
-    """The paired test of exactly two inputs, named."""
+class Paired(Difference):
+    """One input (b) against the baseline (a), overall and by type and subtype."""
 
     a: str
     b: str
+    method: str  # the test
+    verdict: str  # the one-line answer: better or not, and by how much
+    improved_ids: list[str]  # item ids
+    regressed_ids: list[str]
+    by_type: dict[str, Difference]
+    by_subtype: dict[str, Difference]
+    by_ans_type: dict[str, Difference]
+
+
+class Power(TypedDict):
+    """What a paired comparison on these items can detect (docs/reports.md, Power)."""
+
+    a: str
+    b: str | None  # None: no pair at hand, correlation assumed 0
+    n_items: int
+    runs: float
+    var_diff: float | None
+    noise_per_run: float
+    alpha: float
+    power: float
+    mde: float | None  # minimum detectable difference
+    items_needed: dict[str, int | None]  # target difference (points) -> items, at these runs
+    runs_needed: dict[str, int | None]  # target difference (points) -> runs per item, on these items
 
 
 class Comparison(TypedDict):
-    """How several inputs compare: on the rows they all have."""
+    """How several inputs compare: on the rows they all have, each against the baseline."""
 
     common_rows: int
     common_items: int
-    left_out: dict[str, int]  # by input name
-    paired: NotRequired[Paired]  # for exactly two inputs
+    left_out: dict[str, int]  # rows, by input name
+    items: dict[str, int]  # items, by input name, before restricting to the common rows
+    baseline: str
+    adjustment: str  # how p_adjusted is computed
+    pairs: list[Paired]  # each other input against the baseline
+    paired: NotRequired[Paired]  # for exactly two inputs: pairs[0]
+    differs: dict[str, list[str]]  # provenance field -> its values, where inputs differ
 
 
 class ReportData(TypedDict):
@@ -107,6 +147,7 @@ class ReportData(TypedDict):
 
     inputs: list[Summary]
     comparison: Comparison | None  # None for one input
+    power: list[Power] | None  # with --power
 
 
 # What bv.reporting.report.build_report makes: one input's Summary, or several compared

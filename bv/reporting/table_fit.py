@@ -45,6 +45,21 @@ def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | 
     raise AssertionError("unreachable")
 
 
+def fits(headers: list[str], rows: list[list[str]], width: int) -> bool:
+    """Whether the figures fit `width` with room for the group names (at worst in the compact layout)."""
+    fit = fit_columns(headers, rows, width)
+    return fit is None or fit.widths[0] >= MIN_LABEL
+
+
+def natural_width(headers: list[str], rows: list[list[str]], levels: list[str]) -> int:
+    """The characters the table takes uncut: what a pipe or a file is given, however wide."""
+    labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
+    cells = [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)]
+    columns = list(zip(*cells, strict=True)) if cells else [() for _ in headers]
+    natural = [max([len(h), *(len(c) for c in col)]) for h, col in zip(headers, columns, strict=True)]
+    return sum(natural) + _overhead(len(headers), compact=False)
+
+
 def fitted_table(title: str, headers: list[str], rows: list[list[str]], levels: list[str], width: int) -> Any:
     """An empty rich Table with the report's columns laid out for `width` characters."""
     from rich.box import SIMPLE_HEAD

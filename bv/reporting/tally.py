@@ -9,17 +9,21 @@ with the size of the rows.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from bv.core.records import JudgedRow
-from bv.core.stats import mean, pstdev, wilson
+from bv.core.stats import ItemEstimate, estimate_over_items, mean, pstdev
 from bv.reporting.report_types import Figures, SubtypeFigures, Summary
 
-# One byte per (id, run) in a KeyTable: absent, or present with this verdict.
-ABSENT, NO_VERDICT, WRONG, RIGHT = 0, 1, 2, 3
+# One byte per (id, run) in a KeyTable: absent, or present with this verdict, plus FAILED when
+# the row's rollout failed or it is undecided (a row without a verdict has failed too).
+ABSENT, NO_VERDICT, WRONG, RIGHT, FAILED = 0, 1, 2, 3, 4
 _CODE = {None: NO_VERDICT, 0: WRONG, 1: RIGHT}
+_FAILED_RIGHT, _FAILED_WRONG = RIGHT | FAILED, WRONG | FAILED
 _DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rare) in a dict
 
 
@@ -60,8 +64,9 @@ class KeyTable:
             return runs[run] if runs is not None and run < len(runs) else ABSENT
         return self._sparse.get((item, run), ABSENT)
 
-    def add(self, item: str, run: int, hard: int | None) -> bool:
+    def add(self, item: str, run: int, hard: int | None, failed: bool = False) -> bool:
         """Record (item, run); False when it was there already (a duplicate)."""
+        code = _CODE[hard] | FAILED if failed else _CODE[hard]
         if 0 <= run < _DENSE_RUNS:
             runs = self._dense.get(item)
             if runs is None:
@@ -70,11 +75,11 @@ class KeyTable:
                 return False
             if run >= len(runs):
                 runs.extend(bytes(max(run + 1 - len(runs), len(runs))))
-            runs[run] = _CODE[hard]
+            runs[run] = code
         else:
             if (item, run) in self._sparse:
                 return False
-            self._sparse[(item, run)] = _CODE[hard]
+            self._sparse[(item, run)] = code
         self.size += 1
         return True
 
@@ -85,6 +90,32 @@ class KeyTable:
                 if code:
                     yield (item, run), code
         yield from self._sparse.items()
+
+    def item_counts(self, finished_only: bool) -> Iterator[tuple[str, int, int]]:
+        """(item, right runs, counted runs) per item, in C-speed counts over each item's bytes.
+
+        Every row counts unless `finished_only`, which leaves out failed rows and rows without
+        a verdict, as the accuracy does (--exclude-failed)."""
+        sparse: dict[str, list[int]] = {}
+        for (item, _), code in self._sparse.items():
+            sparse.setdefault(item, []).append(code)
+        for item, runs in self._dense.items():
+            right, counted = _counted(runs, finished_only)
+            extra = sparse.pop(item, None)
+            if extra:
+                more_right, more_counted = _counted(bytes(extra), finished_only)
+                right, counted = right + more_right, counted + more_counted
+            yield item, right, counted
+        for item, codes in sparse.items():
+            yield (item, *_counted(bytes(codes), finished_only))
+
+
+def _counted(codes: bytes | bytearray, finished_only: bool) -> tuple[int, int]:
+    """(right, counted) among one item's verdict codes."""
+    right = codes.count(RIGHT)
+    if finished_only:
+        return right, right + codes.count(WRONG)
+    return right + codes.count(_FAILED_RIGHT), len(codes) - codes.count(ABSENT)
 
 
 class Cell:
@@ -122,8 +153,10 @@ class Cell:
         self.judge_errors += count if judge_error else 0
         self.undecided += count if undecided else 0
 
-    def figures(self, exclude_failed: bool) -> Figures:
-        """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`."""
+    def figures(self, exclude_failed: bool, estimate: ItemEstimate | None = None) -> Figures:
+        """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`.
+
+        `estimate` is the cell's accuracy over items (bv.core.stats), its interval and SE."""
         total, right = (2, 3) if exclude_failed else (0, 1)
         per_run = [c[right] / c[total] for _, c in sorted(self.runs.items()) if c[total]]
         rows = sum(c[0] for c in self.runs.values())
@@ -139,6 +172,8 @@ class Cell:
             "accuracy": round(mean(per_run), 6) if per_run else None,
             "std": round(pstdev(per_run), 6) if len(per_run) > 1 else None,
             "per_run": [round(a, 6) for a in per_run],
+            "item_accuracy": None,
+            "se": None,
             "ci95": None,
             "chance": round(self.chance / rows, 6) if rows else None,
             "errors": self.errors,
@@ -149,9 +184,10 @@ class Cell:
             "cut_off": self.replies[2],
             "answer_in_reasoning": self.replies[3],
         }
-        if len(self.runs) == 1 and denominator:
-            low, high = wilson(correct, denominator)
-            cell["ci95"] = [round(low, 6), round(high, 6)]
+        if estimate is not None and estimate.n_items:
+            cell["item_accuracy"] = round(estimate.mean, 6)
+            cell["se"] = None if math.isnan(estimate.se) else round(estimate.se, 6)
+            cell["ci95"] = [round(estimate.ci95[0], 6), round(estimate.ci95[1], 6)]
         return cell
 
 
@@ -159,7 +195,8 @@ GROUPS = (("by_type", "type"), ("by_subtype", "subtype"), ("by_ans_type", "ans_t
 # What a row's reply was, beside right or wrong: the row fields that say it, in the bit order of
 # a kind's flags (Figures: refusals, content_filtered, cut_off, answer_in_reasoning).
 REPLY_FLAGS = ("refusal", "content_filter", "cut_off", "reasoning_answer")
-_SEEN = ("model", "endpoint", "bv_version")  # shown per input, up to _MAX_SEEN values each
+# shown per input, up to _MAX_SEEN values each
+_SEEN = ("model", "endpoint", "bv_version", "backend", "judge_model", "params")
 _MAX_SEEN = 20
 # Latencies are summed in whole tenths of a millisecond (rows record them to 4 decimals), so a
 # merged, sharded or reordered input gives the same mean; a value outside [0, MAX_LATENCY_S) is
@@ -191,7 +228,9 @@ class Tally:
         """Count one judged row; False (and nothing counted) when its (id, run) was seen already."""
         get: Callable[[str], Any] = row.get  # bound once: this runs for every row
         hard = get("hard")
-        if not self.keys.add(item, run, hard):
+        error = get("error")
+        undecided = bool(get("undecided"))
+        if not self.keys.add(item, run, hard, undecided or bool(error)):
             return False
         groups = self.item_groups.get(item)
         if groups is None:
@@ -199,14 +238,13 @@ class Tally:
             groups = self.item_groups[item] = (labels[0], labels[1], labels[2])
             for index, label in enumerate(groups):  # an item stays in the groups of its first row
                 self.items[index, label] = self.items.get((index, label), 0) + 1
-        error = get("error")
         kind = (
             groups,
             run,
             hard,
             bool(error),
             get("decided_by") == "error",
-            bool(get("undecided")),
+            undecided,
             chance_of(row) if get("ans_type") == "choice" else 0.0,
             reply_flags(get),
         )
@@ -254,13 +292,21 @@ class Tally:
                 from bv.core.extract import has_answer
 
                 usage[4] += not has_answer(get("response"))
-        made = (get("model"), get("endpoint"), get("bv_version"))  # _SEEN, mostly as in the row before
+        # _SEEN, mostly as in the row before
+        made = (
+            get("model"),
+            get("endpoint"),
+            get("bv_version"),
+            get("backend"),
+            get("judge_model"),
+            get("params"),
+        )
         if made != self._last_seen:
             self._last_seen = made
             for name, value in zip(_SEEN, made, strict=True):
                 values = self.seen[name]
                 if value is not None:
-                    text = value if value.__class__ is str else str(value)
+                    text = value if value.__class__ is str else json.dumps(value, sort_keys=True, default=str)
                     if text not in values and len(values) < _MAX_SEEN:
                         values.add(text)
         started = get("started_at")
@@ -272,13 +318,52 @@ class Tally:
             elif started > self.started[1]:
                 self.started[1] = started
 
-    def summary(self, name: str, exclude_failed: bool = False) -> Summary:
+    def item_scores(self, exclude_failed: bool = False) -> dict[str, tuple[int, int]]:
+        """item -> (right runs, counted runs), for items with a run that counts."""
+        return {item: (right, n) for item, right, n in self.keys.item_counts(exclude_failed) if n}
+
+    def estimates(
+        self, exclude_failed: bool, cluster: str | None = None
+    ) -> tuple[ItemEstimate, dict[tuple[int, str], ItemEstimate]]:
+        """Accuracy over items, overall and per (group index, label), in one pass over the items.
+
+        `cluster` ("type" or "subtype") clusters the standard errors of the groups above it."""
+        at = next((i for i, (_, name) in enumerate(GROUPS) if name == cluster), None)
+        values: dict[tuple[int, str], tuple[list[float], list[str]]] = {}
+        everything: tuple[list[float], list[str]] = ([], [])
+        one_run = True
+        for item, (right, n) in self.item_scores(exclude_failed).items():
+            score = right / n
+            one_run = one_run and n == 1
+            labels = self.item_groups[item]
+            key = labels[at] if at is not None else item
+            everything[0].append(score)
+            everything[1].append(key)
+            for index, label in enumerate(labels):
+                lists = values.get((index, label))
+                if lists is None:
+                    lists = values[index, label] = ([], [])
+                lists[0].append(score)
+                lists[1].append(key)
+
+        def estimate(lists: tuple[list[float], list[str]]) -> ItemEstimate:
+            clustered = at is not None and len(set(lists[1])) > 1  # a group inside one cluster: not
+            return estimate_over_items(lists[0], one_run=one_run, clusters=lists[1] if clustered else None)
+
+        return estimate(everything), {key: estimate(lists) for key, lists in values.items()}
+
+    def summary(self, name: str, exclude_failed: bool = False, cluster: str | None = None) -> Summary:
         """The figures of this column, in the report's JSON shape (bv.reporting.report_types)."""
         overall, groups = self.cells()
+        whole, estimates = self.estimates(exclude_failed, cluster)
         by = {
-            group: {label: cells[label].figures(exclude_failed) for label in sorted(cells)}
-            for group, cells in groups.items()
+            group: {
+                label: cells[label].figures(exclude_failed, estimates.get((index, label)))
+                for label in sorted(cells)
+            }
+            for index, (group, cells) in enumerate(groups.items())
         }
+        items_per_run = {str(run): counts[0] for run, counts in sorted(overall.runs.items())}
         subtype_type: dict[str, str] = {}
         for type_name, subtype, _ in self.item_groups.values():
             subtype_type.setdefault(subtype, type_name)
@@ -287,7 +372,11 @@ class Tally:
         }
         return {
             "name": name,
-            "overall": overall.figures(exclude_failed),
+            "overall": overall.figures(exclude_failed, whole),
+            "interval": f"95% interval over items ({whole.method}"
+            + (f", clustered by {cluster})" if cluster else ")"),
+            "items_per_run": items_per_run,
+            "complete": all(count == overall.items for count in items_per_run.values()),
             "by_type": by["by_type"],
             "by_subtype": by_subtype,
             "by_ans_type": by["by_ans_type"],
@@ -296,6 +385,9 @@ class Tally:
             "provenance": {
                 "endpoints": sorted(self.seen.get("endpoint", ())),
                 "bv_versions": sorted(self.seen.get("bv_version", ())),
+                "backends": sorted(self.seen.get("backend", ())),
+                "params": sorted(self.seen.get("params", ())),
+                "judge_models": sorted(self.seen.get("judge_model", ())),
                 "started_at": {"first": self.started[0], "last": self.started[1]} if self.started else None,
             },
             "usage": {  # token and reply counts: sums of ints

@@ -133,7 +133,7 @@ def _cached(
         key = request_key(
             backend=backend.name,
             model=backend.model,
-            endpoint=backend.endpoint,
+            endpoint=backend.cache_scope,
             messages=messages,
             params=params,
             run=run,

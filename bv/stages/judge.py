@@ -33,7 +33,7 @@ from bv.core.records import (
 )
 from bv.core.rules import RULES_VERSION, Verdict, decide
 from bv.core.run_context import current
-from bv.core.templates import BV_TEMPLATES, Templates
+from bv.core.templates import BV_TEMPLATES, Templates, fenced
 from bv.engine.backends import make_backend
 from bv.engine.caller import Caller, run_stage
 from bv.engine.endpoints import Endpoint
@@ -69,8 +69,9 @@ def judge_messages(
     if record["ans_type"] == "choice":
         question += "\n\n" + choice_lines(record["choices"])
     gold = " or ".join(record["answer"])
-    text = templates.render(
-        "judge", question=question, gold=gold, answer="None" if extracted is None else extracted
+    answer = "None" if extracted is None else extracted
+    text = templates.render(  # each value fenced: data, never a section or an instruction
+        "judge", question=fenced(question), gold=fenced(gold), answer=fenced(answer)
     )
     return [{"role": "user", "content": text}]
 
@@ -332,6 +333,7 @@ def run_judge(
             label="judge",
             stopping=stopping,
             backend=backend,
+            caller=caller,
             drain_on_interrupt=True,
         )
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried

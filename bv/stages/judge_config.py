@@ -10,7 +10,8 @@ from typing import Any
 from bv.core.errors import BadConfig
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
-from bv.engine.endpoints import Endpoint
+from bv.engine.endpoints import CONNECT_TIMEOUT_S, Endpoint
+from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 
 MODES = ("auto", "rules", "llm")
 
@@ -32,7 +33,12 @@ class JudgeConfig:
     templates: Templates = BV_TEMPLATES
     jobs: int = 8
     retries: int = 5
-    timeout: float = 600.0
+    timeout: float = 600.0  # seconds per try of a request, all told
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    first_byte_timeout: float | None = None  # None: `timeout`
+    read_timeout: float | None = None  # None: `timeout`
+    stall_notice: float = 30.0  # no reply for this long: the progress line says so
     cache: Path | None = None  # the reply cache; None: none
     quiet: bool = False
     endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
@@ -45,7 +51,15 @@ class JudgeConfig:
         if self.jobs < 1:
             raise BadConfig(f"`jobs` must be at least 1, not {self.jobs}", option="jobs")
         endpoint = judge_endpoint(
-            self.mode, self.judge_model, self.judge_base_url, self.judge_api_key, self.timeout, self.jobs
+            self.mode,
+            self.judge_model,
+            self.judge_base_url,
+            self.judge_api_key,
+            self.timeout,
+            self.jobs,
+            connect_timeout=self.connect_timeout,
+            first_byte_timeout=self.first_byte_timeout,
+            read_timeout=self.read_timeout,
         )
         if endpoint is None and self.mode == "llm":
             raise BadConfig(
@@ -60,9 +74,22 @@ class JudgeConfig:
             jobs=self.jobs,
             retries=self.retries,
             timeout_s=self.timeout,
+            rate_limit_patience_s=self.rate_limit_patience,
+            stall_notice_s=self.stall_notice,
             cache_path=self.cache,
             quiet=self.quiet,
             ordered=True,
+        )
+
+    @property
+    def no_judge_notice(self) -> str | None:
+        """What `auto` without a judge model says before it judges (None when it has one, or in
+        the other modes): undecided rows count wrong."""
+        if self.mode != "auto" or self.endpoint is not None:
+            return None
+        return (
+            "no LLM judge configured, so rows the rules cannot decide count wrong;"
+            " give `judge_model` MODEL (or BV_JUDGE_MODEL), or `mode` rules to judge by rules only"
         )
 
     @property

@@ -7,11 +7,11 @@ copies the winning lines out. Only rows read from stdin, which cannot be read tw
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from bv.core.atomic import atomic_output
 from bv.core.errors import Fatal, StdoutClosed
-from bv.core.jsonl import Problems, Source, without_lone_surrogates
+from bv.core.jsonl import Problems, Source, pipe_fd, without_lone_surrogates, write_whole
 from bv.core.records import natural_key, row_key
 
 _FILE_BITS, _MADE_BY_BITS = 16, 24  # a kept row is one int: offset | made-by index | file index
@@ -101,27 +101,69 @@ def ordered_keys(result: MergeResult, sort: bool) -> list[tuple[str, int]]:
     return keys
 
 
+MAX_OPEN_INPUTS = 16  # input files held open at once while the kept rows are copied out
+_BATCH_BYTES = 1 << 16  # whole lines gathered into one write
+
+
+class _Inputs:
+    """The merged files, opened as rows are copied from them and closed least recently used
+    first, so 200 shards need no more than MAX_OPEN_INPUTS descriptors (`ulimit -n 64`)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+        self._open: OrderedDict[int, IO[bytes]] = OrderedDict()
+
+    def get(self, index: int) -> IO[bytes]:
+        stream = self._open.get(index)
+        if stream is not None:
+            self._open.move_to_end(index)
+            return stream
+        if len(self._open) >= MAX_OPEN_INPUTS:
+            self._open.popitem(last=False)[1].close()
+        try:
+            stream = self._open[index] = open(self._names[index], "rb")
+        except OSError as exc:
+            raise Fatal(f"{self._names[index]}: cannot read it again: {exc.strerror or exc}") from None
+        return stream
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1].close()
+
+
 def _copy_rows(result: MergeResult, keys: list[tuple[str, int]], out: IO[bytes]) -> None:
-    """Write the kept rows in `keys` order: lines copied from their files, stdin rows serialised."""
-    with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(open(name, "rb")) for name in result.files]
+    """Write the kept rows in `keys` order: lines copied from their files, stdin rows serialised;
+    whole lines only in each write (bv.core.jsonl.write_whole), so no row is torn between two."""
+    inputs, batch, size = _Inputs(result.files), [], 0
+    pipe = pipe_fd(out)
+    try:
         for key in keys:
-            packed = result.kept[key]
-            where = packed & _IN_MEMORY
-            if where == _IN_MEMORY:
-                out.write(_json_line(result.rows[key]))
-                continue
-            offset = packed >> (_FILE_BITS + _MADE_BY_BITS)
-            stream = files[where]
-            if stream.tell() != offset:
-                stream.seek(offset)
-            line = stream.readline()
-            if offset == 0 and line.startswith(_BOM):
-                line = line[3:]
-            if _SURROGATE_ESCAPE.search(line):  # written as reading it gave it: lone ones replaced
-                out.write(_json_line(without_lone_surrogates(json.loads(line))))
-                continue
-            out.write(line.rstrip(b"\r\n") + b"\n")
+            line = _kept_line(result, key, inputs)
+            batch.append(line)
+            size += len(line)
+            if size >= _BATCH_BYTES:
+                write_whole(out, b"".join(batch), pipe)
+                batch, size = [], 0
+        write_whole(out, b"".join(batch), pipe)
+    finally:
+        inputs.close()
+
+
+def _kept_line(result: MergeResult, key: tuple[str, int], inputs: _Inputs) -> bytes:
+    packed = result.kept[key]
+    where = packed & _IN_MEMORY
+    if where == _IN_MEMORY:
+        return _json_line(result.rows[key])
+    offset = packed >> (_FILE_BITS + _MADE_BY_BITS)
+    stream = inputs.get(where)
+    if stream.tell() != offset:
+        stream.seek(offset)
+    line = stream.readline()
+    if offset == 0 and line.startswith(_BOM):
+        line = line[3:]
+    if _SURROGATE_ESCAPE.search(line):  # written as reading it gave it: lone ones replaced
+        return _json_line(without_lone_surrogates(json.loads(line)))
+    return line.rstrip(b"\r\n") + b"\n"
 
 
 def _json_line(row: dict[str, Any]) -> bytes:

@@ -13,13 +13,14 @@ part points at the file; the bytes are attached at send time. docs/protocol.md c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from bv.core.errors import BadConfig, BadRecord
 from bv.core.images import file_url, resolve_image
+from bv.core.jsonl import Problems, Source
 from bv.core.records import (
     SCHEMA_VERSION,
     Item,
@@ -29,11 +30,15 @@ from bv.core.records import (
     official_choice_lines,
     without_stage,
 )
-from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, Templates
+from bv.core.selection import Selection, Unmatched, select
+from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, TemplateError, Templates, read_text_file
 
 S = TypeVar("S")  # where an item came from (a file and line, or its index)
 
 STYLES = tuple(STYLE_TEMPLATES)
+
+
+MAX_SKILL_BYTES = 1024 * 1024  # a skill is Markdown a person (or an optimizer) wrote, not data
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,11 @@ class Skill:
 
     @classmethod
     def load(cls, path: Path) -> Skill:
+        """The skill in a Markdown file: a regular file of UTF-8 text of at most MAX_SKILL_BYTES."""
         try:
-            return cls(name=path.stem, text=path.read_text(encoding="utf-8").strip())
-        except UnicodeDecodeError:
-            raise BadRecord(f"`skill` {path}: not UTF-8 text") from None
+            return cls(name=path.stem, text=read_text_file(path, MAX_SKILL_BYTES, "a skill").strip())
+        except TemplateError as exc:
+            raise BadRecord(f"`skill` {exc}") from None
 
 
 def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:
@@ -193,3 +199,29 @@ def load_traces(path: Path) -> dict[str, str]:
         except (ValueError, KeyError, TypeError):
             raise BadRecord(f'{path}:{number}: expected {{"id": ..., "text": ...}}') from None
     return traces
+
+
+def run_prompt(
+    entries: Iterable[tuple[Source, Item]],
+    options: PromptOptions,
+    selection: Selection,
+    write: Callable[[Mapping[str, Any]], None],
+    problems: Problems,
+    words: Callable[[str], str] = str,
+) -> list[str]:
+    """The whole stage over read items: the prompt record of every item the selection keeps, to
+    `write`; a bad item costs its own line (to `problems`, its message through `words`: the
+    command line names its options there). Returns what the selection asked for and the input
+    did not have (for instance `--type: no item matches 'visual trackng' (did you mean ...)`)."""
+    unmatched = Unmatched()
+
+    def bad(source: Source, exc: BadRecord) -> None:
+        why = str(exc)
+        if source.folder is None and options.image_root is None and "file not found" in why:
+            why += "; items read from stdin look for images in the current folder: give `image_root` DIR"
+        problems.report(source, words(why))
+
+    kept = select(entries, selection, unmatched, key=lambda pair: pair[1])
+    for record in prompt_records(kept, lambda source: source.folder, options, bad):
+        write(record)
+    return unmatched.messages()

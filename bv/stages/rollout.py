@@ -180,6 +180,7 @@ def run_rollout(
             label="rollout",
             stopping=stopping,
             backend=backend,
+            caller=caller,
         )
     finally:
         if artifacts is not None:

@@ -15,6 +15,8 @@ from bv.core.records import PromptRecord
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
+from bv.engine.endpoints import CONNECT_TIMEOUT_S
+from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 from bv.stages.prompt import refine_text
 
 # The settings of a rollout that only some backends use; giving one to another backend is refused
@@ -26,7 +28,7 @@ BACKEND_SETTINGS: dict[str, tuple[str, ...]] = {
     "chance": (),
 }
 # Request parameters with a setting of their own; any other goes in `params` (or `extra_body`).
-_NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
+NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,12 @@ class RolloutConfig:
     templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
     jobs: int = 8
     retries: int = 5
-    timeout: float = 600.0
+    timeout: float = 600.0  # seconds per try of a request, all told
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    first_byte_timeout: float | None = None  # None: `timeout`
+    read_timeout: float | None = None  # None: `timeout`
+    stall_notice: float = 30.0  # no reply for this long: the progress line says so
     cache: Path | None = None  # the reply cache; None: none
     ordered: bool = False  # rows in input order (bv.api always asks for it)
     quiet: bool = False
@@ -91,7 +98,7 @@ class RolloutConfig:
 
     def _request_params(self) -> dict[str, Any]:
         """What every request carries and every row records: the named parameters, then `params`."""
-        named = {name: getattr(self, name) for name in _NAMED_PARAMS}
+        named = {name: getattr(self, name) for name in NAMED_PARAMS}
         named = {k: v for k, v in named.items() if v is not None and v != {}}
         clashing = sorted(k for k, v in named.items() if k in self.params and self.params[k] != v)
         if clashing:
@@ -115,6 +122,9 @@ class RolloutConfig:
                 api_key=self.api_key,
                 timeout=self.timeout,
                 jobs=self.jobs,
+                connect_timeout=self.connect_timeout,
+                first_byte_timeout=self.first_byte_timeout,
+                read_timeout=self.read_timeout,
             )
             return {"endpoint": endpoint}
         if self.backend == "exec":
@@ -134,6 +144,8 @@ class RolloutConfig:
             jobs=self.jobs,
             retries=self.retries,
             timeout_s=self.timeout,
+            rate_limit_patience_s=self.rate_limit_patience,
+            stall_notice_s=self.stall_notice,
             cache_path=self.cache,
             quiet=self.quiet,
             ordered=self.ordered,
@@ -143,6 +155,13 @@ class RolloutConfig:
     def recorded_templates(self) -> dict[str, str]:
         """The replaced templates this rollout may render: refine.md, when there can be a second turn."""
         return self.templates.recorded("refine") if self.max_turns > 1 else {}
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Request parameters as RolloutConfig takes them: (those with a setting of their own, the
+    rest for `params`), for callers that hold them in one mapping (bv eval, bv optimize)."""
+    named = {k: v for k, v in params.items() if k in NAMED_PARAMS}
+    return named, {k: v for k, v in params.items() if k not in NAMED_PARAMS}
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:

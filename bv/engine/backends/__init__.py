@@ -69,7 +69,10 @@ class Reply:
 class Backend(Protocol):
     name: str
     model: str
-    endpoint: str | None  # what the cache key records of where replies come from; never a secret
+    endpoint: str | None  # where replies come from, as rows record it; never a secret
+    # What the cache key records of where replies come from: not which replicas of a model served
+    # (docs/rollout.md); None when the model name says it all.
+    cache_scope: str | None
     cacheable: bool  # False for backends whose replies cost nothing to recompute
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply: ...

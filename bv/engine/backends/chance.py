@@ -41,6 +41,7 @@ def _labels(messages: list[dict[str, Any]]) -> list[str]:
 class ChanceBackend:
     name = "chance"
     endpoint = None
+    cache_scope = None
     cacheable = False
 
     def __init__(self, seed: int = 0) -> None:

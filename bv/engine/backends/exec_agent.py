@@ -1,12 +1,17 @@
 """An external agent CLI (`codex exec`, `claude -p`, …) run once per turn in a fresh workspace.
 
-Each call to `complete` makes a temporary workspace holding the skill as an agent skill
-(`.agents/skills/babyvision/SKILL.md`), the task text (`task.md`), copies of the images
-(`attachments/`) and their list (`ATTACHMENTS.md`); then runs the `--exec-cmd` template in it.
-The template is split like a shell would split it but run without a shell, each placeholder
-replaced inside its own argument, so a prompt with spaces, quotes or braces stays one
-argument and is never interpreted. The reply is what the agent wrote to `{last_message}`,
-else its stdout. The agent runs in its own process group, which is killed as a whole on a
+Each call to `complete` makes a temporary workspace holding the skill as an agent skill where
+each agent looks for one (`.agents/skills/babyvision/SKILL.md` for Codex,
+`.claude/skills/babyvision/SKILL.md` for Claude Code), the task text (`task.md`), copies of the
+images (`attachments/`) and their list (`ATTACHMENTS.md`); then runs the `--exec-cmd` template
+in it. The template is split like a shell would split it but run without a shell, each
+placeholder replaced inside its own argument, so a prompt with spaces, quotes or braces stays
+one argument and is never interpreted; `{system}` (or `{system_toml}`, for Codex's `-c`) puts
+the system text on the agent's command line for agents that take instructions there. The
+agent's stdin is an empty pipe (agents such as `codex exec` read a stdin that is not a terminal
+into the prompt; a path such as /dev/null need not be empty). The reply is what the agent wrote
+to `{last_message}`, else its stdout; a failure quotes the tails of both (agents write their
+errors to either). The agent runs in its own process group, which is killed as a whole on a
 timeout, on cancellation and after the agent exits, so no stray process outlives its turn.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -27,9 +33,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.core import environment, redaction
-from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.errors import Fatal, ItemFailure, NoReply, Refused
 from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
+from bv.core.terminal import printable
 from bv.engine.backends import Reply
 
 SKILL_NAME = "babyvision"
@@ -37,14 +44,21 @@ SKILL_DESCRIPTION = (
     "How to answer a visual question for young children about the attached image:"
     " how to look, how to reason, and how to give the final answer."
 )
-PLACEHOLDERS = ("workdir", "prompt", "image", "model", "last_message")
+PLACEHOLDERS = ("workdir", "prompt", "image", "model", "last_message", "system", "system_toml")
+# Where each agent looks for skills in its workspace: Codex (and the open agent skills
+# standard), Claude Code. The same SKILL.md serves both: name and description front matter.
+SKILL_FOLDERS = (".agents/skills", ".claude/skills")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 _EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
-STDERR_TAIL = 500  # characters of stderr quoted in an item's error
+OUTPUT_TAIL = 400  # characters of stderr, and of stdout, quoted in an item's error
 MAX_REPLY_BYTES = 1 << 20  # a reply read from stdout or the last-message file keeps its last MiB
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 NO_RESIZE = ImageOptions()
+AGENT_FIX = (
+    "Run the agent by hand in a workspace kept with BV_EXEC_KEEP=DIR, and check its login or API key,"
+    " the model name and the flags in --exec-cmd."
+)
 
 
 @dataclass
@@ -54,6 +68,7 @@ class Workspace:
     path: Path
     prompt: str
     image: Path | None
+    system: str  # the system text, whole: for a template's {system}
 
 
 class ExecBackend:
@@ -76,6 +91,7 @@ class ExecBackend:
         digest = hashlib.sha256(template.encode()).hexdigest()[:12]
         # The program's name, and a hash of the whole template (its flags change the replies).
         self.endpoint = f"{Path(argv[0]).name} template:{digest}"
+        self.cache_scope = self.endpoint  # another command template is another agent
 
     @classmethod
     def from_config(
@@ -164,6 +180,8 @@ class ExecBackend:
             "image": str(space.image) if space.image else None,
             "model": self.model,
             "last_message": str(last_message),
+            "system": space.system,
+            "system_toml": toml_string(space.system),
         }
 
         def fill(match: re.Match[str]) -> str:
@@ -179,21 +197,26 @@ class ExecBackend:
     async def _run(self, argv: list[str], workdir: Path, last_message: Path) -> str:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             # Files, not pipes: a grandchild that keeps a pipe open could not make us wait.
+            # Stdin: a pipe whose writing end is closed, so a read ends at once, empty.
+            empty, writer = os.pipe()
+            os.close(writer)
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     cwd=workdir,
-                    stdin=asyncio.subprocess.DEVNULL,
+                    stdin=empty,
                     stdout=out,
                     stderr=err,
                     start_new_session=True,  # its own process group, killed as a whole
                 )
             except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
                 raise Fatal(_not_found(argv[0], exc)) from None
+            finally:
+                os.close(empty)
             try:
                 await asyncio.wait_for(proc.wait(), self.timeout)
             except TimeoutError:
-                raise Transient(f"agent timed out after {self.timeout:g} s") from None
+                raise NoReply(f"agent timed out after {self.timeout:g} s") from None
             finally:
                 # On a timeout, on cancellation (the engine's own timeout, Ctrl-C), and after a
                 # normal exit too, for whatever the agent left running in its group.
@@ -205,14 +228,14 @@ class ExecBackend:
                         pass
             code = proc.returncode
             if code != 0:
-                stderr = redaction.redact(_tail(err, 4 * STDERR_TAIL).strip())
-                tail = ("…" if len(stderr) > STDERR_TAIL else "") + stderr[-STDERR_TAIL:]
                 how = (
                     f"killed by signal {-code}"
                     if code is not None and code < 0
                     else f"exited with code {code}"
                 )
-                raise ItemFailure(f"agent {how}" + (f"; stderr: {tail}" if tail else "; no stderr"))
+                streams = (("stderr", err), ("stdout", out))
+                said = [f"{name}: {tail}" for name, f in streams if (tail := _quoted(f))]
+                raise Refused(f"agent {how}; " + ("; ".join(said) or "no output"), AGENT_FIX)
             written = _read_tail(last_message)
             return written if written.strip() else _tail(out, MAX_REPLY_BYTES).strip()
 
@@ -225,10 +248,13 @@ def prepare_workspace(
 ) -> Workspace:
     """Write the skill, the task, the attachments and their list into `workdir`."""
     system = next((m for m in messages if m.get("role") == "system"), None)
-    preamble, skill = split_skill(message_text(system.get("content")) if system else "")
-    skill_dir = workdir / ".agents" / "skills" / SKILL_NAME
-    skill_dir.mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text(skill_markdown(preamble, skill), encoding="utf-8")
+    system_text = message_text(system.get("content")) if system else ""
+    preamble, skill = split_skill(system_text)
+    markdown = skill_markdown(preamble, skill)
+    for folder in SKILL_FOLDERS:
+        skill_dir = workdir / folder / SKILL_NAME
+        skill_dir.mkdir(parents=True)
+        (skill_dir / "SKILL.md").write_text(markdown, encoding="utf-8")
 
     attachments = workdir / "attachments"
     attachments.mkdir()
@@ -249,7 +275,7 @@ def prepare_workspace(
     )
     prompt = task_text(messages, [p.relative_to(workdir) for p in paths])
     (workdir / "task.md").write_text(prompt, encoding="utf-8")
-    return Workspace(workdir, prompt, paths[0] if paths else None)
+    return Workspace(workdir, prompt, paths[0] if paths else None, system_text.strip())
 
 
 def split_skill(system: str) -> tuple[str, str | None]:
@@ -316,9 +342,18 @@ def task_text(messages: list[dict[str, Any]], attachments: list[Path]) -> str:
         heading = "## Your Previous Attempt" if message["role"] == "assistant" else "## Follow-up"
         parts.append(f"{heading}\n\n{message_text(message.get('content')).strip() or '(empty)'}")
     files = [f"- Image: `{p}` (every attachment is listed in `ATTACHMENTS.md`)." for p in attachments[:1]]
-    files.append(f"- Guidance for these tasks: `.agents/skills/{SKILL_NAME}/SKILL.md`.")
+    files.append(
+        f"- Guidance for these tasks: the skill `{SKILL_NAME}`"
+        f" (`{SKILL_FOLDERS[0]}/{SKILL_NAME}/SKILL.md`, also in `{SKILL_FOLDERS[1]}/`)."
+    )
     parts.append("## Workspace\n\n" + "\n".join(files))
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string (for Codex's `-c key=VALUE`, which parses VALUE as TOML):
+    JSON's escapes are TOML's, and DEL, which JSON leaves bare, is escaped too."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _yaml_quote(text: str) -> str:
@@ -337,6 +372,12 @@ def _tail(f: IO[bytes], limit: int) -> str:
     size = f.seek(0, os.SEEK_END)
     f.seek(max(0, size - limit))
     return f.read().decode("utf-8", errors="replace")
+
+
+def _quoted(f: IO[bytes]) -> str:
+    """The tail of an agent's output for an error message: redacted, control characters escaped."""
+    text = redaction.redact(_tail(f, 4 * OUTPUT_TAIL).strip())
+    return ("…" if len(text) > OUTPUT_TAIL else "") + printable(text[-OUTPUT_TAIL:])
 
 
 def _read_tail(path: Path) -> str:

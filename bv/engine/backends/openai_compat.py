@@ -19,13 +19,14 @@ from typing import Any
 
 import orjson
 
-from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.errors import Fatal, ItemFailure, NoReply, RateLimited, Refused, Transient
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
 from bv.engine.backends import Reply
 from bv.engine.backends.replies import (
     clean_text,
     content_filter_error,
+    error_body,
     error_message,
     parse_completion,
     read_body,
@@ -36,10 +37,11 @@ from bv.engine.endpoints import (
     NoModelList,
     describe_transport_error,
     fetch_models,
+    host_port,
     resolve,
 )
 from bv.engine.params import advice, body_fields
-from bv.engine.retry import retry_after_seconds
+from bv.engine.retry import wait_seconds
 
 FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
 
@@ -66,6 +68,9 @@ class OpenAIBackend:
         self.config = endpoint
         self.model = endpoint.model
         self.endpoint = endpoint.public
+        # Replicas of one model answer alike: a reply is found whichever of them served it, and
+        # with fewer or more of them; Azure's resource names its deployments' models.
+        self.cache_scope = endpoint.public if endpoint.kind == "azure" else None
         self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
         self._headers = endpoint.headers()
         self._session: Any = None
@@ -81,10 +86,21 @@ class OpenAIBackend:
         api_key: str | None = None,
         timeout: float = 600.0,
         jobs: int = 8,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        first_byte_timeout: float | None = None,
+        read_timeout: float | None = None,
     ) -> OpenAIBackend:
         if endpoint is None:
             endpoint = resolve(
-                cls.name, model=model, base_urls=base_urls, api_key=api_key, timeout=timeout, jobs=jobs
+                cls.name,
+                model=model,
+                base_urls=base_urls,
+                api_key=api_key,
+                timeout=timeout,
+                jobs=jobs,
+                connect_timeout=connect_timeout,
+                first_byte_timeout=first_byte_timeout,
+                read_timeout=read_timeout,
             )
         return cls(endpoint)
 
@@ -110,9 +126,8 @@ class OpenAIBackend:
             jobs = self.config.jobs
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=jobs + 4, limit_per_host=jobs + 4),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=self.config.timeout_s + 5
-                ),
+                # The first byte and the rest of the reply have timeouts of their own (_post).
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s),
                 auto_decompress=False,  # inflated by bv.engine.backends.replies, under a cap
                 # Proxies from the environment are looked up above, once; trust_env would look
                 # them (and ~/.netrc) up in a thread on every request.
@@ -144,30 +159,49 @@ class OpenAIBackend:
         return reply
 
     async def _post(self, replica: Replica, data: bytes) -> Reply:
+        """One try: connect (--connect-timeout), send, wait for the reply's first byte
+        (--first-byte-timeout), read the rest of it (--read-timeout); each named when it runs out."""
         import aiohttp
 
+        first_byte_s = self.config.first_byte_timeout_s or self.config.timeout_s
+        read_s = self.config.read_timeout_s or self.config.timeout_s
+        phase, deadline = "first byte", None
         try:
             session = self._open()
-            async with session.post(
-                replica.chat_url,
-                data=data,
-                headers=self._headers,
-                proxy=replica.proxy,
-                proxy_auth=replica.proxy_auth,
-            ) as response:
-                replica.answered = True
-                raw = await read_body(response)
-                status, headers = response.status, response.headers
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            what, unreachable = describe_transport_error(exc, replica.url)
+            async with asyncio.timeout(first_byte_s) as deadline:
+                async with session.post(
+                    replica.chat_url,
+                    data=data,
+                    headers=self._headers,
+                    proxy=replica.proxy,
+                    proxy_auth=replica.proxy_auth,
+                ) as response:
+                    replica.answered = True
+                    phase = "read"
+                    deadline.reschedule(asyncio.get_running_loop().time() + read_s)
+                    status, headers = response.status, response.headers
+                    raw = await (read_body(response) if status < 400 else error_body(response))
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            if deadline is not None and deadline.expired():
+                raise NoReply(self._timed_out(replica, phase, first_byte_s, read_s)) from None
+            what, unreachable = describe_transport_error(exc, replica.url, self.config.connect_timeout_s)
             if unreachable and not replica.answered:
                 replica.unreachable += 1
                 replica.last_error = what
                 self._fail_fast()
-            raise Transient(what) from None
+            raise NoReply(what) from None
         if status >= 400:
             raise await self._status_error(replica, status, headers, raw)
         return parse_completion(raw)
+
+    def _timed_out(self, replica: Replica, phase: str, first_byte_s: float, read_s: float) -> str:
+        where = host_port(replica.url)
+        if phase == "first byte":
+            return (
+                f"first-byte timeout: {where} sent no reply within {first_byte_s:g} s of the request"
+                " (--first-byte-timeout)"
+            )
+        return f"read timeout: {where} did not finish its reply within {read_s:g} s (--read-timeout)"
 
     def _fail_fast(self) -> None:
         """Stop the run when no replica has ever answered and each keeps failing to connect."""
@@ -185,14 +219,11 @@ class OpenAIBackend:
         message = printable(error_message(raw))
         where = replica.url if self.config.kind == "azure" else self.endpoint
         if status == 429:
-            return Transient("429 rate limited", retry_after_seconds(headers))
+            return RateLimited("429 rate limited", wait_seconds(headers))
         if status in (408, 409) or status >= 500:
-            return Transient(f"HTTP {status}", retry_after_seconds(headers))
+            return Transient(f"HTTP {status}", wait_seconds(headers))
         if status in (401, 403):
-            return Fatal(
-                f"{where} refused the API key (HTTP {status}): check --api-key or the key's"
-                f" environment variable. Server said: {message}"
-            )
+            return Fatal(f"{self.config.key_refusal(where, status)}. Server said: {message}")
         if status == 404:
             return Fatal(await self._not_found(replica, message))
         if status == 400:
@@ -202,7 +233,9 @@ class OpenAIBackend:
         hint = (
             advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
         )
-        return ItemFailure(f"HTTP {status}: {message}{hint}")
+        # The parameter table's advice says what to change; else the general fix, said if the stage stops.
+        fix = "" if hint else _REFUSAL_FIXES.get(status, _REFUSAL_FIX)
+        return Refused(f"HTTP {status}: {message}{hint}", fix)
 
     async def _not_found(self, replica: Replica, message: str) -> str:
         """A 404 made actionable: a missing /v1, and the models the endpoint does serve."""
@@ -247,6 +280,15 @@ class OpenAIBackend:
                 await self._session.close()
             except Exception:  # closing is best effort; the process is ending anyway
                 pass
+
+
+_REFUSAL_FIX = (
+    "Check the model name and the request's parameters (-p KEY=VALUE, --max-tokens, --temperature)"
+    " against what this endpoint accepts (docs/backends.md)."
+)
+_REFUSAL_FIXES = {
+    413: "The request is too large for the endpoint: lower --max-pixels, or use a model with more context.",
+}
 
 
 def error_object(raw: bytes) -> dict[str, Any]:

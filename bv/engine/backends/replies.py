@@ -52,6 +52,18 @@ class ContentFiltered(ItemFailure):
         self.categories = categories
 
 
+MAX_ERROR_BODY_BYTES = 1024 * 1024  # an error reply is read for its message only
+
+
+async def error_body(response: Any) -> bytes:
+    """An error reply's body, read for its message: at most MAX_ERROR_BODY_BYTES; a longer one
+    is dropped (empty), so a 500 with a huge body is still an HTTP 500, retried as one."""
+    try:
+        return await read_body(response, MAX_ERROR_BODY_BYTES)
+    except ReplyTooLarge:
+        return b""
+
+
 async def read_body(response: Any, limit: int = MAX_REPLY_BYTES) -> bytes:
     """The response body, inflated, or ReplyTooLarge as soon as either side passes `limit`."""
     encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()

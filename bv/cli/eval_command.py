@@ -1,0 +1,226 @@
+"""`bv eval`: the whole evaluation of one model into a run folder (bv.runs.evaluate does it)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bv.cli.common import (
+    API_KEY,
+    BACKEND,
+    BASE_URLS,
+    CACHE,
+    EXEC_CMD,
+    IDS,
+    IMAGE_DETAIL,
+    JOBS,
+    JUDGE_API_KEY,
+    JUDGE_BASE_URL,
+    JUDGE_MODE,
+    JUDGE_MODEL,
+    JUDGE_PARAM,
+    LIMIT,
+    MAX_PIXELS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MODEL,
+    NO_CACHE,
+    PARAMS,
+    PROMPTS_HELP,
+    QUIET,
+    REPEATS,
+    RETRIES,
+    SEED,
+    SKILL,
+    SKIP_BAD,
+    STYLE,
+    SUBTYPES,
+    TEMPERATURE,
+    TIMEOUT,
+    TYPES,
+    cli_words,
+    default_cache,
+    parse_params,
+    request_params,
+)
+
+
+def default_out(backend: str, model: str | None) -> Path:
+    """runs/<model>, the model's name made one safe folder name (Qwen/Qwen2.5-VL-7B: Qwen_Qwen2.5-VL-7B)."""
+    name = model if model and backend != "chance" else backend
+    return Path("runs") / (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run")
+
+
+@click.command("eval")
+@click.argument("items", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The run folder; re-run the same command to resume it. [default: runs/<model>]",
+)
+@BACKEND
+@MODEL
+@BASE_URLS
+@API_KEY
+@JUDGE_MODE
+@JUDGE_MODEL
+@JUDGE_BASE_URL
+@JUDGE_API_KEY
+@JUDGE_PARAM
+@REPEATS
+@MAX_TURNS
+@MAX_TOKENS
+@TEMPERATURE
+@SEED
+@PARAMS
+@MAX_PIXELS
+@EXEC_CMD
+@STYLE
+@SKILL
+@click.option(
+    "--prompts",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="DIR",
+    help=PROMPTS_HELP,
+)
+@IMAGE_DETAIL
+@IDS
+@TYPES
+@SUBTYPES
+@click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
+@click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
+@LIMIT
+@JOBS
+@RETRIES
+@TIMEOUT
+@CACHE
+@NO_CACHE
+@QUIET
+@SKIP_BAD
+def eval_(
+    items: Path | None,
+    out: Path | None,
+    backend: str,
+    model: str | None,
+    base_urls: tuple[str, ...],
+    api_key: str | None,
+    mode: str,
+    judge_model: str | None,
+    judge_base_url: str | None,
+    judge_api_key: str | None,
+    judge_param_pairs: tuple[str, ...],
+    repeats: int,
+    max_turns: int,
+    max_tokens: int | None,
+    temperature: float | None,
+    seed: int | None,
+    extra_params: tuple[str, ...],
+    max_pixels: int | None,
+    exec_cmd: str | None,
+    style: str,
+    skill: Path | None,
+    prompts: Path | None,
+    image_detail: str,
+    ids: tuple[str, ...],
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    sample: int | None,
+    sample_seed: int,
+    limit: int | None,
+    jobs: int,
+    retries: int,
+    timeout: float,
+    cache_path: Path | None,
+    no_cache: bool,
+    quiet: bool,
+    skip_bad: bool,
+) -> None:
+    """Evaluate one model: prompt, rollout, judge and report, into one run folder.
+
+    ITEMS is a meta_data.jsonl (default: the set `bv data` wrote). The folder gets
+    results.jsonl, config.json (every option, the endpoints, bv's version; never a key),
+    report.md, report.html and logs/ (what each stage said). Options are those of bv prompt,
+    bv rollout and bv judge (--mode is the judge's). Stopped (Ctrl-C, SIGTERM, a kill, a
+    failed request), re-run the same command: finished replies come from the reply cache,
+    so only what did not finish is sent again. Exit status as the stages': 0, 1 when rows
+    failed, 2 usage error, 130 Ctrl-C, 143 SIGTERM.
+
+    \b
+    Examples:
+      bv eval -m gpt-4o --judge-model gpt-4o-mini
+      bv eval data/meta_data.jsonl -m Qwen/Qwen2.5-VL-7B-Instruct \\
+        --base-url http://localhost:8000/v1 --repeats 3 -o runs/qwen-7b
+      bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
+    """
+    from bv.core.errors import BadConfig
+    from bv.runs.config import BadOption, EvalConfig
+    from bv.runs.evaluate import run_eval
+
+    if items is None:
+        from bv.data.writer import default_dir
+
+        items = default_dir() / "meta_data.jsonl"
+        if not items.is_file():
+            raise click.UsageError(
+                f"no ITEMS given and no data set at {items}: run `bv data` first, or give a meta_data.jsonl"
+            )
+    config = EvalConfig(
+        items=items,
+        out=out or default_out(backend, model),
+        style=style,
+        skill=skill,
+        prompts=prompts,
+        image_detail=image_detail,
+        ids=ids,
+        types=types,
+        subtypes=subtypes,
+        sample=sample,
+        sample_seed=sample_seed,
+        limit=limit,
+        backend=backend,
+        model=model,
+        base_urls=base_urls,
+        api_key=api_key,
+        repeats=repeats,
+        max_turns=max_turns,
+        params=request_params(max_tokens, temperature, seed, max_pixels, extra_params),
+        exec_cmd=exec_cmd,
+        judge_mode=mode,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        judge_api_key=judge_api_key,
+        judge_params=parse_params(judge_param_pairs, "--judge-param"),
+        jobs=jobs,
+        retries=retries,
+        timeout=timeout,
+        cache=None if no_cache else cache_path or default_cache(),
+        quiet=quiet,
+        skip_bad=skip_bad,
+    )
+    try:
+        result = run_eval(config)
+    except (BadOption, BadConfig) as exc:
+        raise click.UsageError(cli_words(str(exc))) from None
+    say_result(result)
+    sys.exit(result.status)
+
+
+def say_result(result: Any) -> None:
+    """The closing line: what the folder holds, or why the run stopped and how to resume it."""
+    from bv.core.outcome import say
+    from bv.core.run_context import current
+    from bv.core.stats import counted
+
+    current().stage = "eval"
+    if result.stopped is not None:
+        again = "re-run the same command to finish (finished replies come from the cache)"
+        say(f"{result.stopped}; {again}; no results written to {result.folder}")
+        return
+    accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"
+    files = ", ".join([*result.written[1:], "config.json", "logs/"])
+    say(f"{counted(result.rows, 'row')}{accuracy}; wrote {result.folder}/: {files}")

@@ -1,0 +1,304 @@
+"""`bv optimize`: the options of the loop, the target's (as bv rollout takes them), the judge's
+(as bv judge) and the optimizer's; the loop itself is bv.optimize.loop, reached through bv.api."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bv.cli.common import (
+    API_KEY,
+    BASE_URLS,
+    CACHE,
+    JOBS,
+    NO_CACHE,
+    PROMPTS,
+    QUIET,
+    RETRIES,
+    TIMEOUT,
+    Finite,
+    parse_params,
+    share,
+)
+from bv.engine.backends import BACKENDS
+
+
+def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
+    from bv.optimize.split import parse_ratio
+
+    try:
+        return parse_ratio(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command()
+@click.argument("items", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--skill",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="The seed skill (Markdown), put in the target's system prompt as bv prompt --skill does.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Run folder: skills/, history.jsonl, best.md, report.md, report.html; the same command resumes it.",
+)
+@click.option(
+    "--backend", type=click.Choice(list(BACKENDS)), default="openai", show_default=True, envvar="BV_BACKEND"
+)
+@click.option("-m", "--model", envvar="BV_MODEL", help="Target model. [env: BV_MODEL]")
+@BASE_URLS
+@API_KEY
+@click.option(
+    "--max-turns", type=click.IntRange(1, 20), default=1, show_default=True, help="Target turns per item."
+)
+@click.option("--max-tokens", type=click.IntRange(1), help="Target's cap on completion tokens per turn.")
+@click.option(
+    "--temperature", type=Finite(min=0), help="Target's sampling temperature. [default: the server's]"
+)
+@click.option(
+    "-p", "--param", "extra_params", multiple=True, metavar="KEY=VALUE", help="Extra target request field."
+)
+@click.option(
+    "--mode", "judge_mode", type=click.Choice(["auto", "rules", "llm"]), default="auto", show_default=True
+)
+@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
+@click.option(
+    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
+)
+@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@click.option(
+    "--optimizer-model",
+    envvar="BV_OPTIMIZER_MODEL",
+    help="The model that writes edits. [env: BV_OPTIMIZER_MODEL]",
+)
+@click.option(
+    "--optimizer-base-url", envvar="BV_OPTIMIZER_BASE_URL", help="Its endpoint. [env: BV_OPTIMIZER_BASE_URL]"
+)
+@click.option("--optimizer-api-key", help="Its API key. [env: BV_OPTIMIZER_API_KEY]")
+@click.option("--optimizer-temperature", type=Finite(min=0), help="Its sampling temperature.")
+@click.option(
+    "--ratio",
+    default="2:1:7",
+    show_default=True,
+    callback=_ratio,
+    help="train:selection:test, stratified by subtype.",
+)
+@click.option(
+    "--split",
+    "split_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the split, the batch order and the successes sent.",
+)
+@click.option(
+    "--epochs", type=click.IntRange(1), default=4, show_default=True, help="Passes over the train split."
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(0),
+    help="At most this many steps in all. [default: every batch of every epoch]",
+)
+@click.option(
+    "--batch", type=click.IntRange(1), default=64, show_default=True, help="Train items rolled out per step."
+)
+@click.option(
+    "--minibatch",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Attempts per optimizer request.",
+)
+@click.option(
+    "--success-share",
+    type=float,
+    default=0.25,
+    show_default=True,
+    callback=share,
+    help="Share of a batch's successes shown to the optimizer.",
+)
+@click.option(
+    "--edits",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Step size: edits applied at most per step.",
+)
+@click.option(
+    "--alpha",
+    type=Finite(min=0, max=1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="The gate's false-accept rate.",
+)
+@click.option(
+    "--gate",
+    type=click.Choice(["paired", "greater"]),
+    default="paired",
+    show_default=True,
+    help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
+    " (the reference's rule).",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Runs per item on the selection and test splits.",
+)
+@click.option(
+    "--max-skill-chars", type=click.IntRange(1), default=16_000, show_default=True, help="Skill size cap."
+)
+@PROMPTS
+@JOBS
+@RETRIES
+@TIMEOUT
+@CACHE
+@NO_CACHE
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send and write nothing: print the split, the steps and the most requests by role.",
+)
+@QUIET
+def optimize(
+    items: Path,
+    skill: Path,
+    out: Path,
+    backend: str,
+    model: str | None,
+    base_urls: tuple[str, ...],
+    api_key: str | None,
+    max_turns: int,
+    max_tokens: int | None,
+    temperature: float | None,
+    extra_params: tuple[str, ...],
+    judge_mode: str,
+    judge_model: str | None,
+    judge_base_url: str | None,
+    judge_api_key: str | None,
+    optimizer_model: str | None,
+    optimizer_base_url: str | None,
+    optimizer_api_key: str | None,
+    optimizer_temperature: float | None,
+    ratio: tuple[int, int, int],
+    split_file: Path | None,
+    seed: int,
+    epochs: int,
+    steps: int | None,
+    batch: int,
+    minibatch: int,
+    success_share: float,
+    edits: int,
+    alpha: float,
+    gate: str,
+    repeats: int,
+    max_skill_chars: int,
+    templates: Any,
+    jobs: int,
+    retries: int,
+    timeout: float,
+    cache_path: Path | None,
+    no_cache: bool,
+    dry_run: bool,
+    quiet: bool,
+) -> None:
+    """Improve a skill: roll out train batches, have the optimizer model propose edits from the
+    failures, keep a candidate only when a paired per-item test on the selection split finds it
+    better, and compare the best skill with the seed on the test split at the end.
+
+    Re-run the same command after a crash, Ctrl-C or kill: it goes on from the last finished
+    step, and the reply cache answers every request already paid for (docs/optimize.md).
+
+    \b
+    Examples:
+      bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
+        --optimizer-model gpt-5
+      bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
+        --optimizer-model gpt-5 --dry-run   # the split, the steps, the most requests by role
+    """
+    from bv import api
+    from bv.cli import ending
+    from bv.core import outcome
+    from bv.engine.endpoints import BadEndpoint
+    from bv.optimize.loop import OptimizeError
+    from bv.optimize.report import headline
+
+    target_params: dict[str, Any] = {
+        k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None
+    }
+    extra = parse_params(extra_params)
+    if extra:
+        target_params["extra_body"] = extra
+    if not optimizer_model and not dry_run:
+        raise click.UsageError(
+            "bv optimize needs --optimizer-model (or BV_OPTIMIZER_MODEL): the model that writes edits"
+        )
+    keywords: dict[str, Any] = dict(
+        skill=skill,
+        out=out,
+        optimizer_model=optimizer_model,
+        optimizer_base_url=optimizer_base_url,
+        optimizer_api_key=optimizer_api_key,
+        optimizer_params={"temperature": optimizer_temperature}
+        if optimizer_temperature is not None
+        else None,
+        model=model,
+        backend=backend,
+        base_url=list(base_urls),
+        api_key=api_key,
+        params=target_params,
+        max_turns=max_turns,
+        judge_mode=judge_mode,
+        judge_model=judge_model,
+        judge_base_url=judge_base_url,
+        judge_api_key=judge_api_key,
+        ratio=ratio,
+        split=split_file,
+        seed=seed,
+        epochs=epochs,
+        steps=steps,
+        batch=batch,
+        minibatch=minibatch,
+        success_share=success_share,
+        edits=edits,
+        alpha=alpha,
+        gate=gate,
+        repeats=repeats,
+        max_skill_chars=max_skill_chars,
+        templates=templates,
+        jobs=jobs,
+        retries=retries,
+        timeout=timeout,
+        cache=None if no_cache else cache_path or api.DEFAULT_CACHE,
+        quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
+    )
+    try:
+        if dry_run:
+            plan = api.plan_optimize(items, **keywords)
+            click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
+            for line in plan.lines():
+                click.echo(f"  {line}", err=True)
+            return
+        result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
+    except (OptimizeError, BadEndpoint) as exc:
+        raise click.UsageError(str(exc)) from None
+    for line in headline(result):
+        click.echo(line)
+    click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
+    failed = result.test.get("failed_rows", 0)
+    if failed:
+        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        sys.exit(ending.ROWS_FAILED)

@@ -1,0 +1,94 @@
+"""Planning a comparison (Miller, "Adding Error Bars to Evals", arXiv 2411.00640, section 5):
+the smallest difference these items and runs detect, and the items or runs a difference needs.
+The statistics it builds on are bv.core.stats's; docs/reports.md works an example on 388 items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from bv.core.stats import mean, sample_variance
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """What a paired comparison on these items can detect (Miller, section 5).
+
+    Var(d) at K runs per item splits into the items' true differences plus run-to-run noise:
+    Var(d; K) = between + noise_per_run / K. n ~ (z_{a/2} + z_b)^2 Var(d) / delta^2."""
+
+    n_items: int
+    runs: float  # runs per item in the data (mean over items and sides)
+    var_diff: float  # Var(d) at the runs in the data
+    noise_per_run: float  # the run-to-run part of Var(d) at one run per item (0 when unknown)
+    alpha: float = 0.05
+    power: float = 0.8
+
+    @property
+    def z(self) -> float:
+        dist = NormalDist()
+        return dist.inv_cdf(1 - self.alpha / 2) + dist.inv_cdf(self.power)
+
+    @property
+    def between(self) -> float:
+        return max(0.0, self.var_diff - self.noise_per_run / self.runs)
+
+    def var_at(self, runs: float) -> float:
+        return self.between + self.noise_per_run / runs
+
+    @property
+    def mde(self) -> float:
+        """The smallest difference detected with this power at these items and runs."""
+        return self.z * math.sqrt(self.var_diff / self.n_items) if self.n_items else float("nan")
+
+    def items_for(self, delta: float, runs: float | None = None) -> int:
+        """Items needed to detect `delta` at `runs` per item (the data's by default)."""
+        return math.ceil(self.z**2 * self.var_at(runs or self.runs) / delta**2)
+
+    def runs_for(self, delta: float) -> int | None:
+        """Runs per item needed on these items to detect `delta`; None when no number suffices."""
+        room = delta**2 * self.n_items / self.z**2 - self.between
+        if self.noise_per_run <= 0 or room <= 0:
+            return None if self.var_at(self.runs) * self.z**2 / delta**2 > self.n_items else 1
+        return max(1, math.ceil(self.noise_per_run / room))
+
+
+def _noise(sides: Sequence[Sequence[float]]) -> float:
+    """One run's sampling variance within an item (unbiased), averaged over the items run more
+    than once; 0 when none is (then it cannot be told from the items' own spread)."""
+    repeated = [sample_variance(runs) for runs in sides if len(runs) > 1]
+    return mean(repeated) if repeated else 0.0
+
+
+def paired_power(
+    a: Mapping[str, Sequence[float]],
+    b: Mapping[str, Sequence[float]],
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> PowerPlan:
+    """The power plan of comparing b with a, from the data: Var(d) and its run-to-run part."""
+    common = [item for item in a if item in b and a[item] and b[item]]
+    diffs = [mean(b[item]) - mean(a[item]) for item in common]
+    runs = mean([(len(a[item]) + len(b[item])) / 2 for item in common]) if common else 1.0
+    noise = _noise([a[item] for item in common]) + _noise([b[item] for item in common])
+    var = sample_variance(diffs) if len(diffs) > 1 else float("nan")
+    return PowerPlan(len(common), runs, var, noise, alpha, power)
+
+
+def single_power(
+    scores: Mapping[str, Sequence[float]], *, alpha: float = 0.05, power: float = 0.8
+) -> PowerPlan:
+    """The power plan for comparing an input with a like one when no pair is at hand.
+
+    Without the second input the correlation is unknown; Var(d) = 2 Var(item score) assumes none
+    (the conservative end: paired inputs usually correlate, which shrinks Var(d))."""
+    runs_of = [runs for runs in scores.values() if runs]
+    values = [mean(runs) for runs in runs_of]
+    var = 2 * sample_variance(values) if len(values) > 1 else float("nan")
+    noise = 2 * _noise(runs_of)
+    runs = mean([len(r) for r in runs_of]) if runs_of else 1.0
+    return PowerPlan(len(values), runs, var, noise, alpha, power)

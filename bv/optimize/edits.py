@@ -1,0 +1,314 @@
+"""Edit operations on a skill, in the reference's shape, read from an optimizer's reply and checked.
+
+The reply is hostile text: it is parsed within a size bound, and every operation is checked on
+its own against the current skill before any is applied. A refused operation costs only itself
+and is named with why (`Checked.status`): the history shows it beside the ones that were applied.
+
+    {"edits": [{"op": "append" | "insert_after" | "replace" | "delete",
+                "target": "...", "content": "...", "reason": "...", "failure_kind": "..."}]}
+
+(also read under a top-level "patch": {"patch": {"edits": [...]}} or {"patch": [...]}).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+OPS = ("append", "insert_after", "replace", "delete")
+NEEDS_TARGET = {"insert_after", "replace", "delete"}
+NEEDS_CONTENT = {"append", "insert_after", "replace"}
+MAX_REPLY_CHARS = 256 * 1024  # an optimizer reply longer than this is not read
+MAX_EDITS_READ = 64  # operations read from one reply; the rest are named "over_limit"
+MAX_NOTE_CHARS = 500  # a reason or failure kind is kept to this length
+DEFAULT_MAX_SKILL_CHARS = 16_000
+
+# Why an operation was not applied (the history's `status`), besides "applied".
+STATUSES = {
+    "malformed": "not an operation bv can read (unknown op, a missing or non-text field)",
+    "absent": "its target is not in the current skill",
+    "ambiguous": "its target is in the current skill more than once",
+    "leak": "it quotes an item's question with its gold answer, or a held-out item's question",
+    "too_large": "the skill would exceed the size cap",
+    "control_chars": "its text holds control characters",
+    "no_change": "it leaves the skill as it was",
+    "duplicate": "the same operation as an earlier one (merged into it)",
+    "over_step": "beyond the step size (--edits)",
+    "conflict": "an operation applied before it removed its target",
+    "over_limit": f"beyond the first {MAX_EDITS_READ} operations of a reply",
+}
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Edit:
+    op: str
+    target: str = ""
+    content: str = ""
+    reason: str = ""
+    failure_kind: str = ""
+    support: int = 1  # how many replies (minibatches) proposed it
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op}
+        if self.op in NEEDS_TARGET:
+            out["target"] = self.target
+        if self.op in NEEDS_CONTENT:
+            out["content"] = self.content
+        for name in ("reason", "failure_kind"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        out["support"] = self.support
+        return out
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One proposed operation and what became of it."""
+
+    edit: Edit | None  # None when it could not be read at all
+    status: str  # "applied", "ok" (passed the checks, not yet applied) or one of STATUSES
+    why: str = ""
+    raw: str = ""  # a short, escaped quote of what was proposed, for an operation that could not be read
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status}
+        if self.edit is not None:
+            out.update(self.edit.to_json())
+        if self.why:
+            out["why"] = self.why
+        if self.raw:
+            out["raw"] = self.raw
+        return out
+
+
+class ReplyProblem(ValueError):
+    """An optimizer reply with no readable edit list: `kind` names it in the history."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def quote(value: Any, limit: int = 200) -> str:
+    """A bounded, escaped rendering of hostile text for the history and the report."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=True, default=str)[: limit * 2]
+    text = text[:limit] + ("…" if len(text) > limit else "")
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _json_object(text: str) -> Any:
+    """The JSON object of a reply: the whole reply, or the span from its first `{` to its last `}`
+    (a reply fenced in ``` or with a sentence around it)."""
+    for candidate in (text.strip(), text[text.find("{") : text.rfind("}") + 1] if "{" in text else ""):
+        if not candidate:
+            continue
+        try:
+            return json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+    raise ReplyProblem("malformed_reply", "the reply holds no JSON object")
+
+
+def read_reply(text: str | None) -> list[Any]:
+    """The raw operations of an optimizer reply; ReplyProblem when there is no edit list to read."""
+    if not text or not text.strip():
+        raise ReplyProblem("empty_reply", "the reply is empty")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ReplyProblem("oversized_reply", f"the reply is over {MAX_REPLY_CHARS // 1024} KiB")
+    obj = _json_object(text)
+    if isinstance(obj, dict) and "edits" not in obj and "patch" in obj:
+        obj = obj["patch"]
+    if isinstance(obj, dict):
+        obj = obj.get("edits")
+    if not isinstance(obj, list):
+        raise ReplyProblem("malformed_reply", 'the reply has no list of edits ({"edits": [...]})')
+    return obj
+
+
+def parse_edit(raw: Any) -> Edit | str:
+    """An Edit from one raw operation, or why it cannot be read."""
+    if not isinstance(raw, dict):
+        return "an operation is a JSON object"
+    op = raw.get("op")
+    if op not in OPS:
+        return f"op must be one of {', '.join(OPS)}"
+    fields: dict[str, str] = {}
+    for name in ("target", "content", "reason", "failure_kind"):
+        value = raw.get(name, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            return f"{name} must be text"
+        fields[name] = value
+    if op in NEEDS_TARGET and not fields["target"].strip():
+        return f"{op} needs a target"
+    if op in ("append", "insert_after") and not fields["content"].strip():
+        return f"{op} needs content"
+    return Edit(
+        op=op,
+        target=fields["target"],
+        content=fields["content"],
+        reason=quote(fields["reason"], MAX_NOTE_CHARS),
+        failure_kind=quote(fields["failure_kind"], 60),
+    )
+
+
+def _norm(text: str) -> str:
+    return _SPACE.sub(" ", text).strip().casefold()
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """An item text an edit must not carry: its question (normalised), the gold answers, and
+    whether the optimizer could have seen it (train) or never (selection, test)."""
+
+    question: str
+    golds: tuple[str, ...]
+    held_out: bool
+
+
+def guarded_items(items: Iterable[Mapping[str, Any]], train_ids: set[str]) -> list[Guarded]:
+    """What the leak check looks for, from the items of every part."""
+    out = []
+    for item in items:
+        golds = [g for g in item["answer"] if g.strip()]
+        for choice in item.get("choices", []):
+            if choice["label"] in item["answer"] and len(choice["text"].strip()) > 1:
+                golds.append(choice["text"])
+        out.append(
+            Guarded(_norm(item["question"]), tuple(_norm(g) for g in golds), str(item["id"]) not in train_ids)
+        )
+    return out
+
+
+def _quotes(content: str, question: str) -> bool:
+    return bool(question) and (question in content or (len(question) > 60 and question[:60] in content))
+
+
+def _golds_in(content: str, golds: Sequence[str]) -> bool:
+    for gold in golds:
+        if len(gold) <= 2:  # a label or a digit: a word of its own
+            if re.search(rf"(?<![\w]){re.escape(gold)}(?![\w])", content):
+                return True
+        elif gold in content:
+            return True
+    return False
+
+
+def leak(content: str, guarded: Sequence[Guarded]) -> str | None:
+    """Why `content` leaks an item, or None. A question shared by train and held-out items (the
+    templated ones) counts as a train question."""
+    text = _norm(content)
+    train_questions = {g.question for g in guarded if not g.held_out}
+    for g in guarded:
+        if not _quotes(text, g.question):
+            continue
+        if _golds_in(text, g.golds):
+            return "it quotes an item's question with its gold answer"
+        if g.held_out and g.question not in train_questions:
+            return (
+                "it quotes the question of a held-out item (selection or test), which the optimizer never saw"
+            )
+    return None
+
+
+def apply_edit(text: str, edit: Edit) -> str:
+    """The skill after one operation (checked first: its target is there exactly once)."""
+    if edit.op == "append":
+        return (text.rstrip() + "\n\n" if text.strip() else "") + edit.content.strip()
+    at = text.find(edit.target)
+    end = at + len(edit.target)
+    if edit.op == "insert_after":
+        line_end = text.find("\n", end)
+        line_end = len(text) if line_end < 0 else line_end
+        return text[:line_end] + "\n" + edit.content.strip("\n") + text[line_end:]
+    if edit.op == "replace":
+        return text[:at] + edit.content + text[end:]
+    joined = text[:at] + text[end:]
+    return re.sub(r"\n{3,}", "\n\n", joined).strip("\n")
+
+
+def check_edit(text: str, edit: Edit, guarded: Sequence[Guarded], max_chars: int) -> Checked:
+    """Whether `edit` applies to `text` and may be applied; status "ok" when it may."""
+    for name in ("target", "content"):
+        if _CONTROL.search(getattr(edit, name)):
+            return Checked(edit, "control_chars", f"its {name} holds control characters")
+    if len(edit.content) > max_chars:
+        return Checked(edit, "too_large", f"its content is over the skill cap of {max_chars} characters")
+    if edit.op in NEEDS_TARGET:
+        count = text.count(edit.target)
+        if count == 0:
+            return Checked(edit, "absent", "its target is not in the current skill")
+        if count > 1:
+            return Checked(edit, "ambiguous", f"its target is in the current skill {count} times")
+    if edit.op in NEEDS_CONTENT:
+        why = leak(edit.content, guarded)
+        if why:
+            return Checked(edit, "leak", why)
+    after = apply_edit(text, edit)
+    if len(after) > max_chars:
+        return Checked(
+            edit, "too_large", f"the skill would be {len(after)} characters, over the cap of {max_chars}"
+        )
+    if after == text:
+        return Checked(edit, "no_change", "it leaves the skill as it was")
+    return Checked(edit, "ok")
+
+
+def _key(edit: Edit) -> tuple[str, str, str]:
+    return edit.op, _norm(edit.target), _norm(edit.content)
+
+
+def propose(
+    text: str, raw_ops: Sequence[Sequence[Any]], guarded: Sequence[Guarded], max_chars: int, step_size: int
+) -> tuple[str, list[Checked]]:
+    """The candidate skill from the operations of several replies, and what became of each.
+
+    Each operation is read and checked against the current skill; duplicates merge into the
+    first (its `support` counting them); the most supported (then the first proposed) up to
+    `step_size` are applied in that order, each checked again on the text it meets."""
+    checked: list[Checked] = []
+    merged: dict[tuple[str, str, str], int] = {}  # key -> index in `checked`
+    for ops in raw_ops:
+        for number, raw in enumerate(ops):
+            if number >= MAX_EDITS_READ:
+                checked.append(Checked(None, "over_limit", STATUSES["over_limit"], quote(raw)))
+                continue
+            edit = parse_edit(raw)
+            if isinstance(edit, str):
+                checked.append(Checked(None, "malformed", edit, quote(raw)))
+                continue
+            key = _key(edit)
+            if key in merged:
+                first = checked[merged[key]]
+                assert first.edit is not None
+                checked[merged[key]] = replace(
+                    first, edit=replace(first.edit, support=first.edit.support + 1)
+                )
+                checked.append(Checked(edit, "duplicate", STATUSES["duplicate"]))
+                continue
+            merged[key] = len(checked)
+            checked.append(check_edit(text, edit, guarded, max_chars))
+    passing = [i for i, c in enumerate(checked) if c.status == "ok"]
+    ranked = sorted(passing, key=lambda i: -checked[i].edit.support)  # type: ignore[union-attr]
+    candidate, applied = text, 0
+    for index in ranked:
+        entry = checked[index]
+        assert entry.edit is not None
+        if applied >= step_size:
+            checked[index] = Checked(entry.edit, "over_step", STATUSES["over_step"])
+            continue
+        again = check_edit(candidate, entry.edit, guarded, max_chars)
+        if again.status != "ok":
+            status = "conflict" if again.status in ("absent", "ambiguous") else again.status
+            checked[index] = Checked(entry.edit, status, again.why)
+            continue
+        candidate, applied = apply_edit(candidate, entry.edit), applied + 1
+        checked[index] = Checked(entry.edit, "applied")
+    return candidate, checked

@@ -1,0 +1,384 @@
+"""The loop of `bv optimize` (docs/optimize.md): split the items, then step by step roll out a
+train batch with the current skill, reflect on it with the optimizer model, apply the edits that
+pass their checks and gate the candidate on the selection split with a paired test; at the end
+compare the best skill with the seed on the test split, which nothing before has touched.
+
+Every step is a pure function of the run's settings and the replies (which the reply cache
+keeps), and its history row is written once it is finished: a re-run after a crash or a kill
+reads the rows back and goes on from the first unfinished step, with no paid request sent twice."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bv.core.items import parse_item
+from bv.core.jsonl import Problems, read_records
+from bv.core.records import Item, JudgedRow
+from bv.core.templates import names as template_names
+from bv.optimize import runs
+from bv.optimize.edits import ReplyProblem, guarded_items, propose, quote, read_reply
+from bv.optimize.gate import decide, estimate, scores
+from bv.optimize.reflect import minibatches, reflection_prompt
+from bv.optimize.results import (
+    OptimizeError,
+    OptimizeOptions,
+    OptimizeResult,
+    Plan,
+    accuracy_of,
+    add_tokens,
+    seed_line,
+    step_line,
+    tokens_of,
+)
+from bv.optimize.rundir import RunFolder
+from bv.optimize.split import Split, read_split, stratified_split
+from bv.stages.prompt import Skill
+
+__all__ = ["OptimizeError", "OptimizeOptions", "OptimizeResult", "Plan", "dry_run", "optimize"]
+
+
+def load_items(path: Path, problems: Problems) -> list[Item]:
+    items = [item for _, item in read_records((str(path),), problems, parse_item)]
+    seen: set[str] = set()
+    for item in items:
+        item["id"] = str(item["id"])
+        if item["id"] in seen:
+            raise OptimizeError(
+                f"{path}: item id {quote(item['id'], 80)} appears twice; a split needs unique ids"
+            )
+        seen.add(item["id"])
+    if not items:
+        raise OptimizeError(f"{path}: no items")
+    return items
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _order(seed: int, epoch: int, ids: Sequence[str]) -> list[str]:
+    return sorted(ids, key=lambda i: _sha(f"{seed}\0epoch {epoch}\0{i}"))
+
+
+class _Loop:
+    """One run of the loop over a run folder (resuming what it holds)."""
+
+    def __init__(
+        self,
+        items_path: Path,
+        seed_skill: Skill,
+        folder: RunFolder,
+        engines: runs.Engines,
+        options: OptimizeOptions,
+        say: Callable[[str], None],
+    ) -> None:
+        self.problems = Problems()
+        self.items = load_items(items_path, self.problems)
+        self.by_id = {item["id"]: item for item in self.items}
+        self.folder, self.options, self.say = folder, options, say
+        self.engines = engines if engines.image_root else replace(engines, image_root=items_path.parent)
+        self.seed_skill = Skill(seed_skill.name, seed_skill.text.strip())
+        if len(self.seed_skill.text) > options.max_skill_chars:
+            raise OptimizeError(
+                f"the seed skill is {len(self.seed_skill.text)} characters,"
+                f" over --max-skill-chars {options.max_skill_chars}"
+            )
+        if options.split_file is not None:
+            self.split: Split = read_split(options.split_file, list(self.by_id))
+        else:
+            self.split = stratified_split(
+                {i["id"]: i["subtype"] for i in self.items}, options.ratio, options.seed
+            )
+        if not self.split.train or not self.split.selection or not self.split.test:
+            raise OptimizeError(
+                f"the split leaves a part empty ({self._sizes()}); give more items or another --ratio"
+            )
+        self.guarded = guarded_items(self.items, set(self.split.train))
+        self.per_epoch = math.ceil(len(self.split.train) / options.batch)
+        self.total = options.epochs * self.per_epoch if options.steps is None else options.steps
+        self.identity = self._identity(items_path)
+
+    def _sizes(self) -> str:
+        return ", ".join(f"{len(self.split.part(p))} {p}" for p in ("train", "selection", "test"))
+
+    def _identity(self, items_path: Path) -> dict[str, Any]:
+        """What run.json holds. Every key but `endpoints` must match for a re-run to resume: a
+        model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
+        by endpoint too, but finished steps stay finished)."""
+        templates = self.engines.templates
+        judge = self.engines.judge.recorded() if self.engines.judge_mode != "rules" else {}
+        endpoints = {
+            role: list(model.base_url)
+            for role, model in (
+                ("target", self.engines.target),
+                ("optimizer", self.engines.optimizer),
+                ("judge", self.engines.judge),
+            )
+        }
+        return {
+            "items_sha256": hashlib.sha256(items_path.read_bytes()).hexdigest(),
+            "seed_skill_sha256": self.seed_skill.sha256,
+            "split": self.split.to_json(),
+            "options": self.options.identity(),
+            "target": {**self.engines.target.recorded(), "max_turns": self.engines.max_turns},
+            "optimizer": self.engines.optimizer.recorded(),
+            "judge": {"mode": self.engines.judge_mode, **judge},
+            "templates": {name: templates.sha256(name) for name in template_names()},
+            "endpoints": endpoints,
+        }
+
+    def plan(self, done: int) -> Plan:
+        o, turns = self.options, self.engines.max_turns
+        selection, test = len(self.split.selection), len(self.split.test)
+        steps = max(0, self.total - max(done - 1, 0))
+        batch = min(o.batch, len(self.split.train))
+        target = (batch + selection * o.repeats) * turns * steps + (selection + 2 * test) * o.repeats * turns
+        judged = (batch + selection * o.repeats) * steps + (selection + 2 * test) * o.repeats
+        return Plan(
+            split={p: len(self.split.part(p)) for p in ("train", "selection", "test")},
+            steps=self.total,
+            steps_done=max(done - 1, 0),
+            requests={
+                "target": target,
+                "judge": judged if self.engines.judge_mode != "rules" and self.engines.judge.model else 0,
+                "optimizer": math.ceil(batch / o.minibatch) * steps,
+            },
+        )
+
+    # --- the run folder -----------------------------------------------------------------------
+    def open_folder(self) -> list[dict[str, Any]]:
+        """The history so far; the folder's identity written, or checked against this run's."""
+        before = self.folder.read_json("run.json")
+        keys = (set(before or {}) | set(self.identity)) - {"endpoints"}
+        differ = sorted(k for k in keys if before is not None and before.get(k) != self.identity.get(k))
+        if differ:
+            raise OptimizeError(
+                f"{self.folder.path} holds a run with other settings ({', '.join(differ)} differ):"
+                " use another --out, or the same items, skill and options to resume it"
+            )
+        if before != self.identity:  # new, or served elsewhere now
+            self.folder.write_json("run.json", self.identity)
+        if before is None:
+            self.folder.write_json("split.json", self.split.to_json())
+        return self.folder.history()
+
+    def skill_of(self, ref: Mapping[str, Any]) -> Skill:
+        return Skill(Path(ref["file"]).stem, self.folder.read_skill(ref["file"], ref["sha256"]))
+
+    # --- one evaluation -----------------------------------------------------------------------
+    def evaluate(
+        self, part: str, skill: Skill, repeats: int, what: str
+    ) -> tuple[list[JudgedRow], dict[str, Any]]:
+        rows = runs.rollout_and_judge(
+            [self.by_id[i] for i in self.split.part(part)], skill, self.engines, repeats, what
+        )
+        return rows, scores(rows)
+
+    def seed_row(self) -> dict[str, Any]:
+        skill = self.seed_skill
+        file = self.folder.write_skill(0, skill.sha256, skill.text)
+        rows, seed_scores = self.evaluate("selection", skill, self.options.repeats, "seed on selection")
+        ref = {"sha256": skill.sha256, "file": file}
+        selection = estimate(seed_scores)
+        return {
+            "step": 0,
+            "kind": "seed",
+            "skill": ref,
+            "selection": selection,
+            "best": {**ref, "step": 0, "accuracy": selection["accuracy"]},
+            "scores": seed_scores,
+            "tokens": tokens_of(rows, []),
+        }
+
+    def step_row(self, step: int, history: list[dict[str, Any]]) -> dict[str, Any]:
+        """Step `step` (1-based) from the state the history leaves."""
+        last = history[-1]
+        current_ref = last["skill"]
+        current = self.skill_of(current_ref)
+        current_scores = _current_scores(history)
+        epoch, position = divmod(step - 1, self.per_epoch)
+        order = _order(self.options.seed, epoch, self.split.train)
+        batch_ids = order[position * self.options.batch : (position + 1) * self.options.batch]
+        batch = [self.by_id[i] for i in batch_ids]
+        train_rows = runs.rollout_and_judge(batch, current, self.engines, 1, f"step {step}: train")
+        groups, failures, successes = minibatches(
+            train_rows, self.options.minibatch, self.options.success_share, f"{self.options.seed}:{step}"
+        )
+        requests = [
+            (
+                f"step{step}-mb{k}",
+                reflection_prompt(current.text, g, self.options.edits, self.engines.templates),
+            )
+            for k, g in enumerate(groups)
+        ]
+        replies = runs.ask_optimizer(requests, self.engines)
+        reflections, operations = [], []
+        for (request_id, _), reply in zip(requests, replies, strict=True):
+            entry: dict[str, Any] = {"request": request_id}
+            if reply.get("error"):
+                entry.update(status="optimizer_error", why=quote(reply["error"], 300))
+            else:
+                try:
+                    ops = read_reply(reply["response"])
+                    operations.append(ops)
+                    entry.update(status="ok", operations=len(ops))
+                except ReplyProblem as problem:
+                    entry.update(
+                        status=problem.kind, why=str(problem), reply=quote(reply["response"] or "", 300)
+                    )
+            reflections.append(entry)
+        text, checked = propose(
+            current.text, operations, self.guarded, self.options.max_skill_chars, self.options.edits
+        )
+        text = text.strip()
+        row: dict[str, Any] = {
+            "step": step,
+            "kind": "step",
+            "epoch": epoch + 1,
+            "skill_before": current_ref,
+            "train": {
+                "items": len(batch),
+                "accuracy": accuracy_of(train_rows),
+                "failures": failures,
+                "successes_sent": successes,
+                "errors": sum(1 for r in train_rows if r.get("error") or r.get("hard") is None),
+            },
+            "reflections": reflections,
+            "edits": [c.to_json() for c in checked],
+            "proposed": len(checked),
+            "passed_checks": sum(c.status in ("applied", "over_step", "conflict") for c in checked),
+            "applied": sum(c.status == "applied" for c in checked),
+            "candidate": None,
+            "gate": None,
+            "accepted": False,
+        }
+        selection_rows: list[JudgedRow] = []
+        chosen_ref, chosen_scores = current_ref, current_scores
+        if text != current.text:
+            sha = _sha(text)
+            ref = {"sha256": sha, "file": self.folder.write_skill(step, sha, text)}
+            candidate = Skill(Path(ref["file"]).stem, text)
+            selection_rows, candidate_scores = self.evaluate(
+                "selection", candidate, self.options.repeats, f"step {step}: gate"
+            )
+            decision = decide(current_scores, candidate_scores, self.options.gate, self.options.alpha)
+            row.update(
+                candidate=ref,
+                gate=decision.to_json(),
+                accepted=decision.accepted,
+                selection={"current": estimate(current_scores), "candidate": estimate(candidate_scores)},
+            )
+            if decision.accepted:
+                chosen_ref, chosen_scores = ref, candidate_scores
+        row["skill"] = chosen_ref
+        if row["accepted"]:
+            row["scores"] = chosen_scores
+        best = last["best"]
+        accuracy = estimate(chosen_scores)["accuracy"]
+        if (
+            row["accepted"]
+            and accuracy is not None
+            and (best["accuracy"] is None or accuracy > best["accuracy"])
+        ):
+            best = {**chosen_ref, "step": step, "accuracy": accuracy}
+        row["best"] = best
+        row["tokens"] = tokens_of(train_rows + selection_rows, replies)
+        return row
+
+    def test_result(self, best: Skill) -> dict[str, Any]:
+        """The seed and the best skill on the test split, each item `repeats` times, compared per item."""
+        from bv.optimize.gate import paired
+
+        seed_rows, seed_scores = self.evaluate("test", self.seed_skill, self.options.repeats, "seed on test")
+        best_rows, best_scores = (
+            (seed_rows, seed_scores)
+            if best.text == self.seed_skill.text
+            else self.evaluate("test", best, self.options.repeats, "best on test")
+        )
+        return {
+            "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
+            "best": {"sha256": best.sha256, **estimate(best_scores)},
+            "comparison": paired(seed_scores, best_scores),
+            "repeats": self.options.repeats,
+            "failed_rows": sum(
+                1 for r in [*seed_rows, *best_rows] if r.get("error") or r.get("hard") is None
+            ),
+            "tokens": tokens_of(seed_rows + (best_rows if best_rows is not seed_rows else []), []),
+        }
+
+
+def _current_scores(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """The current skill's selection scores: those of the last row that set the skill."""
+    for row in reversed(history):
+        if row["kind"] == "seed" or row.get("accepted"):
+            return {k: list(v) for k, v in row["scores"].items()}
+    raise AssertionError("a history starts with the seed's row")
+
+
+def optimize(
+    items_path: Path,
+    seed_skill: Skill,
+    out: Path,
+    engines: runs.Engines,
+    options: OptimizeOptions,
+    *,
+    say: Callable[[str], None] = lambda line: None,
+) -> OptimizeResult:
+    """Run (or resume) the loop in the run folder `out` and return what it found."""
+    from bv.optimize.report import write_reports
+
+    folder = RunFolder(out)
+    loop = _Loop(items_path, seed_skill, folder, engines, options, say)
+    history = loop.open_folder()
+    say(f"split: {loop._sizes()}; {loop.total} steps, {max(len(history) - 1, 0)} already finished")
+    if not history:
+        history.append(loop.seed_row())
+        folder.append_history(history[-1])
+        say(seed_line(history[-1]))
+    for step in range(len(history), loop.total + 1):
+        row = loop.step_row(step, history)
+        folder.append_history(row)
+        history.append(row)
+        say(step_line(row, loop.total))
+    best_ref = history[-1]["best"]
+    best = loop.skill_of(best_ref)
+    test = folder.read_json("test.json")
+    if (
+        not test
+        or test.get("best", {}).get("sha256") != best.sha256
+        or test.get("repeats") != options.repeats
+        or test.get("failed_rows")
+    ):
+        test = loop.test_result(best)
+        folder.write_json("test.json", test)
+    folder.write_text("best.md", best.text + "\n")
+    result = OptimizeResult(
+        out=out,
+        steps=len(history) - 1,
+        accepted=sum(1 for r in history if r.get("accepted")),
+        seed_skill=loop.seed_skill,
+        best_skill=best,
+        best_step=best_ref["step"],
+        selection={"accuracy": best_ref["accuracy"]},
+        test=test,
+        tokens=add_tokens([*history, test]),
+        history=history,
+    )
+    write_reports(folder, result, loop.identity, loop.split)
+    loop.problems.finish()
+    return result
+
+
+def dry_run(
+    items_path: Path, seed_skill: Skill, out: Path, engines: runs.Engines, options: OptimizeOptions
+) -> Plan:
+    """The run's shape and request bound, from the items and the run folder; nothing sent or written."""
+    folder = RunFolder(out)
+    loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
+    done = len(folder.history()) if folder.history_path.exists() else 0
+    return loop.plan(done)

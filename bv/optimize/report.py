@@ -1,0 +1,212 @@
+"""report.md and report.html of a `bv optimize` run: the headline (seed against best on the
+test split, paired per item), the selection score per step with its interval, every edit and
+what became of it, tokens by role. Edit texts come from the optimizer, so they are escaped for
+each format (Markdown table cells, HTML) and bounded."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from bv.optimize.edits import quote
+from bv.optimize.rundir import RunFolder
+from bv.optimize.split import Split
+
+if TYPE_CHECKING:
+    from bv.optimize.loop import OptimizeResult
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _signed(value: Any) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
+def _ci(pair: Sequence[Any] | None) -> str:
+    return "n/a" if not pair or pair[0] is None else f"[{pair[0]:.3f}, {pair[1]:.3f}]"
+
+
+def _p(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+
+
+def _cell(text: Any, limit: int = 160) -> str:
+    return (
+        quote(str(text), limit).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    )
+
+
+def headline(result: OptimizeResult) -> list[str]:
+    """The lines the command prints at the end and the report opens with."""
+    t = result.test
+    c = t["comparison"]
+    runs = f"{t['repeats']} run{'s' if t['repeats'] != 1 else ''} each"
+    return [
+        f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer):",
+        f"  seed  {t['seed']['sha256'][:12]}  accuracy {_f(t['seed']['accuracy'])} {_ci(t['seed']['ci95'])}",
+        f"  best  {t['best']['sha256'][:12]}  accuracy {_f(t['best']['accuracy'])} {_ci(t['best']['ci95'])}"
+        f"  (step {result.best_step}, {result.accepted} of {result.steps} steps accepted)",
+        f"  difference {_signed(c['diff'])} {_ci(c['ci95'])}, p = {_p(c['p_value'])};"
+        f" {c['improved']} items improved, {c['regressed']} regressed, {c['unchanged']} unchanged",
+        f"  ({c['method']})",
+    ]
+
+
+def _token_lines(tokens: Mapping[str, Mapping[str, int]]) -> list[str]:
+    lines = [
+        "| role | requests | from cache | prompt tokens | completion tokens |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for role, t in tokens.items():
+        lines.append(
+            f"| {role} | {t['requests']} | {t['cached']} | {t['prompt_tokens']} | {t['completion_tokens']} |"
+        )
+    return lines
+
+
+def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
+    out = [
+        f"# bv optimize: {_cell(result.out, 200)}",
+        "",
+        "## Headline",
+        "",
+        "```",
+        *headline(result),
+        "```",
+        "",
+    ]
+    out += ["## Steps", ""]
+    out += [
+        "| step | epoch | train acc | proposed | applied | current (selection) | candidate (selection) "
+        "| diff [95% CI] | p | decision |",
+        "|---:|---:|---:|---:|---:|---|---|---|---:|---|",
+    ]
+    for row in result.history:
+        if row["kind"] == "seed":
+            s = row["selection"]
+            out.append(f"| 0 | | | | | seed {_f(s['accuracy'])} {_ci(s['ci95'])} | | | | |")
+            continue
+        gate, sel = row["gate"], row.get("selection") or {}
+        cur, cand = sel.get("current"), sel.get("candidate")
+        out.append(
+            f"| {row['step']} | {row['epoch']} | {_f(row['train']['accuracy'])} "
+            f"| {row['proposed']} | {row['applied']} "
+            f"| {_f(cur['accuracy']) + ' ' + _ci(cur['ci95']) if cur else ''} "
+            f"| {_f(cand['accuracy']) + ' ' + _ci(cand['ci95']) if cand else ''} "
+            f"| {_signed(gate['diff']) + ' ' + _ci(gate['ci95']) if gate else ''} "
+            f"| {_p(gate['p_value']) if gate else ''} "
+            f"| {('accepted' if row['accepted'] else 'rejected') if gate else 'no candidate'} |"
+        )
+    out += [
+        "",
+        "## Edits",
+        "",
+        "| step | status | op | target | content | why |",
+        "|---:|---|---|---|---|---|",
+    ]
+    for row in result.history:
+        for reflection in row.get("reflections", []):
+            if reflection["status"] != "ok":
+                out.append(
+                    f"| {row['step']} | {reflection['status']} | (reply {reflection['request']}) | | "
+                    f"{_cell(reflection.get('reply', ''), 80)} | {_cell(reflection.get('why', ''))} |"
+                )
+        verdict = "accepted" if row.get("accepted") else "rejected"
+        for edit in row.get("edits", []):
+            status = f"applied, {verdict}" if edit["status"] == "applied" else edit["status"]
+            out.append(
+                f"| {row['step']} | {status} | {_cell(edit.get('op', ''))} "
+                f"| {_cell(edit.get('target', ''), 80)} "
+                f"| {_cell(edit.get('content', edit.get('raw', '')), 120)} | {_cell(edit.get('why', ''))} |"
+            )
+    out += ["", "## Tokens by role (whole run)", "", *_token_lines(result.tokens), ""]
+    out += [
+        "## Run",
+        "",
+        f"- split: {_cell(split.method, 200)}: {len(split.train)} train, {len(split.selection)} selection,"
+        f" {len(split.test)} test items (split.json)",
+        f"- target: {_cell(identity['target'], 300)}",
+        f"- optimizer: {_cell(identity['optimizer'], 300)}",
+        f"- judge: {_cell(identity['judge'], 300)}",
+        f"- options: {_cell(identity['options'], 400)}",
+        f"- reflection template sha256: {identity['templates']['reflect']}",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _svg(history: Sequence[Mapping[str, Any]]) -> str:
+    """Selection accuracy per step: the current skill's (line, with its interval) and each
+    candidate's (a dot, green accepted, red rejected)."""
+    width, height, pad = 640, 240, 36
+    steps = max(1, len(history) - 1)
+
+    def x(step: int) -> float:
+        return pad + (width - 2 * pad) * step / steps
+
+    def y(value: float) -> float:
+        return height - pad - (height - 2 * pad) * value
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img"'
+        ' aria-label="selection accuracy per step">',
+        f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="#999"/>',
+        f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="#999"/>',
+    ]
+    for tick in (0.0, 0.5, 1.0):
+        parts.append(f'<text x="4" y="{y(tick) + 4:.1f}" font-size="10">{tick:.1f}</text>')
+    points, current = [], None
+    for row in history:
+        if row["kind"] == "seed":
+            current = row["selection"]
+        elif row.get("accepted"):
+            current = row["selection"]["candidate"]
+        if current and current["accuracy"] is not None:
+            px = x(row["step"])
+            points.append(f"{px:.1f},{y(current['accuracy']):.1f}")
+            lo, hi = current["ci95"]
+            if lo is not None:
+                parts.append(
+                    f'<line x1="{px:.1f}" y1="{y(lo):.1f}" x2="{px:.1f}" y2="{y(hi):.1f}" stroke="#69c"/>'
+                )
+        candidate = (row.get("selection") or {}).get("candidate")
+        if candidate and candidate["accuracy"] is not None:
+            colour = "#2a2" if row["accepted"] else "#c22"
+            cy = y(candidate["accuracy"])
+            parts.append(f'<circle cx="{x(row["step"]):.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
+    if points:
+        parts.append(f'<polyline fill="none" stroke="#36c" stroke-width="2" points="{" ".join(points)}"/>')
+    parts.append(
+        f'<text x="{width / 2:.0f}" y="{height - 6}" font-size="11" text-anchor="middle">step</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def page(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
+    """report.html: one file, no scripts; the Markdown report's content under the chart."""
+    body = html.escape(markdown(result, identity, split))
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>bv optimize</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}</style></head><body>"
+        "<h1>bv optimize</h1><pre>"
+        + html.escape("\n".join(headline(result)))
+        + "</pre><h2>Selection accuracy per step</h2>"
+        + _svg(result.history)
+        + "<p>line: the current skill with its 95% interval;"
+        " dots: candidates (green accepted, red rejected)</p>"
+        + "<h2>Report</h2><pre>"
+        + body
+        + "</pre></body></html>\n"
+    )
+
+
+def write_reports(
+    folder: RunFolder, result: OptimizeResult, identity: Mapping[str, Any], split: Split
+) -> None:
+    folder.write_text("report.md", markdown(result, identity, split))
+    folder.write_text("report.html", page(result, identity, split))

@@ -1,0 +1,166 @@
+"""What `bv optimize` takes and gives: its options, its dry-run plan, its result, the tokens
+by role and the progress lines; bv.api and bv/cli build and read these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bv.core.records import JudgedRow
+from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
+from bv.optimize.gate import GATES
+from bv.optimize.reflect import count_fields
+from bv.optimize.split import DEFAULT_RATIO
+from bv.stages.prompt import Skill
+
+ROLES = ("target", "judge", "optimizer")
+
+
+class OptimizeError(ValueError):
+    """Settings or a run folder `bv optimize` cannot use; said to the user, who fixes them."""
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    ratio: tuple[int, int, int] = DEFAULT_RATIO
+    split_file: Path | None = None
+    seed: int = 0
+    epochs: int = 4
+    steps: int | None = None  # at most this many steps in all (default: every batch of every epoch)
+    batch: int = 64
+    minibatch: int = 8
+    success_share: float = 0.25
+    edits: int = 4  # the step size: edits applied at most per step
+    alpha: float = 0.05
+    gate: str = "paired"
+    repeats: int = 3  # runs per item on the selection and test splits
+    max_skill_chars: int = DEFAULT_MAX_SKILL_CHARS
+
+    def __post_init__(self) -> None:
+        if self.gate not in GATES:
+            raise OptimizeError(f"--gate must be one of {', '.join(GATES)}")
+        if not 0 < self.alpha < 1:
+            raise OptimizeError("--alpha must be between 0 and 1")
+        if not 0 <= self.success_share <= 1:
+            raise OptimizeError("--success-share must be between 0 and 1")
+        for name in ("epochs", "batch", "minibatch", "edits", "repeats", "max_skill_chars"):
+            if getattr(self, name) < 1:
+                raise OptimizeError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.steps is not None and self.steps < 0:
+            raise OptimizeError("--steps must be at least 0")
+
+    def identity(self) -> dict[str, Any]:
+        """What determines each step's result (not the budget: --steps and --epochs may grow on a re-run)."""
+        out = asdict(self)
+        for budget in ("epochs", "steps", "split_file"):
+            out.pop(budget)
+        out["ratio"] = list(self.ratio)
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What --dry-run prints: the run's shape and the most requests it can send, by role."""
+
+    split: dict[str, int]
+    steps: int
+    steps_done: int
+    requests: dict[str, int]
+
+    def lines(self) -> list[str]:
+        s = self.split
+        out = [
+            f"split: {s['train']} train, {s['selection']} selection, {s['test']} test items",
+            f"steps: {self.steps} ({self.steps_done} already finished in this run folder)",
+        ]
+        out += [
+            f"{role}: at most {n} requests (fewer where the reply cache has them)"
+            for role, n in self.requests.items()
+        ]
+        return out
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What a run found: the best skill on selection, and it against the seed on test (the headline)."""
+
+    out: Path
+    steps: int
+    accepted: int
+    seed_skill: Skill
+    best_skill: Skill
+    best_step: int
+    selection: dict[str, Any]  # the best skill's selection score (accuracy, ci95, n_items)
+    test: dict[str, Any]  # {"seed": estimate, "best": estimate, "comparison": paired figures}
+    tokens: dict[str, dict[str, int]]  # by role, over the whole run
+    history: list[dict[str, Any]] = field(repr=False)
+
+    @property
+    def improved(self) -> bool:
+        """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
+        c = self.test["comparison"]
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
+
+
+def accuracy_of(rows: Sequence[JudgedRow]) -> float | None:
+    return sum(1 for r in rows if r.get("hard") == 1) / len(rows) if rows else None
+
+
+def tokens_of(
+    target_rows: Sequence[Mapping[str, Any]], optimizer_rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Requests, cache hits and tokens by role. The judge's are its LLM verdicts (bv judge rows
+    record no judge tokens yet: counted as 0)."""
+
+    def total(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        out = {"requests": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        for row in rows:
+            for key, value in count_fields(dict(row)).items():
+                out[key] += value
+        return out
+
+    llm = sum(1 for r in target_rows if r.get("decided_by") == "llm")
+    return {
+        "target": total(target_rows),
+        "judge": {"requests": llm, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        "optimizer": total(optimizer_rows),
+    }
+
+
+def add_tokens(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    out = {role: {"requests": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0} for role in ROLES}
+    for row in rows:
+        for role, counts in (row.get("tokens") or {}).items():
+            for key, value in counts.items():
+                out[role][key] += value
+    return out
+
+
+def figure(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def seed_line(row: Mapping[str, Any]) -> str:
+    s = row["selection"]
+    lo, hi = s["ci95"]
+    interval = f"[{figure(lo)}, {figure(hi)}]"
+    return f"step 0 (seed): selection {figure(s['accuracy'])} {interval} over {s['n_items']} items"
+
+
+def step_line(row: Mapping[str, Any], total: int) -> str:
+    head = f"step {row['step']}/{total}: {row['proposed']} edits proposed, {row['applied']} applied"
+    problems = [r["status"] for r in row["reflections"] if r["status"] != "ok"]
+    if problems:
+        head += f" ({', '.join(problems)})"
+    gate = row["gate"]
+    if gate is None:
+        return head + "; no candidate"
+    lo, hi = gate["ci95"]
+    verdict = "accepted" if gate["accepted"] else "rejected"
+    return (
+        f"{head}; gate {gate['gate']}: {figure(gate['mean_a'])} -> {figure(gate['mean_b'])},"
+        f" diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}],"
+        f" p={figure(gate['p_value'], 4)}: {verdict}"
+    )

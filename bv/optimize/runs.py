@@ -1,0 +1,134 @@
+"""The one module of bv/optimize that runs bv's stages: prompt, rollout and judge in process, as
+`bv prompt | bv rollout | bv judge` would, with the reply cache (so a re-run sends only what
+never finished). The optimizer model is asked through the rollout stage too: its requests are
+prompt records of text messages, cached and retried like any other."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from bv.core.errors import BadRecord, Fatal, Interrupted
+from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
+from bv.core.templates import BV_TEMPLATES, Templates
+from bv.stages.judge import run_judge
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.prompt import PromptOptions, Skill, prompt_records
+from bv.stages.rollout import run_rollout
+from bv.stages.rollout_config import RolloutConfig, split_params
+
+
+@dataclass(frozen=True)
+class Model:
+    """One role's model and where it is served (the API key is used, never recorded)."""
+
+    model: str | None = None
+    backend: str = "openai"
+    base_url: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def recorded(self) -> dict[str, Any]:
+        """What must stay the same for a run folder to resume: not the key, not the endpoint."""
+        return {"model": self.model, "backend": self.backend, "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Engines:
+    """How the loop reaches its three models, and how requests are sent."""
+
+    target: Model
+    optimizer: Model
+    judge_mode: str = "auto"
+    judge: Model = field(default_factory=Model)
+    max_turns: int = 1
+    image_root: Path | None = None
+    templates: Templates = BV_TEMPLATES
+    jobs: int = 8
+    retries: int = 5
+    timeout_s: float = 600.0
+    cache_path: Path | None = None
+    quiet: bool = True
+
+    def run(self) -> dict[str, Any]:
+        """How every stage of the loop runs: the settings its rollout and judge configs share."""
+        return {
+            "jobs": self.jobs,
+            "retries": self.retries,
+            "timeout": self.timeout_s,
+            "cache": self.cache_path,
+            "quiet": self.quiet,
+        }
+
+
+def _ended(outcome: Any, rows: list[Any], what: str) -> list[Any]:
+    if outcome.fatal is not None:
+        raise Fatal(f"{what}: {outcome.fatal}")
+    if outcome.signal is not None:
+        raise Interrupted(f"{what} interrupted; run the same command again to resume", signal=outcome.signal)
+    return rows
+
+
+def prompts(items: Sequence[Item], skill: Skill, engines: Engines) -> list[PromptRecord]:
+    options = PromptOptions(skill=skill, templates=engines.templates, image_root=engines.image_root)
+
+    def bad(source: None, exc: BadRecord) -> None:
+        raise exc
+
+    return list(prompt_records(((None, item) for item in items), lambda _: None, options, bad))
+
+
+def _rollout(
+    records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
+) -> list[RolloutRow]:
+    named, params = split_params(model.params)
+    config = RolloutConfig(
+        backend=model.backend,
+        model=model.model,
+        base_url=model.base_url,
+        api_key=model.api_key,
+        params=params,
+        repeats=repeats,
+        max_turns=turns,
+        templates=engines.templates,
+        ordered=True,
+        **named,
+        **engines.run(),
+    )
+    rows: list[RolloutRow] = []
+    outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
+    return _ended(outcome, rows, what)
+
+
+def rollout_and_judge(
+    items: Sequence[Item], skill: Skill, engines: Engines, repeats: int, what: str
+) -> list[JudgedRow]:
+    """Judged rows of `items` answered by the target with `skill`, each item `repeats` times."""
+    if not items:
+        return []
+    rows = _rollout(prompts(items, skill, engines), engines.target, engines, repeats, engines.max_turns, what)
+    judge = engines.judge
+    config = JudgeConfig(
+        mode=engines.judge_mode,
+        judge_model=judge.model,
+        judge_base_url=judge.base_url[0] if judge.base_url else None,
+        judge_api_key=judge.api_key,
+        judge_params=dict(judge.params),
+        templates=engines.templates,
+        **engines.run(),
+    )
+    judged: list[JudgedRow] = []
+    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
+    return _ended(outcome, judged, what)
+
+
+def ask_optimizer(requests: Sequence[tuple[str, str]], engines: Engines) -> list[RolloutRow]:
+    """The optimizer's replies to (id, prompt text) requests, in order: rows whose `response`
+    is the reply, or None with `error` set when the requests failed."""
+    records = [
+        cast(PromptRecord, {"id": rid, "messages": [{"role": "user", "content": text}]})
+        for rid, text in requests
+    ]
+    return _rollout(records, engines.optimizer, engines, 1, 1, "optimizer") if records else []

@@ -1,0 +1,1 @@
+"""Runs of several stages into one folder: `bv eval` (prompt → rollout → judge → report)."""

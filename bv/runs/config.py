@@ -1,0 +1,134 @@
+"""What a `bv eval` run is: its typed configuration, built alike by the command line and bv.api,
+and the record of it kept in the run folder (config.json), keys never in it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bv import __version__
+from bv.core import redaction
+from bv.core.atomic import atomic_output
+from bv.core.errors import Fatal
+
+
+class BadOption(ValueError):
+    """Options that cannot make a run (the command line exits 2, before any work)."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation: the items, where the run folder goes, and the options of every stage, named
+    as the stages take them (`sample_seed` is bv prompt's --seed, `params` rollout's request
+    parameters: max_tokens, temperature, seed, max_pixels, extra_body)."""
+
+    items: Path
+    out: Path
+    # prompt
+    style: str = "bv"
+    skill: Path | None = None
+    prompts: Path | None = None  # a folder of replacement templates (--prompts DIR)
+    image_detail: str = "auto"
+    ids: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    subtypes: tuple[str, ...] = ()
+    sample: int | None = None
+    sample_seed: int = 0
+    limit: int | None = None
+    # rollout
+    backend: str = "openai"
+    model: str | None = None
+    base_urls: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+    repeats: int = 1
+    max_turns: int = 1
+    params: Mapping[str, Any] = field(default_factory=dict)
+    exec_cmd: str | None = None
+    # judge
+    judge_mode: str = "auto"
+    judge_model: str | None = None
+    judge_base_url: str | None = None
+    judge_api_key: str | None = field(default=None, repr=False)
+    judge_params: Mapping[str, Any] = field(default_factory=dict)  # --judge-param: sent as written
+    # how it runs, not what it computes: a re-run may change these
+    jobs: int = 8
+    retries: int = 5
+    timeout: float = 600.0
+    cache: Path | None = None  # None: no reply cache (and no resuming)
+    quiet: bool = False
+    skip_bad: bool = False
+
+
+SECRETS = ("api_key", "judge_api_key")
+HOW_IT_RUNS = ("out", "jobs", "retries", "timeout", "cache", "quiet", "skip_bad")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def options_record(config: EvalConfig) -> dict[str, Any]:
+    """Every option as JSON, the keys left out (whether one was given is said, never its value)."""
+    record: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in SECRETS:
+            record[f"{f.name}_given"] = value is not None
+        elif f.name == "items":
+            record[f.name] = str(Path(value).resolve())
+        else:
+            record[f.name] = _plain(value)
+    return json.loads(redaction.redact(json.dumps(record)))  # a key pasted into another option
+
+
+def what_changed(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The options that decide the results and differ between two records (`name: old → new`)."""
+    said = []
+    for name in sorted(set(before) | set(now)):
+        if name in HOW_IT_RUNS or name.endswith("_given"):
+            continue
+        if before.get(name) != now.get(name):
+            said.append(f"{name}: {json.dumps(before.get(name))} → {json.dumps(now.get(name))}")
+    return said
+
+
+def write_config(path: Path, record: Mapping[str, Any]) -> None:
+    with atomic_output(path) as stream:
+        json.dump(record, stream, indent=2, ensure_ascii=False)
+        stream.write("\n")
+
+
+def read_config(path: Path) -> dict[str, Any] | None:
+    """The record a run folder holds; None when it has none (a new folder)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise Fatal(
+            f"{path}: cannot read the run's configuration ({exc}); delete the folder or choose another"
+        ) from None
+    return data if isinstance(data, dict) else None
+
+
+def run_record(
+    config: EvalConfig, endpoint: str | None, judge_endpoint: str | None, items_sha256: str
+) -> dict[str, Any]:
+    """config.json: bv's version, the options, where requests went, and which items file."""
+    return {
+        "bv_version": __version__,
+        "options": options_record(config),
+        "endpoint": endpoint,
+        "judge_endpoint": judge_endpoint,
+        "items_sha256": items_sha256,
+    }

@@ -1,0 +1,281 @@
+"""`bv eval`: prompt → rollout → judge → report for one model, into one run folder.
+
+    DIR/config.json    every option, the endpoints, bv's version, the items' SHA-256 (no key)
+    DIR/results.jsonl  the judged rows (written whole once the judge has finished)
+    DIR/report.md      the report, as `bv report --format markdown` writes it
+    DIR/report.html    the viewer of every item, as `bv report --html` writes it
+    DIR/logs/          what each stage said on stderr (prompt.log, rollout.log, judge.log, report.log)
+
+Each stage is its own runner (bv.stages, bv.reporting), called in this process as the pipeline
+`bv prompt | bv rollout | bv judge` runs them, with the same exit statuses. Resuming is re-running:
+finished replies and verdicts come from the reply cache, so a run stopped by Ctrl-C, SIGTERM or a
+kill sends again only what had not finished. An interrupted run writes no results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from bv.core import outcome as outcomes
+from bv.core.atomic import atomic_output
+from bv.core.errors import StdoutClosed
+from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
+from bv.core.outcome import Outcome, finish, say
+from bv.core.records import PromptRecord, RolloutRow
+from bv.core.run_context import current
+from bv.runs.config import BadOption, EvalConfig, read_config, run_record, what_changed, write_config
+from bv.runs.logs import logged
+
+if TYPE_CHECKING:
+    from bv.stages.judge_config import JudgeConfig
+    from bv.stages.rollout_config import RolloutConfig
+
+RESULTS = "results.jsonl"
+
+
+@dataclass
+class EvalResult:
+    """How a run went: its exit status (as the stages': 0, 1, 130, 143), the folder, the figures."""
+
+    folder: Path
+    status: int = outcomes.OK
+    rows: int = 0
+    accuracy: float | None = None  # overall Avg@k, once the report is written
+    written: list[str] = field(default_factory=list)  # the files the run wrote
+    stopped: str | None = None  # why it stopped before the report, if it did
+
+
+class _Interrupted(Exception):
+    """The judge was interrupted: its results are not written (the atomic write is abandoned)."""
+
+
+def worst(*statuses: int) -> int:
+    """One status for several stages, as `set -o pipefail` gives a pipeline: a signal first."""
+    signals = [s for s in statuses if s > 128]
+    return signals[0] if signals else max(statuses, default=outcomes.OK)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the options resolve to, checked before any work: each stage's own config."""
+
+    prompt_options: Any
+    selection: Any
+    rollout: RolloutConfig
+    judge: JudgeConfig
+
+
+def plan(config: EvalConfig) -> _Plan:
+    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint)."""
+    from bv.core.selection import Selection, parse_ids
+    from bv.core.templates import Templates
+    from bv.stages.judge_config import JudgeConfig
+    from bv.stages.prompt import PromptOptions, Skill
+    from bv.stages.rollout_config import RolloutConfig, split_params
+
+    if not config.items.is_file():
+        raise BadOption(f"no items file at {config.items}")
+    templates = Templates.load(config.prompts)  # TemplateError is a ValueError: a usage error
+    skill = Skill.load(config.skill) if config.skill else None
+    prompt_options = PromptOptions(
+        style=config.style, templates=templates, skill=skill, detail=config.image_detail
+    )
+    named, params = split_params(config.params)
+    # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
+    run: dict[str, Any] = {
+        "jobs": config.jobs,
+        "retries": config.retries,
+        "timeout": config.timeout,
+        "cache": config.cache,
+    }
+    rollout = RolloutConfig(
+        backend=config.backend,
+        model=config.model,
+        base_url=config.base_urls,
+        api_key=config.api_key,
+        exec_cmd=config.exec_cmd,
+        params=params,
+        repeats=config.repeats,
+        max_turns=config.max_turns,
+        templates=templates,
+        ordered=True,
+        **named,
+        **run,
+    )
+    judge = JudgeConfig(
+        mode=config.judge_mode,
+        judge_model=config.judge_model,
+        judge_base_url=config.judge_base_url,
+        judge_api_key=config.judge_api_key,
+        judge_params=config.judge_params,
+        templates=templates,
+        **run,
+    )
+    selection = Selection(
+        parse_ids(config.ids), config.types, config.subtypes, config.sample, config.sample_seed, config.limit
+    )
+    return _Plan(prompt_options=prompt_options, selection=selection, rollout=rollout, judge=judge)
+
+
+def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
+    """Make the run folder, or take up the run it holds: the same options resume it; a run with
+    other options is not overwritten (BadOption names what differs)."""
+    path = config.out / "config.json"
+    before = read_config(path)
+    if before is not None:
+        changed = what_changed(before.get("options", {}), record["options"])
+        if before.get("items_sha256") != record["items_sha256"]:
+            changed.append("the items file's content")
+        if changed:
+            raise BadOption(
+                f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
+                " --out DIR, or delete that folder to replace its run"
+            )
+    config.out.mkdir(parents=True, exist_ok=True)
+    write_config(path, record)
+
+
+def run_eval(config: EvalConfig) -> EvalResult:
+    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit."""
+    from bv.core.images import content_hash
+
+    checked = plan(config)
+    endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
+    record = run_record(
+        config,
+        endpoint.public if endpoint is not None else None,
+        judge.public if judge is not None else None,
+        content_hash(config.items),
+    )
+    _open_folder(config, record)
+    result = EvalResult(config.out, written=["config.json"])
+    logs = config.out / "logs"
+
+    current().stage = "prompt"
+    with logged(logs / "prompt.log", config.quiet):
+        prompts, status = _prompt(config, checked)
+    result.status = status
+    if not prompts:
+        result.stopped = "no items to evaluate (see logs/prompt.log)"
+        result.status = outcomes.ROWS_FAILED
+        return result
+
+    current().stage = "rollout"
+    with logged(logs / "rollout.log", config.quiet):
+        rows, rollout = _rollout(prompts, config, checked)
+    result.status = worst(result.status, rollout)
+    if rollout > 128 or rows is None:
+        result.stopped = (
+            "interrupted during the rollout"
+            if rollout > 128
+            else "the rollout stopped (see logs/rollout.log)"
+        )
+        return result
+
+    current().stage = "judge"
+    with logged(logs / "judge.log", config.quiet):
+        judged = _judge(rows, config, checked)
+    result.status = worst(result.status, judged)
+    if judged > 128:
+        result.stopped = "interrupted during the judge"
+        return result
+    result.written.append(RESULTS)
+    result.rows = len(rows)
+
+    current().stage = "report"
+    with logged(logs / "report.log", config.quiet):
+        reported, accuracy = _report(config)
+    result.status = worst(result.status, reported)
+    result.accuracy = accuracy
+    result.written += ["report.md", "report.html"]
+    current().stage = "eval"
+    return result
+
+
+def _prompt(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
+    from bv.core.items import parse_item
+    from bv.stages.prompt import run_prompt
+
+    problems = Problems()
+    prompts: list[PromptRecord] = []
+    unmatched = run_prompt(
+        read_records([str(config.items)], problems, parse_item),
+        checked.prompt_options,
+        checked.selection,
+        lambda record: prompts.append(record),  # type: ignore[arg-type]
+        problems,
+    )
+    for message in unmatched:
+        say(f"error: {message}")
+    status = finish(Outcome(), problems, config.skip_bad)
+    say(f"{len(prompts)} prompt records")
+    return prompts, worst(status, outcomes.ROWS_FAILED if unmatched else outcomes.OK)
+
+
+def _rollout(
+    prompts: list[PromptRecord], config: EvalConfig, checked: _Plan
+) -> tuple[list[RolloutRow] | None, int]:
+    from bv.stages.rollout import run_rollout
+
+    rows: list[RolloutRow] = []
+    outcome = run_rollout(prompts, checked.rollout, lambda row: rows.append(cast(RolloutRow, dict(row))))
+    status = finish(outcome, None, config.skip_bad)
+    return (None if outcome.fatal else rows), status
+
+
+def _judge(rows: list[RolloutRow], config: EvalConfig, checked: _Plan) -> int:
+    from bv.stages.judge import run_judge
+
+    outcome = Outcome()
+    notice = checked.judge.no_judge_notice
+    if notice:
+        say(notice)
+    try:
+        with atomic_output(config.out / RESULTS) as stream:
+            outcome = run_judge(rows, checked.judge, JsonlWriter(stream).write)
+            if outcome.signal is not None:
+                raise _Interrupted()  # a partial results file would look like a result
+    except _Interrupted:
+        pass
+    return finish(outcome, None, config.skip_bad)
+
+
+def _report(config: EvalConfig) -> tuple[int, float | None]:
+    """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
+    import sys
+
+    from bv.reporting.html_page import write_html
+    from bv.reporting.render import comparison_of, render_markdown, render_table, summaries_of
+    from bv.reporting.report import Input, build_report, warnings
+
+    problems = Problems()
+    source = Input("results", str(config.out / RESULTS))
+    try:
+        built, rows = build_report([source], problems, keep_rows=True)
+        summaries = summaries_of(built)
+        with atomic_output(config.out / "report.md") as stream:
+            render_markdown(built, stream)
+        refused = write_html(
+            config.out / "report.html",
+            summaries,
+            rows or [],
+            comparison_of(built),
+            [config.items.resolve().parent],
+        )
+        if refused:
+            say(f"{refused} image(s) outside {config.items.resolve().parent} not embedded in report.html")
+        if not config.quiet:
+            try:
+                render_table(built, sys.stdout)
+            except (StdoutClosed, BrokenPipeError):  # `bv eval ... | head`: the run goes on
+                silence_stdout()
+    finally:
+        source.close()
+    for line in warnings(summaries):
+        say(f"warning: {line}")
+    status = finish(Outcome(), problems, config.skip_bad)
+    overall = summaries[0]["overall"]
+    failed = bool(overall["errors"] or overall["judge_errors"])
+    return worst(status, outcomes.ROWS_FAILED if failed else outcomes.OK), overall["accuracy"]
