@@ -6,7 +6,9 @@ for: validating, in_progress (for as long as `hold` is set), finalizing, then `o
 (completed, expired, cancelled or failed). Its input lines are answered by `responder`, like
 tests/fakeopenai.py's, and written as result lines in the documented shapes (the batch object,
 file object and result lines are fixtures under tests/fixtures/batch/ naming their sources).
-Every request is recorded (`seen`), and `creations` counts the batches created.
+It also answers chat completions online, with the same responder, so an online run and a batch
+run can meet the same endpoint. Every request is recorded (`seen`); `creations` counts the
+batches created, `chats` the online requests.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class FakeBatch:
         self.creations = 0
         self.api_key: str | None = None  # set: a request with another key is refused (401)
         self.retrievals = 0
+        self.chats = 0  # chat completions answered online
         self.port = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -147,6 +150,11 @@ class FakeBatch:
 
     def _route(self, method: str, route: str, call: Call, query: dict[str, str]) -> tuple[bytes, int]:
         parts = route.strip("/").split("/")
+        if method == "POST" and parts == ["chat", "completions"]:  # online, for runs to compare with
+            self.chats += 1
+            reply = self.responder({"custom_id": None, "body": call.json}) or Reply()
+            raw = reply.body or completion_body(reply, call.json.get("model", "fake"))
+            return raw, reply.status
         if method == "POST" and parts == ["files"]:
             return self._upload(call)
         if method == "GET" and len(parts) == 3 and parts[0] == "files" and parts[2] == "content":

@@ -298,7 +298,7 @@ def test_requests_are_split_over_input_files_within_the_limits(batches, tmp_path
     rows = run(batches, tmp_path / "cache.sqlite", [0, 1, 2, 3, 4])
     assert [r["content"] for r in rows] == ["\\boxed{A}"] * 5
     uploads = [c for c in batches.seen if c.path == "/v1/files"]
-    assert [len(c.form["file"].splitlines()) for c in uploads] == [2, 2, 1] and batches.creations == 3
+    assert sorted(len(c.form["file"].splitlines()) for c in uploads) == [1, 2, 2] and batches.creations == 3
 
 
 def test_a_refused_key_stops_the_run_before_any_batch(batches, tmp_path):

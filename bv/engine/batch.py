@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, Fatal, Interrupted, ItemFailure
 from bv.core.outcome import Outcome, say
+from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
 from bv.engine.batch_api import BatchClient, BatchInfo
 from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
@@ -306,7 +307,8 @@ class BatchCaller(Caller):
         path = self.state.save(record)
         self.stats.requests += len(record.keys)
         say(
-            f"batch {info.id} submitted: {len(record.keys)} requests (input file {record.input_file_id});"
+            f"batch {info.id} submitted: {counted(len(record.keys), 'request')}"
+            f" (input file {record.input_file_id});"
             f" if this run stops, the same command resumes it ({path})"
         )
         return info
