@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -173,7 +173,7 @@ class Guarded:
     held_out: bool
 
 
-def guarded_items(items: Iterable[dict[str, Any]], train_ids: set[str]) -> list[Guarded]:
+def guarded_items(items: Iterable[Mapping[str, Any]], train_ids: set[str]) -> list[Guarded]:
     """What the leak check looks for, from the items of every part."""
     out = []
     for item in items:

@@ -18,7 +18,7 @@ from typing import Any
 
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
-from bv.core.records import JudgedRow
+from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, guarded_items, propose, quote, read_reply
@@ -42,7 +42,7 @@ from bv.stages.prompt import Skill
 __all__ = ["OptimizeError", "OptimizeOptions", "OptimizeResult", "Plan", "dry_run", "optimize"]
 
 
-def load_items(path: Path, problems: Problems) -> list[dict[str, Any]]:
+def load_items(path: Path, problems: Problems) -> list[Item]:
     items = [item for _, item in read_records((str(path),), problems, parse_item)]
     seen: set[str] = set()
     for item in items:
