@@ -261,6 +261,19 @@ def check_edit(text: str, edit: Edit, guarded: Sequence[Guarded], max_chars: int
     return Checked(edit, "ok")
 
 
+def skill_problem(text: str, guarded: Sequence[Guarded], max_chars: int) -> tuple[str, str] | None:
+    """Why a whole new skill text (one GEPA rewrote, not an edit) may not be tried, as
+    (status, why) with the statuses of STATUSES (and "empty"), or None when it may."""
+    if not text.strip():
+        return "empty", "the new skill is empty"
+    if _CONTROL.search(text):
+        return "control_chars", "its text holds control characters"
+    if len(text) > max_chars:
+        return "too_large", f"the skill is {len(text)} characters, over the cap of {max_chars}"
+    why = leak(text, guarded)
+    return ("leak", why) if why else None
+
+
 def _key(edit: Edit) -> tuple[str, str, str]:
     return edit.op, _norm(edit.target), _norm(edit.content)
 
