@@ -117,9 +117,9 @@ def _ended(outcome: Any, rows: list[Any]) -> list[Any]:
     if outcome.signal is not None:
         from bv.core.outcome import SIGNAL_NAMES
 
+        why = outcome.stopped or f"interrupted by {SIGNAL_NAMES.get(outcome.signal, 'a signal')}"
         raise Interrupted(
-            f"interrupted by {SIGNAL_NAMES.get(outcome.signal, 'a signal')} after {len(rows)} rows;"
-            " call again to resume from the cache",
+            f"{why} after {len(rows)} rows; call again to resume from the cache",
             signal=outcome.signal,
             rows=len(rows),
         )
@@ -165,8 +165,10 @@ def rollout(
     temperature: float | None = None,
     max_pixels: int | None = None,
     extra_body: Mapping[str, Any] | None = None,
-    shard: tuple[int, int] | None = None,
+    shard: tuple[int, int] | str | None = None,
     artifacts: str | Path | None = None,
+    prices: str | Path | None = None,
+    max_cost: float | None = None,
 ) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
     `bv rollout --ordered` writes them; every keyword is the command's option of the same name
@@ -176,8 +178,11 @@ def rollout(
     backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
     (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
     `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`, `connect_timeout`,
-    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. Settings that cannot
-    work raise BadConfig."""
+    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. `shard`: (k, n), "K/N",
+    or "auto" / "auto/N" from a SLURM job array or a Kubernetes Indexed Job. `prices`: a price
+    file or "genai-prices", recording each row's `cost_usd`; `max_cost` (USD, needs `prices`) stops
+    starting requests once the run has spent it, as Ctrl-C would (Interrupted). Settings that
+    cannot work raise BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
@@ -194,6 +199,7 @@ def rollout(
 
 def _rollout_config(**keywords: Any) -> Any:
     """The RolloutConfig of `rollout`'s keywords (the command builds the same from its options)."""
+    from bv.core.environment import shard_spec
     from bv.core.templates import BV_TEMPLATES
     from bv.stages.rollout_config import RolloutConfig
 
@@ -205,6 +211,8 @@ def _rollout_config(**keywords: Any) -> Any:
         "templates": keywords["templates"] or BV_TEMPLATES,
         "cache": _cache_path(keywords["cache"]),
         "artifacts": None if artifacts is None else Path(artifacts),
+        "prices": None if keywords["prices"] is None else str(keywords["prices"]),
+        "shard": shard_spec(keywords["shard"]) if isinstance(keywords["shard"], str) else keywords["shard"],
     }
     return RolloutConfig(**keywords, ordered=True)
 
@@ -293,11 +301,14 @@ def judge(
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
+    prices: str | Path | None = None,
+    max_cost: float | None = None,
 ) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
     the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
     `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
-    is given). `judge_params`: extra fields of the judge's request body, sent as written."""
+    is given). `judge_params`: extra fields of the judge's request body, sent as written. `prices`
+    and `max_cost` as for `rollout`, for the LLM judge's replies (`judge_cost_usd`)."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 
@@ -325,6 +336,7 @@ def _judge_config(**keywords: Any) -> Any:
         "templates": keywords["templates"] or BV_TEMPLATES,
         "judge_params": dict(keywords["judge_params"] or {}),
         "cache": _cache_path(keywords["cache"]),
+        "prices": None if keywords["prices"] is None else str(keywords["prices"]),
     }
     return JudgeConfig(**keywords)
 

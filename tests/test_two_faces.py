@@ -46,6 +46,8 @@ ROLLOUT = {
     "cache": ("CACHE", ["--cache", "CACHE"]),
     "max_pixels": (4096, ["--max-pixels", "4096"]),
     "artifacts": ("ART", ["--artifacts", "ART"]),
+    "prices": ("genai-prices", ["--prices", "genai-prices"]),
+    "max_cost": (5.0, ["--max-cost", "5"]),
     "quiet": (True, ["--quiet"]),
 }
 JUDGE = {
@@ -63,6 +65,8 @@ JUDGE = {
     "read_timeout": (25.0, ["--read-timeout", "25"]),
     "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
+    "prices": ("genai-prices", ["--prices", "genai-prices"]),
+    "max_cost": (5.0, ["--max-cost", "5"]),
     "quiet": (True, ["--quiet"]),
 }
 

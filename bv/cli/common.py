@@ -121,6 +121,20 @@ CACHE = click.option(
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+PRICES = click.option(
+    "--prices",
+    metavar="FILE|genai-prices",
+    envvar="BV_PRICES",
+    show_envvar=True,
+    help="Price each row (cost_usd): a JSON file of USD per million tokens per model, or genai-prices"
+    " (pip install 'babyvision-bv[prices]'); docs/formats.md#prices.",
+)
+MAX_COST = click.option(
+    "--max-cost",
+    type=Finite(min=0),
+    metavar="USD",
+    help="Stop starting requests once this run has spent this much (as a first Ctrl-C; needs --prices).",
+)
 
 
 # The options of bv rollout and bv judge, shared with bv eval, which takes them all.
@@ -344,12 +358,16 @@ def default_cache() -> Path:
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    """--shard: K/N, or auto (auto/N) from the scheduler's variables (bv.core.environment.shard_spec)."""
     if spec is None:
         return None
-    k, sep, n = spec.partition("/")
-    if not (sep and k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
-        raise click.BadParameter(f"{spec!r} is not K/N with 0 <= K < N", param_hint="--shard")
-    return int(k), int(n)
+    from bv.core.environment import shard_spec
+    from bv.core.errors import BadConfig
+
+    try:
+        return shard_spec(spec)
+    except BadConfig as exc:
+        raise click.BadParameter(cli_words(str(exc)), param_hint="--shard") from None
 
 
 def parse_params(pairs: tuple[str, ...], option: str = "-p/--param") -> dict[str, Any]:

@@ -20,12 +20,14 @@ from bv.cli.common import (
     JUDGE_MODE,
     JUDGE_MODEL,
     JUDGE_PARAM,
+    MAX_COST,
     MAX_PIXELS,
     MAX_TOKENS,
     MAX_TURNS,
     MODEL,
     NO_CACHE,
     PARAMS,
+    PRICES,
     PROMPTS,
     QUIET,
     REPEATS,
@@ -69,8 +71,9 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @click.option("--ordered", is_flag=True, help="Write rows in input order (default: as they finish).")
 @click.option(
     "--shard",
-    metavar="K/N",
-    help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines.",
+    metavar="K/N|auto",
+    help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines;"
+    " auto: K and N from a SLURM job array, auto/N: K from a Kubernetes Indexed Job (docs/scale.md).",
 )
 @REPEATS
 @MAX_TURNS
@@ -92,10 +95,13 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     " turn) under DIR/<run>/<id>/.",
 )
 @EXEC_CMD
+@PRICES
+@MAX_COST
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Send nothing: print rows, requests, cached replies, image bytes and estimated prompt tokens.",
+    help="Send nothing (no key needed): print rows, requests, cached replies, image bytes, estimated"
+    " tokens and, with --prices, what it would cost.",
 )
 @QUIET
 @SKIP_BAD
@@ -127,6 +133,8 @@ def rollout(
     max_pixels: int | None,
     artifacts: Path | None,
     exec_cmd: str | None,
+    prices: str | None,
+    max_cost: float | None,
     dry_run: bool,
     quiet: bool,
     skip_bad: bool,
@@ -215,6 +223,7 @@ def stage_settings(ctx: click.Context) -> dict[str, Any]:
     params = ctx.params
     settings = {SETTING_NAMES.get(k, k): v for k, v in params.items() if k not in WIRING}
     settings["cache"] = None if params["no_cache"] else params["cache_path"] or default_cache()
+    settings["dry_run"] = params.get("dry_run", False)  # no key needed: nothing is sent
     return settings
 
 
@@ -251,6 +260,14 @@ def checked(config_type: Any, settings: dict[str, Any]) -> Any:
 @waits
 @CACHE
 @NO_CACHE
+@PRICES
+@MAX_COST
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send nothing (no key needed): print what the rules decide, what goes to the LLM judge, its"
+    " cached replies, estimated tokens and, with --prices, what it would cost.",
+)
 @QUIET
 @SKIP_BAD
 def judge(
@@ -271,6 +288,9 @@ def judge(
     stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
+    prices: str | None,
+    max_cost: float | None,
+    dry_run: bool,
     quiet: bool,
     skip_bad: bool,
 ) -> int:
@@ -287,10 +307,16 @@ def judge(
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.engine.progress import input_lines, stdin_notice
-    from bv.stages.judge import read_rollout_rows, run_judge
+    from bv.stages.judge import dry_run_judge, read_rollout_rows, run_judge
 
     config = judge_config(click.get_current_context())
     problems = Problems()
+    if dry_run:
+        lines = dry_run_judge(read_rollout_rows(inputs, problems), config)
+        click.echo("bv judge --dry-run: nothing sent", err=True)
+        for line in lines:
+            click.echo(f"  {cli_words(line)}", err=True)
+        return finish(Outcome(), problems, skip_bad)
     if config.no_judge_notice and not quiet:
         click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
     stdin_notice(inputs, "rollout rows", quiet)

@@ -46,3 +46,83 @@ def cache_home() -> Path:
 def data_home() -> Path:
     """$XDG_DATA_HOME, else ~/.local/share: where `bv data` puts the official set."""
     return Path(os.environ.get("XDG_DATA_HOME") or Path("~/.local/share").expanduser())
+
+
+# The variables a batch scheduler sets in each task of an array of tasks: SLURM's job arrays, and
+# Kubernetes' Indexed Jobs (which give the index only: the count is the Job's `completions`).
+SLURM_INDEX, SLURM_COUNT, SLURM_MIN, SLURM_STEP = (
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
+)
+KUBERNETES_INDEX = "JOB_COMPLETION_INDEX"
+
+
+def scheduler_shard(count: int | None = None) -> tuple[int, int]:
+    """(k, n), this task's shard, from the scheduler: SLURM_ARRAY_TASK_ID counted from
+    SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP, of SLURM_ARRAY_TASK_COUNT; or
+    Kubernetes' JOB_COMPLETION_INDEX, of `count` (which SLURM's count must equal when both are
+    given). BadConfig when no scheduler says, or what it says is not a place in the array."""
+    from bv.core.errors import BadConfig
+
+    def whole(name: str, default: int | None = None) -> int | None:
+        value = os.environ.get(name)
+        if value is None or value == "":
+            return default
+        value = value.strip()
+        if not _digits(value):
+            raise BadConfig(f"{name}={value!r} is not a whole number", option="shard")
+        return int(value)
+
+    if whole(SLURM_INDEX) is not None:
+        task, first, step = whole(SLURM_INDEX), whole(SLURM_MIN, 0), whole(SLURM_STEP, 1)
+        tasks = whole(SLURM_COUNT)
+        assert task is not None and first is not None and step is not None
+        if tasks is None:
+            raise BadConfig(f"{SLURM_INDEX} is set but {SLURM_COUNT} is not", option="shard")
+        index, off = divmod(task - first, step or 1)
+        if off or not 0 <= index < tasks:
+            raise BadConfig(
+                f"SLURM array task {task} is not one of {tasks} tasks from {first} in steps of {step}"
+                " (an array given as a list has no place for each task: give the shard as K/N)",
+                option="shard",
+            )
+        if count is not None and count != tasks:
+            raise BadConfig(f"the shard count {count} is not {SLURM_COUNT}={tasks}", option="shard")
+        return index, tasks
+    completion = whole(KUBERNETES_INDEX)
+    if completion is not None:
+        if count is None:
+            raise BadConfig(
+                f"{KUBERNETES_INDEX}={completion} gives this task's index but not how many there are:"
+                " give the count (the Job's completions) as auto/N",
+                option="shard",
+            )
+        if not completion < count:
+            raise BadConfig(
+                f"{KUBERNETES_INDEX}={completion} is not below the shard count {count}", option="shard"
+            )
+        return completion, count
+    raise BadConfig(
+        f"an automatic shard needs a scheduler's variables: {SLURM_INDEX} and {SLURM_COUNT} (a SLURM"
+        f" job array) or {KUBERNETES_INDEX} (a Kubernetes Indexed Job); neither is set",
+        option="shard",
+    )
+
+
+def shard_spec(spec: str) -> tuple[int, int]:
+    """A shard as written: `K/N` (0 <= K < N), `auto` (from the scheduler) or `auto/N` (the index
+    from the scheduler, N shards). BadConfig for anything else."""
+    from bv.core.errors import BadConfig
+
+    k, sep, n = spec.strip().partition("/")
+    if k == "auto" and (not sep or (_digits(n) and int(n) > 0)):
+        return scheduler_shard(int(n) if sep else None)
+    if not (sep and _digits(k) and _digits(n) and 0 <= int(k) < int(n)):
+        raise BadConfig(f"{spec!r} is not K/N with 0 <= K < N, auto or auto/N", option="shard")
+    return int(k), int(n)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()

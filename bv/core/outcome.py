@@ -114,6 +114,9 @@ class Outcome:
     """How a stage's run went: what stopped it, and how many rows it wrote and how many failed."""
 
     signal: int | None = None  # the Ctrl-C or SIGTERM that stopped the run
+    # A limit that stopped the run as a first Ctrl-C does (the cost limit), in words; `signal`
+    # is then SIGINT's, so that every reader of an Outcome takes the run as interrupted.
+    stopped: str | None = None
     stdout_closed: bool = False
     fatal: str | None = None  # the error that stopped the run
     rows: int = 0  # rows written
@@ -166,7 +169,10 @@ def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
     if outcome.missing_files:
         facts.append(f"{plural(outcome.missing_files, 'input file')} could not be read")
     if outcome.signal is not None:
-        head = f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
+        head = (
+            outcome.stopped
+            or f"interrupted by {SIGNAL_NAMES.get(outcome.signal, f'signal {outcome.signal}')}"
+        )
         facts.insert(0, f"{head} after {plural(outcome.rows, 'row')}")
     elif outcome.fatal and outcome.rows:
         facts.insert(0, f"stopped after {plural(outcome.rows, 'row')}")
@@ -177,6 +183,8 @@ def summary(outcome: Outcome, skip_bad: bool = False) -> str | None:
         what = "re-run the same command to retry only the failed rows"
         if outcome.signal is not None:
             what = "re-run the same command to finish"
+            if outcome.stopped is not None:
+                what = "re-run the same command to go on (its limit counts only replies not yet cached)"
         elif outcome.fatal:
             what = "once the error above is fixed, re-run the same command"
         text += f"; {what}"

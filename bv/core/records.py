@@ -104,6 +104,8 @@ class RolloutFields(TypedDict):
     bv_version: str  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
     endpoint: str
     started_at: str
+    cost_usd: float | None  # what the row's replies cost, cached ones too (None: unknown, or not priced)
+    price_source: str | None  # where that price came from, or why it is unknown (None: no prices)
     rollout_templates: NotRequired[dict[str, str]]
 
 
@@ -119,6 +121,8 @@ class JudgeFields(TypedDict):
     judge_params: dict[str, Any] | None  # the LLM judge's request fields as sent (None: no LLM asked)
     judge_reply: str | None
     judge_error: str | None
+    judge_cost_usd: float | None  # what the LLM judge's reply cost (None: no LLM asked, unknown, not priced)
+    judge_price_source: str | None  # where that price came from, or why unknown (None: not priced)
     reasoning_answer: str | None  # the answer the reasoning boxes when the content has none
     judge_version: str
     judge_templates: NotRequired[dict[str, str]]

@@ -191,6 +191,20 @@ class ReplyCache:
             out.append({"created": _date(created), "backend": backend, "model": name, "reply": reply})
         return out
 
+    def completion_tokens(self, backend: str, model: str, limit: int = 2000) -> list[int]:
+        """The completion tokens of the newest `limit` replies of one model (those that say), for a
+        dry run's estimate of what replies to come will use."""
+        sql = "SELECT reply FROM replies WHERE backend = ? AND model = ? ORDER BY created DESC LIMIT ?"
+        counts = []
+        for (text,) in self.db.execute(sql, (backend, model, limit)):
+            try:
+                count = json.loads(text).get("usage", {}).get("completion_tokens")
+            except (ValueError, AttributeError):
+                continue
+            if count.__class__ is int and count >= 0:
+                counts.append(count)
+        return counts
+
     def holds(self) -> str:
         """The models it holds, for a message: `m (12), gpt-4o (3)`, or `no replies`."""
         models = self.stats()["models"]

@@ -26,6 +26,7 @@ from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
+from bv.engine.prices import Prices, first_url, reply_cost
 from bv.engine.progress import ProgressDisplay, Stats, duration
 from bv.engine.retry import RATE_LIMIT_PATIENCE_S, ConcurrencyLimit, RetryPolicy
 from bv.engine.stream import GRACE_S, run_stream
@@ -45,6 +46,8 @@ class RunSettings:
     cache_path: Path | None = None  # None: no cache
     quiet: bool = False
     ordered: bool = False
+    prices: Prices | None = field(default=None, compare=False)  # what replies cost; None: not priced
+    max_cost: float | None = None  # USD: once spent, no new request starts (needs `prices`)
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Caller:
     grace_s: float = GRACE_S
     limit: ConcurrencyLimit | None = None  # None: as many in flight as the stream runs
     first: FirstRequests = field(default_factory=lambda: FirstRequests())
+    prices: Prices | None = None  # prices each reply paid for into stats.spent_usd
+    max_cost: float | None = None
     _in_flight: set[asyncio.Task] = field(default_factory=set)  # the tasks awaiting a request
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
@@ -140,6 +145,7 @@ class Caller:
         cache = ReplyCache(settings.cache_path) if settings.cache_path and backend.cacheable else None
         policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
         stats.endpoint, stats.concurrency_most = backend.endpoint or backend.name, settings.jobs
+        stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
         return cls(
             backend,
             cache,
@@ -148,6 +154,8 @@ class Caller:
             settings.timeout_s,
             stopping,
             limit=ConcurrencyLimit(settings.jobs),
+            prices=settings.prices,
+            max_cost=settings.max_cost,
         )
 
     async def call(
@@ -180,7 +188,29 @@ class Caller:
         if key is not None and (keep is None or keep(reply)):
             self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
         self.stats.add_usage(reply.usage)
+        if self.prices is not None:
+            self._spend(reply)
         return reply, False
+
+    def _spend(self, reply: Reply) -> None:
+        """Add what a reply just paid for cost to the run's spend; once the cost limit is reached
+        (or a reply's cost is unknown, so that it cannot be kept), no new request starts."""
+        assert self.prices is not None
+        where = first_url(self.backend.endpoint)
+        cost = reply_cost(self.prices, reply.usage, self.backend.model, reply.model, endpoint=where)
+        stats = self.stats
+        stats.add_cost(cost.usd)
+        limit = self.max_cost
+        if limit is None or stats.limit_reached is not None:
+            return
+        if cost.usd is None:
+            stats.limit_reached = (
+                f"stopped: a reply's cost is {cost.source}, so the cost limit cannot be kept"
+            )
+        elif stats.spent_usd >= limit:
+            stats.limit_reached = f"stopped at the cost limit (${stats.spent_usd:.2f} spent of ${limit:g})"
+        if stats.limit_reached is not None:
+            self.stopping.set()
 
     async def _tries(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int) -> Reply:
         """The backend's reply under the retry policy: `retries` more tries after other transient
@@ -299,6 +329,7 @@ def run_stage(
                     stopping=stopping,
                     drain_on_interrupt=drain_on_interrupt,
                     halt=halt,
+                    limit=lambda: stats.limit_reached,
                 )
         finally:
             if backend is not None:

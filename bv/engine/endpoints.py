@@ -143,9 +143,11 @@ def resolve(
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
     key_from: str | None = None,
+    sending: bool = True,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
-    `key_from`: where a given `api_key` came from (default: the --api-key option)."""
+    `key_from`: where a given `api_key` came from (default: the --api-key option). Not `sending`
+    (a dry run): no key is needed."""
     env = environment.variables() if env is None else env
     option = "`judge_base_url`" if role == "judge" else "`base_url`"
     if api_key:
@@ -162,7 +164,7 @@ def resolve(
                 ("AZURE_OPENAI_API_KEY", api_key),
                 ("AZURE_OPENAI_API_VERSION", version),
             )
-            if not value
+            if not value and (sending or name != "AZURE_OPENAI_API_KEY")
         ]
         if missing:
             raise Fatal(f"the azure backend needs {', '.join(missing)} in the environment")
@@ -181,7 +183,7 @@ def resolve(
         urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
         key_from = key_from or ("OPENAI_API_KEY" if env.get("OPENAI_API_KEY") else None)
         api_key = api_key or env.get("OPENAI_API_KEY")
-        if not urls and not api_key:
+        if not urls and not api_key and sending:
             if role == "judge":
                 raise Fatal(
                     "the LLM judge has no endpoint: give `judge_base_url` and/or `judge_api_key`"
@@ -231,6 +233,7 @@ def judge_endpoint(
     connect_timeout: float = CONNECT_TIMEOUT_S,
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
+    sending: bool = True,
 ) -> Endpoint | None:
     """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
     when the mode may ask an LLM and a model is given; None otherwise."""
@@ -250,6 +253,7 @@ def judge_endpoint(
         connect_timeout=connect_timeout,
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
+        sending=sending,
     )
 
 

@@ -228,3 +228,37 @@ def total_cost(costs: Iterable[Cost], none: str = "no replies") -> Cost:
         if cost.source not in sources:
             sources.append(cost.source)
     return Cost(round(usd, 8), "; ".join(sources) or none)
+
+
+def price_book(source: str | None, max_cost: float | None) -> Prices | None:
+    """A stage's prices from its settings: None when none are asked for; BadConfig for a cost
+    limit that cannot be kept (no prices to count it in, or not a number of dollars)."""
+    if max_cost is not None:
+        if not (isinstance(max_cost, int | float) and math.isfinite(max_cost) and max_cost >= 0):
+            raise BadConfig(f"`max_cost` must be a number of USD, not {max_cost!r}", option="max_cost")
+        if source is None:
+            raise BadConfig(
+                "`max_cost` needs `prices` (a price file, or genai-prices) to count the spend in",
+                option="max_cost",
+            )
+    return None if source is None else load_prices(source)
+
+
+def first_url(endpoint: str | None) -> str | None:
+    """The URL to look a provider up by: a row's endpoint names its replicas space-separated."""
+    return (endpoint or "").split(" ")[0] or None
+
+
+def row_cost(
+    prices: Prices, turns: Iterable[Mapping[str, Any]], model: str, endpoint: str | None, started_at: Any
+) -> Cost:
+    """What a row's replies cost (cached ones too: they were paid for when made), at the price in
+    force when the row started; a row without replies cost nothing."""
+    at, where = request_time(started_at), first_url(endpoint)
+    return total_cost(
+        (
+            reply_cost(prices, t.get("usage") or {}, model, t.get("model"), endpoint=where, at=at)
+            for t in turns
+        ),
+        none="no replies",
+    )

@@ -42,6 +42,11 @@ class Stats:
     concurrency: int | None = None  # requests allowed in flight now (fewer while 429s go on)
     concurrency_most: int | None = None
     batch: str = ""  # batch mode: how its batch jobs stand (bv.engine.batch)
+    priced: bool = False  # prices were asked for: the spend is shown
+    spent_usd: float = 0.0  # what this run's replies cost (cached ones cost nothing now)
+    unpriced: int = 0  # replies whose cost is unknown (bv.engine.prices), left out of the spend
+    cost_limit: float | None = None  # the run stops starting requests once it has spent this
+    limit_reached: str | None = None  # why the run stopped starting requests, once a limit is reached
 
     def sending(self) -> None:
         if self.in_flight == 0:
@@ -65,6 +70,23 @@ class Stats:
     def add_usage(self, usage: dict[str, int]) -> None:
         self.prompt_tokens += usage.get("prompt_tokens", 0)
         self.completion_tokens += usage.get("completion_tokens", 0)
+
+    def add_cost(self, usd: float | None) -> None:
+        if usd is None:
+            self.unpriced += 1
+        else:
+            self.spent_usd += usd
+
+    def spend_text(self) -> str:
+        """`$1.23 spent` (`of $5 at most`, `3 replies unpriced`), when prices were asked for."""
+        if not self.priced:
+            return ""
+        text = f"${self.spent_usd:.2f} spent"
+        if self.cost_limit is not None:
+            text += f" of ${self.cost_limit:g} at most"
+        if self.unpriced:
+            text += f" ({counted(self.unpriced, 'reply')} of unknown price)"
+        return text
 
     def waiting_text(self) -> str:
         reasons = {r: n for r, n in self.waiting.items() if n > 0}
@@ -105,6 +127,8 @@ class Stats:
             f"{self.cache_hits} cached",
             f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s",
         ]
+        if self.priced:
+            parts.append(self.spend_text())
         replied = self.done - self.errors
         if replied and not self.decided:
             parts.append(f"{100 * self.answered / replied:.0f}% boxed")
@@ -131,6 +155,8 @@ class Stats:
                 f"{human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
                 " completion tokens",
             ]
+        if self.priced:
+            parts.append(self.spend_text())
         parts.append(f"{elapsed:.1f} s")
         if self.requests or self.cache_hits:
             parts.append(f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s")

@@ -9,6 +9,7 @@ fatal backend error into a clean stop that never loses or duplicates a finished 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections import deque
@@ -38,10 +39,12 @@ async def run_stream(
     drain_on_interrupt: bool = False,
     grace_s: float = GRACE_S,
     halt: Callable[[], str | None] | None = None,
+    limit: Callable[[], str | None] | None = None,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
     (see StreamRun); once `halt` returns a message, after the row that made it say so is
-    written, the run stops as for a Fatal error with that message."""
+    written, the run stops as for a Fatal error with that message; once `limit` does (the cost
+    limit reached), it stops as on a first Ctrl-C, saying why."""
     run = StreamRun(
         tasks,
         work,
@@ -52,6 +55,7 @@ async def run_stream(
         drain_on_interrupt=drain_on_interrupt,
         grace_s=grace_s,
         halt=halt,
+        limit=limit,
     )
     return await run.run()
 
@@ -82,8 +86,10 @@ class StreamRun:
         drain_on_interrupt: bool,
         grace_s: float,
         halt: Callable[[], str | None] | None = None,
+        limit: Callable[[], str | None] | None = None,
     ) -> None:
         self.tasks, self.work, self.write = tasks, work, write
+        self.limit = limit
         self.jobs, self.ordered, self.grace_s = jobs, ordered, grace_s
         self.stopping = stopping  # no new requests (shared with the Caller)
         self.drain_on_interrupt = drain_on_interrupt
@@ -177,6 +183,9 @@ class StreamRun:
             stop = self.halt() if self.halt is not None else None
             if stop is not None:
                 raise Fatal(stop)
+            reached = self.limit() if self.limit is not None else None
+            if reached is not None and self.outcome.signal is None:
+                self.on_limit(reached)
 
     def in_window(self, seq: int) -> bool:
         """Whether task `seq` may start: the window of ordered output would not outgrow its bound."""
@@ -241,6 +250,17 @@ class StreamRun:
             f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
             " (Ctrl-C again to quit now)"
         )
+
+    def on_limit(self, reason: str) -> None:
+        """A limit reached (the cost limit) stops the run as a first Ctrl-C does, saying why; the
+        run counts as interrupted (`signal` SIGINT's), so nothing takes it for a finished one."""
+        self.outcome.signal, self.outcome.stopped = signal.SIGINT, reason
+        self.stopping.set()
+        if self.drain_on_interrupt:
+            say(f"{reason}; no new requests, passing on the rest of the input")
+            return
+        self.finish()
+        say(f"{reason}; finishing requests in flight for up to {self.grace_s:g} s")
 
     def finish(self) -> None:
         """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""

@@ -106,7 +106,9 @@ def plan_rollout(
             conversation = list(record["messages"])
             for turn in range(max_turns):
                 reply = (
-                    _cached(cache, backend, conversation, params, run, turn, hashes) if use_cache else None
+                    cached_reply(cache, backend, conversation, params, run, turn, hashes)
+                    if use_cache
+                    else None
                 )
                 if reply is None:
                     plan.to_send += 1
@@ -126,9 +128,10 @@ def plan_rollout(
     return plan
 
 
-def _cached(
+def cached_reply(
     cache: Any, backend: Backend, messages: list, params: dict, run: int, turn: int, hashes: ImageHashes
 ) -> Reply | None:
+    """The cache's reply to this request, as the run would look it up (None: not there)."""
     try:
         key = request_key(
             backend=backend.name,

@@ -38,6 +38,7 @@ from bv.engine.backends import make_backend
 from bv.engine.caller import Caller, run_stage
 from bv.engine.endpoints import Endpoint
 from bv.engine.params import body_fields, with_defaults
+from bv.engine.prices import Cost, Prices, first_url, reply_cost
 from bv.engine.progress import Stats
 from bv.stages.judge_config import JudgeConfig
 
@@ -98,6 +99,7 @@ class LLMJudge:
     sent: dict[str, Any]  # those parameters as the request body spells them, recorded per row
     templates: Templates = BV_TEMPLATES
     unusable: str | None = None  # why no judge call can succeed (unreachable, key refused), once known
+    prices: Prices | None = None  # what each verdict's reply cost is recorded by (None: not priced)
 
     @property
     def model(self) -> str:
@@ -105,12 +107,12 @@ class LLMJudge:
 
     async def verdict(
         self, record: RolloutRow, extracted: str | None
-    ) -> tuple[int | None, str | None, str | None]:
-        """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
-        the error is said once and every later row goes out at once as a judge error: the judge
-        stage still writes every row, and exits 1."""
+    ) -> tuple[int | None, str | None, str | None, Cost | None]:
+        """(hard, raw reply, error, the reply's cost when priced) from the LLM judge. When the judge
+        endpoint turns out unusable, the error is said once and every later row goes out at once as
+        a judge error: the judge stage still writes every row, and exits 1."""
         if self.unusable is not None:
-            return None, None, f"LLM judge unusable: {self.unusable}"
+            return None, None, f"LLM judge unusable: {self.unusable}", None
         try:
             reply, _ = await self.caller.call(
                 judge_messages(record, extracted, self.templates),
@@ -118,16 +120,25 @@ class LLMJudge:
                 keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
             )
         except ItemFailure as exc:
-            return None, None, f"judge request failed: {exc}"
+            return None, None, f"judge request failed: {exc}", None
         except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
-            return None, None, "interrupted before the LLM judge answered; run bv judge again"
+            return None, None, "interrupted before the LLM judge answered; run bv judge again", None
         except Fatal as exc:
             if self.unusable is None:
                 self.unusable = redaction.redact(str(exc))
                 say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
-            return None, None, f"LLM judge unusable: {self.unusable}"
+            return None, None, f"LLM judge unusable: {self.unusable}", None
         hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
-        return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
+        cost = None
+        if self.prices is not None:
+            where = first_url(self.caller.backend.endpoint)
+            cost = reply_cost(self.prices, reply.usage, self.model, reply.model, endpoint=where)
+        return (
+            hard,
+            reply.content,
+            None if hard is not None else "judge reply is neither True nor False",
+            cost,
+        )
 
 
 async def judge_one(
@@ -146,7 +157,7 @@ async def judge_one(
     row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
-        hard, reply, error = await llm.verdict(row, extracted)
+        hard, reply, error, cost = await llm.verdict(row, extracted)
         fields: JudgeFields = {
             "extracted": extracted,
             "judge_version": version,
@@ -154,6 +165,8 @@ async def judge_one(
             "judge_params": llm.sent,
             "judge_reply": reply,
             "judge_error": error,
+            "judge_cost_usd": None if cost is None else cost.usd,
+            "judge_price_source": None if cost is None else cost.source,
             "reasoning_answer": in_reasoning,
             "hard": hard,
             "decided_by": "llm" if error is None else "error",
@@ -189,6 +202,8 @@ def _by_rules(extracted: str | None, verdict: Verdict, version: str, in_reasonin
         "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
+        "judge_cost_usd": None,
+        "judge_price_source": None,
         "reasoning_answer": in_reasoning,
         "hard": verdict.hard if verdict.hard is not None else 0,
         "decided_by": "rules",
@@ -207,6 +222,8 @@ def _rollout_failed(version: str) -> JudgeFields:
         "judge_params": None,
         "judge_reply": None,
         "judge_error": None,
+        "judge_cost_usd": None,
+        "judge_price_source": None,
         "reasoning_answer": None,
         "hard": 0,
         "decided_by": "rollout_error",
@@ -302,7 +319,9 @@ def run_judge(
     llm = None
     if caller is not None and endpoint is not None:
         params = judge_params(endpoint, config.judge_params)
-        llm = LLMJudge(caller, params, body_fields(params, endpoint.rule), templates)
+        llm = LLMJudge(
+            caller, params, body_fields(params, endpoint.rule), templates, prices=config.price_book
+        )
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
@@ -341,3 +360,28 @@ def run_judge(
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return outcome
+
+
+def dry_run_judge(records: Iterable[RolloutRow], config: JudgeConfig) -> list[str]:
+    """What the judge would ask its LLM and cost, sending nothing: the dry run's report, line by line."""
+    from bv.engine.cache import ReplyCache
+    from bv.stages.estimate import cost_lines, guess_completions
+    from bv.stages.judge_plan import judge_plan_lines, plan_judge
+
+    endpoint = config.endpoint
+    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
+    path = config.cache
+    cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
+    plan = plan_judge(records, config, backend, cache)
+    where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
+    lines = judge_plan_lines(plan, backend, where)
+    if backend is None:
+        return lines
+    limit = config.judge_params.get("max_tokens")
+    completions = guess_completions(
+        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
+    )
+    url = first_url(backend.endpoint)
+    return lines + cost_lines(
+        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions
+    )

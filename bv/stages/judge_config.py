@@ -11,6 +11,7 @@ from bv.core.errors import BadConfig
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
 from bv.engine.endpoints import CONNECT_TIMEOUT_S, Endpoint
+from bv.engine.prices import Prices, price_book
 from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 
 MODES = ("auto", "rules", "llm")
@@ -41,7 +42,11 @@ class JudgeConfig:
     stall_notice: float = 30.0  # no reply for this long: the progress line says so
     cache: Path | None = None  # the reply cache; None: none
     quiet: bool = False
+    prices: str | None = None  # a price file, or "genai-prices" (bv.engine.prices); None: not priced
+    max_cost: float | None = None  # USD: once this run has spent it, no new request starts
+    dry_run: bool = False  # nothing will be sent: no key is needed
     endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
+    price_book: Prices | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from bv.engine.endpoints import judge_endpoint
@@ -60,12 +65,14 @@ class JudgeConfig:
             connect_timeout=self.connect_timeout,
             first_byte_timeout=self.first_byte_timeout,
             read_timeout=self.read_timeout,
+            sending=not self.dry_run,
         )
         if endpoint is None and self.mode == "llm":
             raise BadConfig(
                 "`mode` llm needs a judge model: `judge_model` or BV_JUDGE_MODEL", option="judge_model"
             )
         object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
 
     @property
     def settings(self) -> RunSettings:
@@ -78,6 +85,8 @@ class JudgeConfig:
             stall_notice_s=self.stall_notice,
             cache_path=self.cache,
             quiet=self.quiet,
+            prices=self.price_book,
+            max_cost=self.max_cost,
             ordered=True,
         )
 

@@ -32,6 +32,7 @@ from bv.core.records import (
 from bv.engine.backends import Backend, make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
+from bv.engine.prices import first_url, row_cost
 from bv.engine.progress import Stats
 from bv.stages.artifacts import Artifacts
 from bv.stages.rollout_config import RolloutConfig, expand_runs, in_shard, next_turn, refusal_or_filtered
@@ -99,7 +100,12 @@ async def rollout_one(
         "bv_version": __version__,
         "endpoint": endpoint_of(caller.backend),
         "started_at": started_at,
+        "cost_usd": None,
+        "price_source": None,
     }
+    if config.price_book is not None:
+        cost = row_cost(config.price_book, turns, caller.backend.model, caller.backend.endpoint, started_at)
+        fields["cost_usd"], fields["price_source"] = cost.usd, cost.source
     if config.recorded_templates:  # only when a replaced refine.md may have been sent
         fields["rollout_templates"] = config.recorded_templates
     row = cast(RolloutRow, {**without_stage(record, "rollout"), **fields})
@@ -194,10 +200,16 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     """What the rollout would send and cost, sending nothing: the dry run's report, line by line."""
     from bv.engine.cache import ReplyCache
     from bv.stages.dryrun import plan_lines, plan_rollout
+    from bv.stages.estimate import cost_lines, guess_completions
 
     backend = make_backend(config.backend, **config.backend_config)
     path = config.cache
     cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
     shard = config.shard
     plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
-    return plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)
+    lines = plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)
+    completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
+    where = first_url(backend.endpoint)
+    return lines + cost_lines(
+        config.price_book, backend.model, where, plan.to_send, plan.may_send, plan.prompt_tokens, completions
+    )

@@ -16,6 +16,7 @@ from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
 from bv.engine.endpoints import CONNECT_TIMEOUT_S
+from bv.engine.prices import Prices, price_book
 from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 from bv.stages.prompt import refine_text
 
@@ -72,6 +73,10 @@ class RolloutConfig:
     ordered: bool = False  # rows in input order (bv.api always asks for it)
     quiet: bool = False
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
+    prices: str | None = None  # a price file, or "genai-prices" (bv.engine.prices); None: not priced
+    max_cost: float | None = None  # USD: once this run has spent it, no new request starts
+    dry_run: bool = False  # nothing will be sent: no key is needed
+    price_book: Prices | None = field(init=False, repr=False, compare=False)
     request_params: dict[str, Any] = field(init=False, repr=False)
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
@@ -91,6 +96,7 @@ class RolloutConfig:
                 raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
+        object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
         object.__setattr__(self, "backend_config", self._backend_config())
@@ -129,6 +135,7 @@ class RolloutConfig:
                 connect_timeout=self.connect_timeout,
                 first_byte_timeout=self.first_byte_timeout,
                 read_timeout=self.read_timeout,
+                sending=not self.dry_run,
             )
             return {"endpoint": endpoint}
         if self.backend == "exec":
@@ -156,6 +163,8 @@ class RolloutConfig:
             cache_path=self.cache,
             quiet=self.quiet,
             ordered=self.ordered,
+            prices=self.price_book,
+            max_cost=self.max_cost,
         )
 
     @property

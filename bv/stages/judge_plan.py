@@ -1,0 +1,83 @@
+"""`bv judge --dry-run`: what the judge would ask its LLM and what that would cost, sending nothing.
+
+It reads the rollout rows as the judge would, lets the rules decide what they decide (free), and
+looks every request the LLM judge would get up in the reply cache; for the requests still to send
+it estimates their prompt tokens. Nothing is sent and nothing is written to the cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import cast
+
+from bv.core.extract import extract_answer
+from bv.core.records import RolloutRow, message_text, without_stage
+from bv.core.rules import decide
+from bv.core.stats import counted, human_count
+from bv.engine.backends import Backend
+from bv.engine.cache import ImageHashes, ReplyCache
+from bv.stages.dryrun import CHARS_PER_TOKEN, cached_reply
+from bv.stages.judge import judge_messages, judge_params, parse_verdict
+from bv.stages.judge_config import JudgeConfig
+
+
+@dataclass
+class JudgePlan:
+    """The figures a judge's dry run prints."""
+
+    rows: int = 0
+    not_judged: int = 0  # rows whose rollout failed
+    by_rules: int = 0  # decided by the rules (or left undecided without an LLM judge)
+    to_llm: int = 0  # asked of the LLM judge
+    cached: int = 0  # of those, answered by the cache with a verdict
+    to_send: int = 0
+    prompt_tokens: int = 0  # estimated, for the requests to send
+
+
+def plan_judge(
+    records: Iterable[RolloutRow], config: JudgeConfig, backend: Backend | None, cache: ReplyCache | None
+) -> JudgePlan:
+    plan, hashes = JudgePlan(), ImageHashes()
+    params = judge_params(config.endpoint, config.judge_params) if config.endpoint is not None else {}
+    for record in records:
+        plan.rows += 1
+        if record.get("error"):
+            plan.not_judged += 1
+            continue
+        row = cast(RolloutRow, without_stage(record, "judge"))
+        extracted = extract_answer(row.get("response"))
+        if backend is None or (config.mode == "auto" and decide(row, extracted).hard is not None):
+            plan.by_rules += 1
+            continue
+        plan.to_llm += 1
+        messages = judge_messages(row, extracted, config.templates)
+        found = cached_reply(cache, backend, messages, params, 0, 0, hashes) if cache is not None else None
+        if found is not None and parse_verdict(found.content) is not None:  # what the judge keeps
+            plan.cached += 1
+            continue
+        plan.to_send += 1
+        text = sum(len(message_text(m.get("content"))) for m in messages)
+        plan.prompt_tokens += math.ceil(text / CHARS_PER_TOKEN)
+    return plan
+
+
+def judge_plan_lines(plan: JudgePlan, backend: Backend | None, cache_line: str) -> list[str]:
+    """The judge's dry run's report, one figure per line (its cost lines follow)."""
+    if backend is None:
+        who = "none: the rules alone judge"
+    else:
+        where = f" at {backend.endpoint}" if backend.endpoint else ""
+        who = f"{backend.model} ({backend.name}{where})"
+    return [
+        f"judge model:   {who}",
+        f"rows:          {plan.rows}",
+        f"not judged:    {counted(plan.not_judged, 'row')} whose rollout failed",
+        f"by the rules:  {plan.by_rules}",
+        f"to the LLM:    {plan.to_llm}",
+        f"in the cache:  {cache_line if backend is not None else 'not needed'}",
+        f"to send:       {plan.to_send}",
+        f"prompt tokens: ~{human_count(plan.prompt_tokens)} for the requests to send (estimate:"
+        f" {CHARS_PER_TOKEN} characters per token)",
+    ]

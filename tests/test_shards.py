@@ -1,0 +1,129 @@
+"""--shard auto (issue 22): the shard from a SLURM job array's or a Kubernetes Indexed Job's
+variables, in processes started with them; the shards split the items by a stable hash of the id
+(the same in every process, whatever PYTHONHASHSEED) and `bv merge` of their files equals one run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from conftest import sh
+
+from bv.core.environment import shard_spec
+from bv.core.errors import BadConfig
+from bv.stages.rollout_config import in_shard
+
+VOLATILE = ("latency_s", "started_at")
+
+
+def stable(rows: list[dict]) -> list[dict]:
+    """Rows without what differs between two runs of the same replies (times)."""
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k not in VOLATILE}
+        row["turns"] = [{k: v for k, v in t.items() if k != "latency_s"} for t in row["turns"]]
+        out.append(row)
+    return out
+
+
+@pytest.fixture(scope="module")
+def prompts(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shards")
+    assert sh(f"bv synth --n 30 --seed 5 --out {folder}/data").returncode == 0
+    made = sh(f"bv prompt {folder}/data/meta_data.jsonl > {folder}/prompts.jsonl")
+    assert made.returncode == 0, made.stderr
+    return folder / "prompts.jsonl"
+
+
+ROLLOUT = "bv rollout --backend chance --seed 3 --repeats 2 --quiet --no-cache --ordered"
+
+
+@pytest.mark.parametrize(
+    "scheduler",
+    [
+        # sbatch --array=0-2
+        [
+            {"SLURM_ARRAY_TASK_ID": str(k), "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "0"}
+            for k in range(3)
+        ],
+        # sbatch --array=1-5:2 (tasks 1, 3, 5)
+        [
+            {
+                "SLURM_ARRAY_TASK_ID": str(t),
+                "SLURM_ARRAY_TASK_COUNT": "3",
+                "SLURM_ARRAY_TASK_MIN": "1",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            }
+            for t in (1, 3, 5)
+        ],
+        # a Kubernetes Indexed Job of 3 completions
+        [{"JOB_COMPLETION_INDEX": str(k)} for k in range(3)],
+    ],
+    ids=["slurm", "slurm-step", "kubernetes"],
+)
+def test_shards_under_the_schedulers_variables_merge_to_one_run(prompts, tmp_path, scheduler):
+    whole = sh(f"{ROLLOUT} {prompts} | bv judge --mode rules --quiet > {tmp_path / 'whole.jsonl'}")
+    assert whole.returncode == 0, whole.stderr
+    spec = "auto/3" if "JOB_COMPLETION_INDEX" in scheduler[0] else "auto"
+    parts = []
+    for k, variables in enumerate(scheduler):
+        part = tmp_path / f"part-{k}.jsonl"
+        # each task its own process, with its own hash seed: the split must not depend on it
+        env = {**variables, "PYTHONHASHSEED": str(k + 11)}
+        made = sh(f"{ROLLOUT} --shard {spec} {prompts} | bv judge --mode rules --quiet > {part}", env=env)
+        assert made.returncode == 0, made.stderr
+        parts.append([json.loads(line) for line in part.read_text().splitlines()])
+    ids = [{row["id"] for row in part} for part in parts]
+    assert all(ids) and not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])  # a split
+    for k, part in enumerate(ids):  # by the SHA-256 of the id, computed here independently
+        assert all(int(hashlib.sha256(i.encode()).hexdigest(), 16) % 3 == k for i in part)
+    files = " ".join(str(tmp_path / f"part-{k}.jsonl") for k in range(3))
+    merged = sh(f"bv merge {files} --sort -o {tmp_path / 'm.jsonl'}")
+    assert merged.returncode == 0, merged.stderr
+    one = [json.loads(line) for line in (tmp_path / "whole.jsonl").read_text().splitlines()]
+    got = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    key = lambda row: (int(row["id"]), row["run"])  # noqa: E731
+    assert stable(sorted(got, key=key)) == stable(sorted(one, key=key))
+    report = sh(f"bv report {tmp_path / 'whole.jsonl'} --format json").stdout
+    assert (
+        json.loads(sh(f"bv report {tmp_path / 'm.jsonl'} --format json").stdout)["inputs"][0]["overall"]
+        == (json.loads(report)["inputs"][0]["overall"])
+    )
+
+
+def test_auto_without_a_scheduler_or_with_a_bad_one_is_refused(prompts):
+    alone = sh(f"{ROLLOUT} --shard auto {prompts}")
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert "SLURM_ARRAY_TASK_ID" in alone.stderr and "JOB_COMPLETION_INDEX" in alone.stderr
+    counted = sh(f"{ROLLOUT} --shard auto {prompts}", env={"JOB_COMPLETION_INDEX": "1"})
+    assert counted.returncode == 2 and "auto/N" in counted.stderr
+    listed = sh(
+        f"{ROLLOUT} --shard auto {prompts}",
+        env={"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "1"},
+    )
+    assert listed.returncode == 2 and "not one of 3 tasks" in listed.stderr
+
+
+def test_shard_spec(monkeypatch):
+    for name in (
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "JOB_COMPLETION_INDEX",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert shard_spec("2/5") == (2, 5)
+    for bad in ("5/5", "a/b", "auto/0", "²/3", "auto/x", "-1/3"):
+        with pytest.raises(BadConfig):
+            shard_spec(bad)
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "4")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "4")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
+    assert shard_spec("auto") == (3, 4) and shard_spec("auto/4") == (3, 4)
+    with pytest.raises(BadConfig, match="is not SLURM_ARRAY_TASK_COUNT=4"):
+        shard_spec("auto/5")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "x")
+    with pytest.raises(BadConfig, match="not a whole number"):
+        shard_spec("auto")
+    assert in_shard("x", (0, 1))
