@@ -57,10 +57,12 @@ eval: $(VENV)/.installed
 	$(BIN)/bv eval $(if $(ITEMS),"$(ITEMS)") $(if $(MODEL),-m "$(MODEL)") $(if $(BASE_URL),--base-url "$(BASE_URL)") \
 	  $(if $(JUDGE_MODEL),--judge-model "$(JUDGE_MODEL)") --repeats $(REPEATS) -j $(JOBS) -o "$(EVAL_DIR)"
 
-# Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
+# Figures, not tests, each beside its limit measured in the same run: throughput, memory and start-up
+# of bv, an optimize gate over cached replies, judge/report/merge/export at 1M rows (bench/README.md; ~50 minutes).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/rollout_bench.py
 	$(BIN)/python bench/startup_bench.py
+	$(BIN)/python bench/rescore_bench.py
 	$(BIN)/python bench/rows_bench.py
 
 lint: $(VENV)/.installed

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bv.core.errors import BadRecord, Fatal, Interrupted
-from bv.core.records import JudgedRow, PromptRecord, RolloutRow, check_prompt_record, check_rollout_record
+from bv.core.records import (
+    Item,
+    JudgedRow,
+    PromptRecord,
+    RolloutRow,
+    check_prompt_record,
+    check_rollout_record,
+)
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     import asyncio
@@ -61,7 +68,7 @@ def prompt(
     `bv.core.templates.Templates` for `--prompts DIR`. A bad item raises BadRecord naming its index."""
     from bv.core.items import parse_item
     from bv.core.templates import BV_TEMPLATES
-    from bv.stages.prompt import PromptOptions, Skill, build_prompt
+    from bv.stages.prompt import PromptOptions, Skill, prompt_records
 
     loaded = Skill.load(Path(skill)) if isinstance(skill, (str, Path)) else skill
     options = PromptOptions(
@@ -72,11 +79,18 @@ def prompt(
         image_root=Path(image_root) if image_root is not None else None,
         allow_any_path=allow_any_path,
     )
-    for index, item in enumerate(items):
-        try:
-            yield cast(PromptRecord, build_prompt(parse_item(dict(item)), None, options))
-        except BadRecord as exc:
-            raise BadRecord(f"item {index}: {exc}") from None
+
+    def parsed() -> Iterator[tuple[int, Item]]:
+        for index, item in enumerate(items):
+            try:
+                yield index, parse_item(dict(item))
+            except BadRecord as exc:
+                raise BadRecord(f"item {index}: {exc}") from None
+
+    def bad(index: int, exc: BadRecord) -> None:
+        raise BadRecord(f"item {index}: {exc}") from None
+
+    yield from prompt_records(parsed(), lambda _: None, options, bad)
 
 
 def _cache_path(cache: str | Path | None) -> Path | None:
@@ -84,23 +98,6 @@ def _cache_path(cache: str | Path | None) -> Path | None:
     from bv.engine.cache import default_path
 
     return default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
-
-
-def _settings(
-    jobs: int, retries: int, timeout: float, cache: str | Path | None, quiet: bool, patience: float
-) -> Any:
-    from bv.engine.caller import RunSettings
-
-    path = _cache_path(cache)
-    return RunSettings(
-        jobs=jobs,
-        retries=retries,
-        timeout_s=timeout,
-        rate_limit_patience_s=patience,
-        cache_path=path,
-        quiet=quiet,
-        ordered=True,
-    )
 
 
 def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
@@ -158,58 +155,58 @@ def rollout(
     connect_timeout: float = 10.0,
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     exec_cmd: str | None = None,
     seed: int | None = None,
     templates: Any = None,
     quiet: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    max_pixels: int | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
+    artifacts: str | Path | None = None,
 ) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
-    `bv rollout --ordered` writes them. `backend`: openai, azure, exec or chance; the endpoint
-    comes from `base_url`/`api_key` or the environment, as for the command (OPENAI_BASE_URL,
-    OPENAI_API_KEY). `params`: request parameters (max_tokens, temperature, …). `cache`: a
-    path, None for none, or the command's default cache. `quiet=False` shows progress on stderr.
-    The waits are `bv rollout`'s (--rate-limit-patience, --connect-timeout, ...), in seconds."""
+    `bv rollout --ordered` writes them; every keyword is the command's option of the same name
+    (bv.stages.rollout_config.RolloutConfig, which both build). `backend`: openai, azure, exec or
+    chance; the endpoint comes from `base_url`/`api_key` or the environment, as for the command
+    (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and seeds the chance
+    backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
+    (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
+    `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`, `connect_timeout`,
+    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. Settings that cannot
+    work raise BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
+    settings = {k: v for k, v in locals().items() if k != "prompts" and k != "own_run"}
     with own_run("rollout"):
-        from bv.core.templates import BV_TEMPLATES
-        from bv.engine.backends import backend_config
-        from bv.stages.rollout import RolloutOptions, run_rollout
+        from bv.stages.rollout import run_rollout
 
+        config = _rollout_config(**settings)
         records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
-        urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
-        config = backend_config(
-            backend,
-            model=model,
-            base_urls=urls,
-            api_key=api_key,
-            timeout=timeout,
-            jobs=jobs,
-            seed=seed,
-            exec_cmd=exec_cmd,
-            connect_timeout=connect_timeout,
-            first_byte_timeout=first_byte_timeout,
-            read_timeout=read_timeout,
-        )
-        options = RolloutOptions(
-            max_turns=max_turns,
-            repeats=repeats,
-            params=dict(params or {}),
-            templates=templates or BV_TEMPLATES,
-        )
         rows: list[RolloutRow] = []
-        _, outcome = run_rollout(
-            (),
-            backend,
-            config,
-            options,
-            _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
-            records=records,
-            write=lambda row: rows.append(cast(RolloutRow, dict(row))),
-        )
+        outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
         return _ended(outcome, rows)
+
+
+def _rollout_config(**keywords: Any) -> Any:
+    """The RolloutConfig of `rollout`'s keywords (the command builds the same from its options)."""
+    from bv.core.templates import BV_TEMPLATES
+    from bv.stages.rollout_config import RolloutConfig
+
+    base_url, artifacts = keywords["base_url"], keywords["artifacts"]
+    keywords |= {
+        "base_url": (base_url,) if isinstance(base_url, str) else tuple(base_url or ()),
+        "params": dict(keywords["params"] or {}),
+        "extra_body": dict(keywords["extra_body"] or {}),
+        "templates": keywords["templates"] or BV_TEMPLATES,
+        "cache": _cache_path(keywords["cache"]),
+        "artifacts": None if artifacts is None else Path(artifacts),
+    }
+    return RolloutConfig(**keywords, ordered=True)
 
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
@@ -292,49 +289,44 @@ def judge(
     connect_timeout: float = 10.0,
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
 ) -> list[JudgedRow]:
-    """Judged rows for rollout rows, in input order, as `bv judge` writes them. `mode`: rules,
-    llm (every row to the LLM judge) or auto (rules, then the LLM judge when one is given).
-    `judge_params`: extra fields of the judge's request body, sent as written (`--judge-param`)."""
+    """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
+    the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
+    `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
+    is given). `judge_params`: extra fields of the judge's request body, sent as written."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 
+    settings = {k: v for k, v in locals().items() if k != "rows" and k != "own_run"}
     with own_run("judge"):
         from bv.core.outcome import STOP_REQUEST
-        from bv.core.templates import BV_TEMPLATES
-        from bv.engine.endpoints import judge_endpoint
         from bv.stages.judge import run_judge
 
+        config = _judge_config(**settings)
         records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
         request = STOP_REQUEST.get()
         if request is not None:  # ajudge
             records = _UntilStopped(records, request)
-        endpoint = judge_endpoint(
-            mode,
-            judge_model,
-            judge_base_url,
-            judge_api_key,
-            timeout,
-            jobs,
-            connect_timeout=connect_timeout,
-            first_byte_timeout=first_byte_timeout,
-            read_timeout=read_timeout,
-        )
         judged: list[JudgedRow] = []
-        _, outcome = run_judge(
-            (),
-            mode,
-            endpoint,
-            _settings(jobs, retries, timeout, cache, quiet, rate_limit_patience),
-            templates or BV_TEMPLATES,
-            records=records,
-            write=lambda row: judged.append(cast(JudgedRow, dict(row))),
-            given_params=judge_params,
-        )
+        outcome = run_judge(records, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
         return _ended(outcome, judged)
+
+
+def _judge_config(**keywords: Any) -> Any:
+    """The JudgeConfig of `judge`'s keywords (the command builds the same from its options)."""
+    from bv.core.templates import BV_TEMPLATES
+    from bv.stages.judge_config import JudgeConfig
+
+    keywords |= {
+        "templates": keywords["templates"] or BV_TEMPLATES,
+        "judge_params": dict(keywords["judge_params"] or {}),
+        "cache": _cache_path(keywords["cache"]),
+    }
+    return JudgeConfig(**keywords)
 
 
 class _UntilStopped(list[Any]):
@@ -408,16 +400,10 @@ class Report:
         """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
         import io
 
-        from bv.reporting import render
+        from bv.reporting.render import render_as
 
-        renderers = {
-            "table": render.render_table,
-            "markdown": render.render_markdown,
-            "csv": render.render_csv,
-            "json": render.render_json,
-        }
         out = io.StringIO()
-        renderers[fmt](self.data, out)  # the renderers read this shape too
+        render_as(fmt, self.data, out)
         return out.getvalue()
 
 

@@ -8,7 +8,12 @@ and follows a script: its first reply is malformed, its second proposes hints wi
 text that is not in the skill, later ones propose the hints still missing, and once every failing
 subtype has its hint it proposes a harmful edit (deleting a hint). Both answer the same request the
 same way every time: the optimizer remembers its replies; the target's guesses are drawn from the
-request and how many times it was asked (repeats of an item are identical requests)."""
+request and how many times it was asked (repeats of an item are identical requests).
+
+The optimizer also answers GEPA's reflection prompt (bv/optimize/gepa_adapter.py), known by its
+opening words, with a new skill in a ``` fence as GEPA asks: its first such reply holds a control
+character (bv refuses it before trying it), later ones add up to two missing hints of the failing
+subtypes to the skill, and once none is missing one deletes a hint (harmful)."""
 
 from __future__ import annotations
 
@@ -66,6 +71,8 @@ class SkilledTarget:
         return Reply(content=f"I looked at the picture.\n\n\\boxed{{{answer}}}", usage=(120, 12))
 
 
+GEPA_OPENING = "I provided an assistant with the following instructions to perform a task for me:\n```\n"
+_GEPA_SKILL = re.compile(re.escape(GEPA_OPENING) + r"(.*?)\n```\n\nThe following are examples", re.DOTALL)
 _FENCED_SKILL = re.compile(r"## Current skill\s+(`{3,})text\n(.*?)\n\1", re.DOTALL)
 _ATTEMPT = re.compile(r"Subtype: [^\n]*? / ([^\n]*)\n.*?Verdict: (correct|wrong)", re.DOTALL)
 
@@ -77,6 +84,7 @@ class ScriptedOptimizer:
         self.hold = hold
         self.lock = threading.Lock()
         self.harmful = 0  # harmful edits proposed
+        self.gepa_asked = 0  # GEPA reflection prompts answered
 
     def __call__(self, seen: Seen) -> Reply:
         if self.hold():
@@ -84,7 +92,11 @@ class ScriptedOptimizer:
         prompt = seen.body["messages"][0]["content"]
         with self.lock:
             if prompt not in self.replies:
-                self.replies[prompt] = self.script(prompt, len(self.replies))
+                if prompt.startswith(GEPA_OPENING):
+                    self.replies[prompt] = self.gepa_script(prompt, self.gepa_asked)
+                    self.gepa_asked += 1
+                else:
+                    self.replies[prompt] = self.script(prompt, len(self.replies) - self.gepa_asked)
             return Reply(content=self.replies[prompt], usage=(900, 80))
 
     def script(self, prompt: str, n: int) -> str:
@@ -106,6 +118,23 @@ class ScriptedOptimizer:
                 self.harmful += 1
                 edits = [{"op": "delete", "target": hint(present[0]), "reason": "shorter is better"}]
         return "```json\n" + json.dumps({"summary": [], "edits": edits}) + "\n```"
+
+    def gepa_script(self, prompt: str, n: int) -> str:
+        found = _GEPA_SKILL.search(prompt)
+        skill = found.group(1).strip() if found else ""
+        failing = {subtype for subtype, verdict in _ATTEMPT.findall(prompt) if verdict == "wrong"}
+        missing = [s for s in self.subtypes if s in failing and hint(s) not in skill]
+        if n == 0:
+            new = skill + "\n- look \x1b[31mclosely\x1b[0m"
+        elif missing:
+            new = "\n".join([skill, *(hint(s) for s in missing[:2])])
+        else:
+            present = [s for s in self.subtypes if hint(s) in skill]
+            self.harmful += 1
+            new = (
+                skill.replace(hint(present[0]) + "\n", "").replace(hint(present[0]), "") if present else skill
+            )
+        return f"Here is the new instruction:\n```\n{new.strip()}\n```"
 
 
 SEED_SKILL = "## Inspecting\n\n- Look at the whole picture first.\n"

@@ -110,16 +110,17 @@ def test_importing_the_api_is_cheap():
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
     from bv.cli.common import BACKEND_NAMES
-    from bv.engine.backends import BACKENDS, backend_config, make_backend
+    from bv.engine.backends import BACKENDS, make_backend
+    from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
-    assert BACKEND_NAMES == list(BACKENDS)
+    assert BACKEND_NAMES == list(BACKENDS) == list(BACKEND_SETTINGS)
     with pytest.raises(ValueError, match="takes no keep_workdirs"):
         make_backend("chance", seed=1, keep_workdirs="x")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
-        backend_config("nope")
-    config = backend_config("exec", exec_cmd="true {prompt}", keep_workdirs=str(tmp_path / "keep"))
-    assert make_backend("exec", **config).keep_dir == tmp_path / "keep"
-    assert make_backend("chance", **backend_config("chance", seed=3, model="ignored")).seed == 3
+        RolloutConfig(backend="nope")
+    config = RolloutConfig(backend="exec", exec_cmd="true {prompt}", keep_workdirs=str(tmp_path / "keep"))
+    assert make_backend("exec", **config.backend_config).keep_dir == tmp_path / "keep"
+    assert make_backend("chance", **RolloutConfig(backend="chance", seed=3).backend_config).seed == 3
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():
@@ -130,7 +131,7 @@ def test_judge_endpoint_built_once_from_options_and_environment():
     )
     assert endpoint is not None and endpoint.api_key == "sk-judge" and endpoint.role == "judge"
     assert judge_endpoint("rules", "jm", None, None, env={}) is None  # no endpoint needed
-    assert judge_endpoint("llm", None, None, None, env={}) is None  # run_judge then says a model is needed
+    assert judge_endpoint("llm", None, None, None, env={}) is None  # JudgeConfig then says a model is needed
 
 
 def test_one_module_reads_the_environment():

@@ -11,6 +11,7 @@ import pytest
 from conftest import Reply, bv_inproc, jsonl
 from PIL import Image
 
+from bv.core.errors import BadConfig
 from bv.core.items import parse_item
 from bv.core.templates import STAGE_TEMPLATES, Templates, names, packaged
 from bv.stages.judge import judge_version
@@ -105,7 +106,8 @@ def test_official_style_refuses_a_skill_and_bv_sections(items, tmp_path):
         result = bv_inproc(f"bv prompt --style official {option} {items}")
         assert result.returncode == 2 and result.stdout == ""
         assert "--style official has no system prompt" in result.stderr and "Traceback" not in result.stderr
-    with pytest.raises(ValueError, match="use --style bv for skill work"):
+        assert "use --style bv for skill work" in result.stderr  # the library's settings, as options
+    with pytest.raises(BadConfig, match="use `style` bv for skill work"):  # the library's own words
         PromptOptions(style="official", skill=Skill("v1", "Count twice."))
 
 

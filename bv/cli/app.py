@@ -23,6 +23,7 @@ from bv.cli.common import (
     SUBTYPES,
     TYPES,
     Finite,
+    cli_words,
     default_cache,
     error,
     reader_may_leave,
@@ -35,7 +36,7 @@ from bv.cli.request_commands import judge, rollout
 from bv.cli.result_commands import merge, report
 from bv.cli.template_commands import templates
 from bv.core import environment
-from bv.core.errors import BVError, Interrupted, StdoutClosed
+from bv.core.errors import BadConfig, BVError, Interrupted, StdoutClosed
 from bv.core.run_context import RunContext, current, running
 from bv.core.terminal import printable
 
@@ -146,15 +147,20 @@ def prompt(
             image_root=image_root,
             allow_any_path=allow_any_path,
         )
-    except ValueError as exc:  # options that do not go together
-        raise click.UsageError(str(exc)) from None
+    except BadConfig as exc:  # options that do not go together
+        raise click.UsageError(cli_words(str(exc))) from None
     from bv.engine.progress import stdin_notice
 
     stdin_notice(inputs, "items")
     selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
     problems = Problems()
     unmatched = run_prompt(
-        read_records(inputs, problems, parse_item), options, selection, JsonlWriter().write, problems
+        read_records(inputs, problems, parse_item),
+        options,
+        selection,
+        JsonlWriter().write,
+        problems,
+        cli_words,
     )
     for message in unmatched:
         error(message)
@@ -376,11 +382,15 @@ def _run(args: list[str] | None) -> int:
         return 0
     except Interrupted as exc:  # a second signal, where no event loop ran (the rules judge)
         return ending.status_for(exc.signal or signal.SIGINT)
+    except BadConfig as exc:  # raised by a command's own checks: worded with its options
+        click.UsageError(cli_words(str(exc), cli.commands.get(current().stage))).show()
+        return 2
     except Exception as exc:
         if environment.debug():
             raise
         kind = "" if isinstance(exc, (BVError, OSError)) else f"internal error ({type(exc).__name__}): "
-        error(kind + str(exc) + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
+        message = cli_words(str(exc), cli.commands.get(current().stage))
+        error(kind + message + ("" if kind == "" else " (set BV_DEBUG=1 for a traceback)"))
         return ending.ROWS_FAILED
 
 

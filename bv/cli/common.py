@@ -296,6 +296,32 @@ def reader_may_leave() -> Iterator[None]:
         silence_stdout()
 
 
+def cli_words(message: str, command: click.Command | None = None) -> str:
+    """A library message in the command line's words: each setting it names in backquotes
+    (`base_url`) becomes the option that sets it (--base-url), for `command` (by default the
+    running one). Settings the command has no option for keep their name."""
+    import re
+
+    if command is None:
+        ctx = click.get_current_context(silent=True)
+        command = ctx.command if ctx is not None else None
+    flags: dict[str, str] = {}
+    for param in command.params if command is not None else []:
+        if isinstance(param, click.Option) and param.name:
+            flag = "/".join(param.opts)
+            flags[param.name] = flags[SETTING_NAMES.get(param.name, param.name)] = flag
+    return re.sub(r"`(\w+)`", lambda m: flags.get(m[1], m[0]), message)
+
+
+# Options whose setting in a stage's config has another name (bv.stages.*_config).
+SETTING_NAMES = {
+    "base_urls": "base_url",
+    "extra_params": "extra_body",
+    "cache_path": "cache",
+    "judge_param_pairs": "judge_params",
+}
+
+
 def error(message: str) -> None:
     from bv.core.outcome import say
     from bv.core.redaction import redact

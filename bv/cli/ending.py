@@ -37,7 +37,6 @@ from bv.core.outcome import (  # noqa: F401  (the statuses, as the CLI's modules
     STOP_SIGNALS,
     Outcome,
     exit_status,
-    finish,
     say,
     status_for,
     summary,
@@ -72,6 +71,17 @@ def quit_soon(signum: int) -> None:
     timer = threading.Timer(1.0, leave, (status_for(signum),))
     timer.daemon = True
     timer.start()
+
+
+def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
+    """bv.core.outcome.finish, the error that stopped the stage in the command line's words
+    (the settings it names as the options that set them)."""
+    from bv.cli.common import cli_words
+    from bv.core import outcome as outcomes
+
+    if outcome.fatal:
+        outcome.fatal = cli_words(outcome.fatal)
+    return outcomes.finish(outcome, problems, skip_bad)
 
 
 def finish_rows(problems: Any, skip_bad: bool) -> None:

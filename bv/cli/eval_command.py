@@ -42,6 +42,7 @@ from bv.cli.common import (
     TEMPERATURE,
     TIMEOUT,
     TYPES,
+    cli_words,
     default_cache,
     parse_params,
     request_params,
@@ -156,7 +157,7 @@ def eval_(
         --base-url http://localhost:8000/v1 --repeats 3 -o runs/qwen-7b
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
     """
-    from bv.engine.endpoints import BadEndpoint
+    from bv.core.errors import BadConfig
     from bv.runs.config import BadOption, EvalConfig
     from bv.runs.evaluate import run_eval
 
@@ -203,8 +204,8 @@ def eval_(
     )
     try:
         result = run_eval(config)
-    except (BadOption, BadEndpoint) as exc:
-        raise click.UsageError(str(exc)) from None
+    except (BadOption, BadConfig) as exc:
+        raise click.UsageError(cli_words(str(exc))) from None
     say_result(result)
     sys.exit(result.status)
 

@@ -31,13 +31,14 @@ from bv.cli.common import (
     REPEATS,
     RETRIES,
     SEED,
+    SETTING_NAMES,
     SKIP_BAD,
     TEMPERATURE,
     TIMEOUT,
+    cli_words,
     default_cache,
     parse_params,
     parse_shard,
-    request_params,
     waits,
 )
 from bv.cli.ending import finish
@@ -47,12 +48,15 @@ from bv.core.terminal import printable
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
     """The endpoint these options and the environment name, checked before any work (bad: exit 2)."""
-    from bv.engine.endpoints import BadEndpoint, resolve
+    from bv.core.errors import BadConfig, Fatal
+    from bv.engine.endpoints import resolve
 
     try:
         return resolve(kind, **options)
-    except BadEndpoint as exc:
-        raise click.UsageError(str(exc)) from None
+    except BadConfig as exc:
+        raise click.UsageError(cli_words(str(exc))) from None
+    except Fatal as exc:
+        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
 
 
 @click.command()
@@ -144,62 +148,85 @@ def rollout(
         --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
         --output-last-message {last_message} {prompt}'
     """
-    from bv.engine.caller import RunSettings
-    from bv.stages.artifacts import Artifacts
-    from bv.stages.rollout import RolloutOptions, run_rollout
+    from bv.core.jsonl import JsonlWriter, Problems
+    from bv.engine.progress import input_lines, stdin_notice
+    from bv.stages.rollout import dry_run_rollout, read_prompt_records, run_rollout
 
-    params = request_params(max_tokens, temperature, seed, max_pixels, extra_params)
-    from bv.engine.backends import backend_config
-    from bv.engine.endpoints import BadEndpoint
-
-    try:
-        config = backend_config(
-            backend,
-            model=model,
-            base_urls=base_urls,
-            api_key=api_key,
-            timeout=timeout,
-            jobs=jobs,
-            seed=seed,
-            exec_cmd=exec_cmd,
-            connect_timeout=connect_timeout,
-            first_byte_timeout=first_byte_timeout,
-            read_timeout=read_timeout,
-        )
-    except BadEndpoint as exc:
-        raise click.UsageError(str(exc)) from None
-    if "endpoint" in config and not quiet:
+    config = rollout_config(click.get_current_context())
+    endpoint = config.backend_config.get("endpoint")
+    if endpoint is not None and not quiet:
         from bv.engine.params import temperature_warning
 
-        warning = temperature_warning(config["endpoint"].rule, config["endpoint"].model, temperature)
+        warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
         if warning:
             click.echo(f"bv rollout: warning: {printable(warning)}", err=True)
-    options = RolloutOptions(
-        max_turns=max_turns,
-        repeats=repeats,
-        params=params,
-        shard=parse_shard(shard),
-        artifacts=None if artifacts is None else Artifacts(artifacts),
-        templates=templates,
-    )
-    settings = RunSettings(
-        jobs=jobs,
-        retries=retries,
-        timeout_s=timeout,
-        rate_limit_patience_s=rate_limit_patience,
-        stall_notice_s=stall_notice,
-        quiet=quiet,
-        ordered=ordered,
-        cache_path=None if no_cache else cache_path or default_cache(),
-    )
+    problems = Problems()
+    records = read_prompt_records(inputs, problems)
     if dry_run:
-        from bv.stages.rollout import dry_run_rollout
+        lines = dry_run_rollout(records, config)
+        click.echo("bv rollout --dry-run: nothing sent", err=True)
+        for line in lines:
+            click.echo(f"  {cli_words(line)}", err=True)
+        return finish(Outcome(), problems, skip_bad)
+    stdin_notice(inputs, "prompt records", quiet)
+    total = input_lines(inputs) if config.shard is None else None
+    return finish(run_rollout(records, config, JsonlWriter().write, total=total), problems, skip_bad)
 
-        return finish(Outcome(), dry_run_rollout(inputs, backend, config, options, settings), skip_bad)
-    problems, outcome = run_rollout(inputs, backend, config, options, settings)
-    if options.artifacts is not None:
-        options.artifacts.finish()
-    return finish(outcome, problems, skip_bad)
+
+# Options of the commands that are wiring, not settings of the stage (files, streams, exit status).
+WIRING = {"inputs", "dry_run", "skip_bad", "no_cache"}
+
+
+def rollout_config(ctx: click.Context) -> Any:
+    """The rollout's config from the parsed options (bv.stages.rollout_config.RolloutConfig), as
+    bv.api builds it from keywords. A backend-only setting that came from the environment
+    (BV_MODEL) is dropped for a backend that does not use it; given as an option, it is refused."""
+    from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
+
+    settings = stage_settings(ctx)
+    settings["shard"] = parse_shard(settings["shard"])
+    settings["extra_body"] = parse_params(settings["extra_body"])
+    for name in ("model", "api_key", "base_url", "exec_cmd"):
+        if name not in BACKEND_SETTINGS.get(settings["backend"], (name,)) and from_environment(ctx, name):
+            settings[name] = None
+    return checked(RolloutConfig, settings)
+
+
+def judge_config(ctx: click.Context) -> Any:
+    """The judge's config from the parsed options (bv.stages.judge_config.JudgeConfig), as bv.api
+    builds it from keywords."""
+    from bv.stages.judge_config import JudgeConfig
+
+    settings = stage_settings(ctx)
+    settings["judge_params"] = parse_params(settings["judge_params"], "--judge-param")
+    return checked(JudgeConfig, settings)
+
+
+def stage_settings(ctx: click.Context) -> dict[str, Any]:
+    """The command's options by the names of its stage's settings, the cache resolved."""
+    params = ctx.params
+    settings = {SETTING_NAMES.get(k, k): v for k, v in params.items() if k not in WIRING}
+    settings["cache"] = None if params["no_cache"] else params["cache_path"] or default_cache()
+    return settings
+
+
+def from_environment(ctx: click.Context, setting: str) -> bool:
+    names = {v: k for k, v in SETTING_NAMES.items()}
+    source = ctx.get_parameter_source(names.get(setting, setting))
+    return source is click.core.ParameterSource.ENVIRONMENT
+
+
+def checked(config_type: Any, settings: dict[str, Any]) -> Any:
+    """The stage's config, or the command's error: a setting that cannot work is a usage error
+    (exit 2), an endpoint that cannot is an error (exit 1), each worded with the options."""
+    from bv.core.errors import BadConfig, Fatal
+
+    try:
+        return config_type(**settings)
+    except BadConfig as exc:
+        raise click.UsageError(cli_words(str(exc))) from None
+    except Fatal as exc:
+        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
 
 
 @click.command()
@@ -250,35 +277,16 @@ def judge(
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-5-mini --judge-param reasoning_effort=minimal r.jsonl
     """
-    from bv.engine.caller import RunSettings
-    from bv.engine.endpoints import BadEndpoint, judge_endpoint
-    from bv.stages.judge import run_judge
+    from bv.core.jsonl import JsonlWriter, Problems
+    from bv.engine.progress import input_lines, stdin_notice
+    from bv.stages.judge import read_rollout_rows, run_judge
 
-    if mode == "llm" and not judge_model:
-        raise click.UsageError("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
-    try:
-        endpoint = judge_endpoint(
-            mode,
-            judge_model,
-            judge_base_url,
-            judge_api_key,
-            timeout,
-            jobs,
-            connect_timeout=connect_timeout,
-            first_byte_timeout=first_byte_timeout,
-            read_timeout=read_timeout,
-        )
-    except BadEndpoint as exc:
-        raise click.UsageError(str(exc)) from None
-    settings = RunSettings(
-        jobs=jobs,
-        retries=retries,
-        timeout_s=timeout,
-        rate_limit_patience_s=rate_limit_patience,
-        stall_notice_s=stall_notice,
-        quiet=quiet,
-        cache_path=None if no_cache else cache_path or default_cache(),
-    )
-    given = parse_params(judge_param_pairs, "--judge-param")
-    problems, outcome = run_judge(inputs, mode, endpoint, settings, templates, given_params=given)
+    config = judge_config(click.get_current_context())
+    problems = Problems()
+    if config.no_judge_notice and not quiet:
+        click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
+    stdin_notice(inputs, "rollout rows", quiet)
+    # The total is for the progress display only: --quiet shows none, so the input is not read twice.
+    total = None if quiet else input_lines(inputs)
+    outcome = run_judge(read_rollout_rows(inputs, problems), config, JsonlWriter().write, total=total)
     return finish(outcome, problems, skip_bad)

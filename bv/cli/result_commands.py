@@ -177,14 +177,7 @@ def report(
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.engine.progress import stdin_notice
-    from bv.reporting.render import (
-        comparison_of,
-        render_csv,
-        render_json,
-        render_markdown,
-        render_table,
-        summaries_of,
-    )
+    from bv.reporting.render import comparison_of, render_as, summaries_of
     from bv.reporting.report import CompareOptions, Input, below, build_report, input_names, notices, warnings
 
     stdin_notice(inputs, "judged rows")
@@ -201,21 +194,15 @@ def report(
         )
         summaries = summaries_of(built)
         page_to_stdout = html_path is not None and str(html_path) == "-"
-        renderer = {
-            "json": render_json,
-            "table": render_table,
-            "markdown": render_markdown,
-            "csv": render_csv,
-        }[fmt]
         if output is not None:
             from bv.core.atomic import atomic_output
 
             with atomic_output(output, newline="" if fmt == "csv" else None) as stream:
-                renderer(built, stream)
+                render_as(fmt, built, stream)
             click.echo(f"bv report: wrote {output}", err=True)
         with reader_may_leave():
             if not page_to_stdout and output is None:  # stdout carries one thing: the page, or the report
-                renderer(built, sys.stdout)
+                render_as(fmt, built, sys.stdout)
         if html_path is not None:
             from bv.reporting.html_page import write_html
 

@@ -8,10 +8,10 @@ The official BabyVision `meta_data.jsonl` (`taskId`, `ansType`, `options`, `choi
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from bv.core.errors import BadRecord
-from bv.core.records import ANS_TYPES, LABELS, check_schema
+from bv.core.records import ANS_TYPES, LABELS, Item, check_schema
 
 
 def id_text(value: Any, key: str = "taskId") -> str:
@@ -131,7 +131,7 @@ _BV: dict[str, Any] = {
 }
 
 
-def parse_item(obj: Any) -> dict[str, Any]:
+def parse_item(obj: Any) -> Item:
     """Normalise one item, official or bv form, into bv's item fields; raise BadRecord if unusable.
 
     Normalised, `answer` is always a list of accepted strings (for choice items, one label),
@@ -160,7 +160,7 @@ def parse_item(obj: Any) -> dict[str, Any]:
         item["cot"] = str(obj[form["cot"]])
     # Fields of later stages are carried forward untouched, so items may hold extra metadata.
     extra = {k: v for k, v in obj.items() if k not in item and k not in _OFFICIAL_KEYS}
-    return {**item, **extra}
+    return cast(Item, {**item, **extra})
 
 
 _OFFICIAL_KEYS = {"taskId", "ansType", "options", "choiceAns", "blankAns", "image", "coT"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, cast
 
 from bv.core.errors import BadRecord
@@ -169,7 +169,7 @@ def check_schema(record: dict[str, Any]) -> None:
         raise BadRecord(f"schema version {version!r} is newer than this bv understands ({SCHEMA_VERSION})")
 
 
-def choice_lines(choices: list[dict[str, str]]) -> str:
+def choice_lines(choices: Sequence[Choice]) -> str:
     """Choices as `A. text` lines: how the model and the judge see them (the chance baseline reads
     them back with CHOICE_LINE)."""
     return "\n".join(f"{c['label']}. {c['text']}" for c in choices)
@@ -178,7 +178,7 @@ def choice_lines(choices: list[dict[str, str]]) -> str:
 CHOICE_LINE = re.compile(r"^(\S+)\. ", re.MULTILINE)
 
 
-def official_choice_lines(choices: list[dict[str, str]]) -> str:
+def official_choice_lines(choices: Sequence[Choice]) -> str:
     """Choices as `(A) text` lines, as the paper's evaluation writes them (`--style official`;
     read back with OFFICIAL_CHOICE_LINE)."""
     return "\n".join(f"({c['label']}) {c['text']}" for c in choices)

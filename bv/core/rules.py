@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+
+from bv.core.records import Choice, RolloutRow
 
 RULES_VERSION = "3"
 
@@ -109,7 +111,7 @@ def judge_blank(answer: str, golds: list[str]) -> Verdict:
     return Verdict(None, f"{answer!r} is not comparable to gold {' | '.join(golds)!r} by rules")
 
 
-def _label_of(answer: str, choices: list[dict[str, str]]) -> tuple[str | None, str]:
+def _label_of(answer: str, choices: Sequence[Choice]) -> tuple[str | None, str]:
     """The label an answer names, or None and why not."""
     labels = {c["label"].upper(): c["label"] for c in choices}
     text = answer.strip()
@@ -138,7 +140,7 @@ def _label_of(answer: str, choices: list[dict[str, str]]) -> tuple[str | None, s
     return None, "neither a label nor an option's text"
 
 
-def judge_choice(answer: str, choices: list[dict[str, str]], gold_label: str) -> Verdict:
+def judge_choice(answer: str, choices: Sequence[Choice], gold_label: str) -> Verdict:
     label, how = _label_of(answer, choices)
     if label is None:
         return Verdict(None, f"{answer!r}: {how}")
@@ -147,7 +149,7 @@ def judge_choice(answer: str, choices: list[dict[str, str]], gold_label: str) ->
     return Verdict(0, f"{how} {label}, gold is {gold_label}")
 
 
-def decide(record: dict[str, Any], extracted: str | None) -> Verdict:
+def decide(record: RolloutRow, extracted: str | None) -> Verdict:
     """The rules' verdict on one rolled-out record, given its extracted answer."""
     if record.get("error") and extracted is None:
         return Verdict(0, "no answer: the rollout failed")

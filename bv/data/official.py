@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from bv.core.errors import BadRecord
 from bv.core.images import resolve_image
 from bv.core.items import id_text, parse_item
 from bv.core.jsonl import Problems, read_records
+from bv.core.records import Item
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
 # Every field an official result may hold, and the JSON types it may have (None: null allowed).
@@ -73,7 +75,7 @@ def official_extracted(value: Any) -> str | None:
     return str(value)
 
 
-def result_row(record: Any, run: int, model: str | None, items: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def result_row(record: Any, run: int, model: str | None, items: Mapping[str, Item]) -> dict[str, Any]:
     """One official result as a judged bv row; `items` (by id) supplies choices and images if known."""
     if not isinstance(record, dict):
         raise BadRecord(f"expected a JSON object, got {type(record).__name__}")

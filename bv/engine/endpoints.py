@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bv.core import environment, redaction
-from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.errors import BadConfig, Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
 from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
 
@@ -27,8 +27,8 @@ MAX_MODEL_ID_CHARS = 300  # a longer id is not a model name
 MAX_MODELS_BYTES = 16 * 1024 * 1024  # a /models answer, as received and as inflated
 
 
-class BadEndpoint(ValueError):
-    """An endpoint option that cannot work (the command line should exit 2, before any work)."""
+class BadEndpoint(BadConfig):
+    """An endpoint setting that cannot work (the command line exits 2, before any work)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Endpoint:
 PLACEHOLDER_KEY = "no-key"  # local servers (vLLM, SGLang) accept any key
 
 
-def check_base_url(url: str, option: str = "--base-url") -> str:
+def check_base_url(url: str, option: str = "`base_url`") -> str:
     """The URL if it can work; else BadEndpoint saying why (no scheme, no host, credentials inside)."""
     parts = urlsplit(url.strip())
     shown = printable(redaction.public_url(url))
@@ -123,7 +123,7 @@ def check_base_url(url: str, option: str = "--base-url") -> str:
     if parts.username or parts.password:
         redaction.register_url(url)
         raise BadEndpoint(
-            f"{option} {shown!r} carries credentials (user:password@): give the key with --api-key"
+            f"{option} {shown!r} carries credentials (user:password@): give the key with `api_key`"
             " (or its environment variable) instead"
         )
     return url.strip()
@@ -147,7 +147,7 @@ def resolve(
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
     `key_from`: where a given `api_key` came from (default: the --api-key option)."""
     env = environment.variables() if env is None else env
-    option = "--judge-base-url" if role == "judge" else "--base-url"
+    option = "`judge_base_url`" if role == "judge" else "`base_url`"
     if api_key:
         key_from = key_from or ("--judge-api-key" if role == "judge" else "--api-key")
     if kind == "azure":
@@ -165,17 +165,17 @@ def resolve(
             if not value
         ]
         if missing:
-            raise Fatal(f"--backend azure needs {', '.join(missing)} in the environment")
+            raise Fatal(f"the azure backend needs {', '.join(missing)} in the environment")
         urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_urls else option)]
         if not model:  # a missing argument: a usage error
-            raise BadEndpoint("no deployment given: use -m/--model with the Azure deployment name")
+            raise BadEndpoint("no deployment given: use `model` with the Azure deployment name")
         extra: dict[str, str | None] = {"api_version": version}
     elif kind == "openai":
         if not model:  # a missing argument: a usage error, before what else is missing
             raise BadEndpoint(
-                "no judge model given: --judge-model or BV_JUDGE_MODEL"
+                "no judge model given: `judge_model` or BV_JUDGE_MODEL"
                 if role == "judge"
-                else "no model given: use -m/--model or set BV_MODEL"
+                else "no model given: use `model` or set BV_MODEL"
             )
         from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
         urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
@@ -184,12 +184,12 @@ def resolve(
         if not urls and not api_key:
             if role == "judge":
                 raise Fatal(
-                    "the LLM judge has no endpoint: give --judge-base-url and/or --judge-api-key"
-                    " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with --mode rules"
+                    "the LLM judge has no endpoint: give `judge_base_url` and/or `judge_api_key`"
+                    " (or BV_JUDGE_BASE_URL, BV_JUDGE_API_KEY), or judge with `mode` rules"
                 )
             raise NoEndpoint(
-                "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or --base-url for a"
-                " server other than OpenAI's), or run the offline baseline with --backend chance"
+                "no model endpoint configured: set OPENAI_API_KEY (and OPENAI_BASE_URL or `base_url` for a"
+                " server other than OpenAI's), or run the offline baseline with `backend` chance"
             )
         where = "OPENAI_BASE_URL" if from_env else option
         urls = [check_base_url(url, where) for url in urls] or [OPENAI_URL]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -173,7 +173,7 @@ class Guarded:
     held_out: bool
 
 
-def guarded_items(items: Iterable[dict[str, Any]], train_ids: set[str]) -> list[Guarded]:
+def guarded_items(items: Iterable[Mapping[str, Any]], train_ids: set[str]) -> list[Guarded]:
     """What the leak check looks for, from the items of every part."""
     out = []
     for item in items:
@@ -259,6 +259,19 @@ def check_edit(text: str, edit: Edit, guarded: Sequence[Guarded], max_chars: int
     if after == text:
         return Checked(edit, "no_change", "it leaves the skill as it was")
     return Checked(edit, "ok")
+
+
+def skill_problem(text: str, guarded: Sequence[Guarded], max_chars: int) -> tuple[str, str] | None:
+    """Why a whole new skill text (one GEPA rewrote, not an edit) may not be tried, as
+    (status, why) with the statuses of STATUSES (and "empty"), or None when it may."""
+    if not text.strip():
+        return "empty", "the new skill is empty"
+    if _CONTROL.search(text):
+        return "control_chars", "its text holds control characters"
+    if len(text) > max_chars:
+        return "too_large", f"the skill is {len(text)} characters, over the cap of {max_chars}"
+    why = leak(text, guarded)
+    return ("leak", why) if why else None
 
 
 def _key(edit: Edit) -> tuple[str, str, str]:

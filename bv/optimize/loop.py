@@ -18,7 +18,7 @@ from typing import Any
 
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
-from bv.core.records import JudgedRow
+from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, guarded_items, propose, quote, read_reply
@@ -42,7 +42,7 @@ from bv.stages.prompt import Skill
 __all__ = ["OptimizeError", "OptimizeOptions", "OptimizeResult", "Plan", "dry_run", "optimize"]
 
 
-def load_items(path: Path, problems: Problems) -> list[dict[str, Any]]:
+def load_items(path: Path, problems: Problems) -> list[Item]:
     items = [item for _, item in read_records((str(path),), problems, parse_item)]
     seen: set[str] = set()
     for item in items:
@@ -290,6 +290,20 @@ class _Loop:
         row["tokens"] = tokens_of(train_rows + selection_rows, replies)
         return row
 
+    def final_test(self, best: Skill) -> dict[str, Any]:
+        """test.json: kept when it compares this best skill with these repeats and no row failed,
+        run again otherwise."""
+        test = self.folder.read_json("test.json")
+        if (
+            not test
+            or test.get("best", {}).get("sha256") != best.sha256
+            or test.get("repeats") != self.options.repeats
+            or test.get("failed_rows")
+        ):
+            test = self.test_result(best)
+            self.folder.write_json("test.json", test)
+        return dict(test)
+
     def test_result(self, best: Skill) -> dict[str, Any]:
         """The seed and the best skill on the test split, each item `repeats` times, compared per item."""
         from bv.optimize.gate import paired
@@ -347,15 +361,7 @@ def optimize(
         say(step_line(row, loop.total))
     best_ref = history[-1]["best"]
     best = loop.skill_of(best_ref)
-    test = folder.read_json("test.json")
-    if (
-        not test
-        or test.get("best", {}).get("sha256") != best.sha256
-        or test.get("repeats") != options.repeats
-        or test.get("failed_rows")
-    ):
-        test = loop.test_result(best)
-        folder.write_json("test.json", test)
+    test = loop.final_test(best)
     folder.write_text("best.md", best.text + "\n")
     result = OptimizeResult(
         out=out,

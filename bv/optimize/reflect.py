@@ -35,26 +35,41 @@ def fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def trajectory(number: int, row: JudgedRow) -> str:
-    """One attempt as the optimizer reads it: what it was asked, what it answered, the verdict."""
-    lines = [
+def _sections(row: JudgedRow) -> list[tuple[str, str]]:
+    """One attempt's lines, each escaped as data, with the part it belongs to: what the target
+    was asked, what it answered, and the verdict on it."""
+    asked = [
         f"Subtype: {row.get('type', 'unknown')} / {row.get('subtype', 'unknown')}",
         f"Question: {row['question']}",
     ]
     if row.get("ans_type") == "choice":
-        lines.append(
+        asked.append(
             "Choices:\n"
             + choice_lines([{"label": c["label"], "text": c["text"]} for c in row.get("choices", [])])
         )
-    lines += [
-        f"Correct answer: {gold_text(row)}",
-        f"Model's final answer: {row.get('extracted') or '(none found)'}",
-        f"Verdict: {'correct' if row.get('hard') == 1 else 'wrong'}",
-        "Model's reply (its end):",
-        as_data(row.get("response") or "", MAX_RESPONSE_CHARS, tail=True),
+    return [
+        *(("Inputs", as_data(line)) for line in asked),
+        ("Feedback", as_data(f"Correct answer: {gold_text(row)}")),
+        ("Generated Outputs", as_data(f"Model's final answer: {row.get('extracted') or '(none found)'}")),
+        ("Feedback", f"Verdict: {'correct' if row.get('hard') == 1 else 'wrong'}"),
+        ("Generated Outputs", "Model's reply (its end):"),
+        ("Generated Outputs", as_data(row.get("response") or "", MAX_RESPONSE_CHARS, tail=True)),
     ]
-    body = "\n".join(as_data(line) if i < len(lines) - 1 else line for i, line in enumerate(lines))
+
+
+def trajectory(number: int, row: JudgedRow) -> str:
+    """One attempt as the optimizer reads it: what it was asked, what it answered, the verdict."""
+    body = "\n".join(line for _, line in _sections(row))
     return f"### Attempt {number}\n\n{fenced(body)}"
+
+
+def attempt_fields(row: JudgedRow) -> dict[str, str]:
+    """The same attempt as GEPA's reflective dataset records it (its Inputs, Generated Outputs
+    and Feedback), each part in a fence of its own."""
+    parts: dict[str, list[str]] = {"Inputs": [], "Generated Outputs": [], "Feedback": []}
+    for part, line in _sections(row):
+        parts[part].append(line)
+    return {part: fenced("\n".join(lines)) for part, lines in parts.items()}
 
 
 def reflection_prompt(skill: str, rows: Sequence[JudgedRow], max_edits: int, templates: Templates) -> str:

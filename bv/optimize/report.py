@@ -14,6 +14,7 @@ from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split
 
 if TYPE_CHECKING:
+    from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult
 
 
@@ -39,20 +40,26 @@ def _cell(text: Any, limit: int = 160) -> str:
     )
 
 
-def headline(result: OptimizeResult) -> list[str]:
-    """The lines the command prints at the end and the report opens with."""
-    t = result.test
-    c = t["comparison"]
+def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
+    """The final comparison on the test split; `provenance` says where the best skill came from."""
+    t, c = test, test["comparison"]
     runs = f"{t['repeats']} run{'s' if t['repeats'] != 1 else ''} each"
     return [
         f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer):",
         f"  seed  {t['seed']['sha256'][:12]}  accuracy {_f(t['seed']['accuracy'])} {_ci(t['seed']['ci95'])}",
         f"  best  {t['best']['sha256'][:12]}  accuracy {_f(t['best']['accuracy'])} {_ci(t['best']['ci95'])}"
-        f"  (step {result.best_step}, {result.accepted} of {result.steps} steps accepted)",
+        f"  ({provenance})",
         f"  difference {_signed(c['diff'])} {_ci(c['ci95'])}, p = {_p(c['p_value'])};"
         f" {c['improved']} items improved, {c['regressed']} regressed, {c['unchanged']} unchanged",
         f"  ({c['method']})",
     ]
+
+
+def headline(result: OptimizeResult) -> list[str]:
+    """The lines the command prints at the end and the report opens with."""
+    return test_lines(
+        result.test, f"step {result.best_step}, {result.accepted} of {result.steps} steps accepted"
+    )
 
 
 def _token_lines(tokens: Mapping[str, Mapping[str, int]]) -> list[str]:
@@ -210,3 +217,52 @@ def write_reports(
 ) -> None:
     folder.write_text("report.md", markdown(result, identity, split))
     folder.write_text("report.html", page(result, identity, split))
+
+
+def gepa_lines(result: GepaResult) -> list[str]:
+    """What a GEPA search prints at the end: its search, then the test comparison."""
+    sel = result.selection["accuracy"]
+    return [
+        f"GEPA: {result.candidates} skills in its pool from {result.proposals} reflections;"
+        f" {result.metric_calls} target rollouts of a budget of {result.budget}",
+        *test_lines(
+            result.test,
+            f"GEPA candidate {result.best_candidate}, selection {_f(sel)}"
+            if result.best_candidate
+            else "GEPA kept the seed",
+        ),
+    ]
+
+
+def gepa_report(result: GepaResult, identity: Mapping[str, Any]) -> str:
+    """report.md of a GEPA search: the headline, GEPA's pool, the rewrites bv refused, tokens."""
+    search = result.search
+    out = [f"# bv optimize --search gepa: {_cell(result.out, 200)}", "", "## Headline", "", "```"]
+    out += [*gepa_lines(result), "```", "", "## GEPA's pool (selection score: GEPA's mean over items)", ""]
+    out += ["| candidate | parents | selection | found after rollouts | skill |", "|---:|---|---:|---:|---|"]
+    for c in search["pool"]:
+        parents = ", ".join(str(p) for p in c["parents"] if p is not None) or "seed"
+        out.append(
+            f"| {c['index']} | {parents if c['index'] else ''} | {_f(c['selection'])} "
+            f"| {c['found_after_metric_calls']} | {_cell(c['file'])} |"
+        )
+    out += ["", "## Rewrites bv refused before trying them", "", "| status | why | skill |", "|---|---|---|"]
+    out += [
+        f"| {_cell(r['status'])} | {_cell(r['why'])} | {_cell(r['skill'], 120)} |" for r in search["refused"]
+    ]
+    problems = [r for r in search["reflections"] if r.get("status") != "ok"]
+    out += ["", "## Reflections that proposed nothing", "", "| request | status | why |", "|---|---|---|"]
+    out += [
+        f"| {_cell(r['request'])} | {_cell(r.get('status'))} | {_cell(r.get('why', ''))} |" for r in problems
+    ]
+    out += ["", "## Tokens by role (whole run)", "", *_token_lines(result.tokens), ""]
+    out += [
+        "## Run",
+        "",
+        f"- target: {_cell(identity['target'], 300)}",
+        f"- optimizer: {_cell(identity['optimizer'], 300)}",
+        f"- judge: {_cell(identity['judge'], 300)}",
+        f"- search: {_cell(identity['search'], 200)}",
+        "",
+    ]
+    return "\n".join(out)

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from bv.core.errors import Fatal, Interrupted
-from bv.core.records import JudgedRow, PromptRecord, RolloutRow
+from bv.core.errors import BadRecord, Fatal, Interrupted
+from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.templates import BV_TEMPLATES, Templates
-from bv.engine.backends import backend_config
-from bv.engine.caller import RunSettings
 from bv.stages.judge import run_judge
-from bv.stages.prompt import PromptOptions, Skill, build_prompt
-from bv.stages.rollout import RolloutOptions, run_rollout
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.prompt import PromptOptions, Skill, prompt_records
+from bv.stages.rollout import run_rollout
+from bv.stages.rollout_config import RolloutConfig, split_params
 
 
 @dataclass(frozen=True)
@@ -52,15 +52,15 @@ class Engines:
     cache_path: Path | None = None
     quiet: bool = True
 
-    def settings(self) -> RunSettings:
-        return RunSettings(
-            jobs=self.jobs,
-            retries=self.retries,
-            timeout_s=self.timeout_s,
-            cache_path=self.cache_path,
-            quiet=self.quiet,
-            ordered=True,
-        )
+    def run(self) -> dict[str, Any]:
+        """How every stage of the loop runs: the settings its rollout and judge configs share."""
+        return {
+            "jobs": self.jobs,
+            "retries": self.retries,
+            "timeout": self.timeout_s,
+            "cache": self.cache_path,
+            "quiet": self.quiet,
+        }
 
 
 def _ended(outcome: Any, rows: list[Any], what: str) -> list[Any]:
@@ -71,66 +71,56 @@ def _ended(outcome: Any, rows: list[Any], what: str) -> list[Any]:
     return rows
 
 
-def prompts(items: Sequence[Mapping[str, Any]], skill: Skill, engines: Engines) -> list[PromptRecord]:
+def prompts(items: Sequence[Item], skill: Skill, engines: Engines) -> list[PromptRecord]:
     options = PromptOptions(skill=skill, templates=engines.templates, image_root=engines.image_root)
-    return [cast(PromptRecord, build_prompt(dict(item), None, options)) for item in items]
+
+    def bad(source: None, exc: BadRecord) -> None:
+        raise exc
+
+    return list(prompt_records(((None, item) for item in items), lambda _: None, options, bad))
 
 
 def _rollout(
     records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
 ) -> list[RolloutRow]:
-    config = backend_config(
-        model.backend,
+    named, params = split_params(model.params)
+    config = RolloutConfig(
+        backend=model.backend,
         model=model.model,
-        base_urls=list(model.base_url),
+        base_url=model.base_url,
         api_key=model.api_key,
-        timeout=engines.timeout_s,
-        jobs=engines.jobs,
-    )
-    options = RolloutOptions(
-        max_turns=turns, repeats=repeats, params=dict(model.params), templates=engines.templates
+        params=params,
+        repeats=repeats,
+        max_turns=turns,
+        templates=engines.templates,
+        ordered=True,
+        **named,
+        **engines.run(),
     )
     rows: list[RolloutRow] = []
-    _, outcome = run_rollout(
-        (),
-        model.backend,
-        config,
-        options,
-        engines.settings(),
-        records=records,
-        write=lambda row: rows.append(cast(RolloutRow, dict(row))),
-    )
+    outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
     return _ended(outcome, rows, what)
 
 
 def rollout_and_judge(
-    items: Sequence[Mapping[str, Any]], skill: Skill, engines: Engines, repeats: int, what: str
+    items: Sequence[Item], skill: Skill, engines: Engines, repeats: int, what: str
 ) -> list[JudgedRow]:
     """Judged rows of `items` answered by the target with `skill`, each item `repeats` times."""
     if not items:
         return []
     rows = _rollout(prompts(items, skill, engines), engines.target, engines, repeats, engines.max_turns, what)
-    from bv.engine.endpoints import judge_endpoint
-
     judge = engines.judge
-    endpoint = judge_endpoint(
-        engines.judge_mode,
-        judge.model,
-        judge.base_url[0] if judge.base_url else None,
-        judge.api_key,
-        engines.timeout_s,
-        engines.jobs,
+    config = JudgeConfig(
+        mode=engines.judge_mode,
+        judge_model=judge.model,
+        judge_base_url=judge.base_url[0] if judge.base_url else None,
+        judge_api_key=judge.api_key,
+        judge_params=dict(judge.params),
+        templates=engines.templates,
+        **engines.run(),
     )
     judged: list[JudgedRow] = []
-    _, outcome = run_judge(
-        (),
-        engines.judge_mode,
-        endpoint,
-        engines.settings(),
-        engines.templates,
-        records=rows,
-        write=lambda row: judged.append(cast(JudgedRow, dict(row))),
-    )
+    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
     return _ended(outcome, judged, what)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from bv.core.errors import StdoutClosed
@@ -380,3 +380,18 @@ def report_json(report: Built) -> ReportData:
 
 def render_json(report: Built, stream: Any) -> None:
     stream.write(json.dumps(report_json(report), indent=2, ensure_ascii=False) + "\n")
+
+
+# The formats of `bv report --format` and of bv.api.Report.render, one table for both faces.
+RENDERERS: dict[str, Callable[[Any, Any], None]] = {
+    "table": render_table,
+    "markdown": render_markdown,
+    "csv": render_csv,
+    "json": render_json,
+}
+
+
+def render_as(fmt: str, report: Any, stream: Any) -> None:
+    """Write the report (built, or the JSON shape bv.api.Report holds: the renderers read both)
+    in format `fmt` (one of RENDERERS)."""
+    RENDERERS[fmt](report, stream)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bv.core import outcome as outcomes
 from bv.core.atomic import atomic_output
@@ -27,6 +27,10 @@ from bv.core.records import PromptRecord, RolloutRow
 from bv.core.run_context import current
 from bv.runs.config import BadOption, EvalConfig, read_config, run_record, what_changed, write_config
 from bv.runs.logs import logged
+
+if TYPE_CHECKING:
+    from bv.stages.judge_config import JudgeConfig
+    from bv.stages.rollout_config import RolloutConfig
 
 RESULTS = "results.jsonl"
 
@@ -55,90 +59,64 @@ def worst(*statuses: int) -> int:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What the options resolve to, checked before any work."""
+    """What the options resolve to, checked before any work: each stage's own config."""
 
     prompt_options: Any
     selection: Any
-    backend_config: dict[str, Any]
-    rollout_options: Any
-    settings: Any
-    judge_endpoint: Any
-    templates: Any
-    endpoint: str | None
+    rollout: RolloutConfig
+    judge: JudgeConfig
 
 
 def plan(config: EvalConfig) -> _Plan:
-    """Resolve and check every option (BadOption, BadEndpoint: a usage error; Fatal: no endpoint)."""
+    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint)."""
     from bv.core.selection import Selection, parse_ids
     from bv.core.templates import Templates
-    from bv.engine.backends import BACKENDS, backend_config
-    from bv.engine.caller import RunSettings
-    from bv.engine.endpoints import judge_endpoint
+    from bv.stages.judge_config import JudgeConfig
     from bv.stages.prompt import PromptOptions, Skill
-    from bv.stages.rollout import RolloutOptions
+    from bv.stages.rollout_config import RolloutConfig, split_params
 
-    if config.backend not in BACKENDS:
-        raise BadOption(f"unknown backend {config.backend!r}; known: {', '.join(BACKENDS)}")
-    if config.judge_mode not in ("auto", "rules", "llm"):
-        raise BadOption(f"unknown judge mode {config.judge_mode!r}: auto, rules or llm")
-    if config.judge_mode == "llm" and not config.judge_model:
-        raise BadOption("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
     if not config.items.is_file():
         raise BadOption(f"no items file at {config.items}")
     templates = Templates.load(config.prompts)  # TemplateError is a ValueError: a usage error
     skill = Skill.load(config.skill) if config.skill else None
-    try:
-        prompt_options = PromptOptions(
-            style=config.style, templates=templates, skill=skill, detail=config.image_detail
-        )
-    except ValueError as exc:
-        raise BadOption(str(exc)) from None
-    params = dict(config.params)
-    backend_cfg = backend_config(
-        config.backend,
+    prompt_options = PromptOptions(
+        style=config.style, templates=templates, skill=skill, detail=config.image_detail
+    )
+    named, params = split_params(config.params)
+    # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
+    run: dict[str, Any] = {
+        "jobs": config.jobs,
+        "retries": config.retries,
+        "timeout": config.timeout,
+        "cache": config.cache,
+    }
+    rollout = RolloutConfig(
+        backend=config.backend,
         model=config.model,
-        base_urls=config.base_urls,
+        base_url=config.base_urls,
         api_key=config.api_key,
-        timeout=config.timeout,
-        jobs=config.jobs,
-        seed=params.get("seed"),
         exec_cmd=config.exec_cmd,
-    )
-    endpoint = backend_cfg.get("endpoint")
-    judge = judge_endpoint(
-        config.judge_mode,
-        config.judge_model,
-        config.judge_base_url,
-        config.judge_api_key,
-        config.timeout,
-        config.jobs,
-    )
-    return _Plan(
-        prompt_options=prompt_options,
-        selection=Selection(
-            parse_ids(config.ids),
-            config.types,
-            config.subtypes,
-            config.sample,
-            config.sample_seed,
-            config.limit,
-        ),
-        backend_config=backend_cfg,
-        rollout_options=RolloutOptions(
-            max_turns=config.max_turns, repeats=config.repeats, params=params, templates=templates
-        ),
-        settings=RunSettings(
-            jobs=config.jobs,
-            retries=config.retries,
-            timeout_s=config.timeout,
-            cache_path=config.cache,
-            quiet=False,  # the logs keep the progress lines; --quiet keeps them off the terminal
-            ordered=True,
-        ),
-        judge_endpoint=judge,
+        params=params,
+        repeats=config.repeats,
+        max_turns=config.max_turns,
         templates=templates,
-        endpoint=endpoint.public if endpoint is not None else None,
+        ordered=True,
+        **named,
+        **run,
     )
+    judge = JudgeConfig(
+        mode=config.judge_mode,
+        judge_model=config.judge_model,
+        judge_base_url=config.judge_base_url,
+        judge_api_key=config.judge_api_key,
+        judge_params=config.judge_params,
+        templates=templates,
+        **run,
+    )
+    selection = Selection(
+        parse_ids(config.ids), config.types, config.subtypes, config.sample, config.sample_seed, config.limit
+    )
+    return _Plan(prompt_options=prompt_options, selection=selection, rollout=rollout, judge=judge)
 
 
 def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
@@ -164,10 +142,11 @@ def run_eval(config: EvalConfig) -> EvalResult:
     from bv.core.images import content_hash
 
     checked = plan(config)
+    endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
     record = run_record(
         config,
-        checked.endpoint,
-        checked.judge_endpoint.public if checked.judge_endpoint is not None else None,
+        endpoint.public if endpoint is not None else None,
+        judge.public if judge is not None else None,
         content_hash(config.items),
     )
     _open_folder(config, record)
@@ -241,16 +220,8 @@ def _rollout(
     from bv.stages.rollout import run_rollout
 
     rows: list[RolloutRow] = []
-    problems, outcome = run_rollout(
-        (),
-        config.backend,
-        checked.backend_config,
-        checked.rollout_options,
-        checked.settings,
-        records=prompts,
-        write=lambda row: rows.append(dict(row)),  # type: ignore[arg-type]
-    )
-    status = finish(outcome, problems, config.skip_bad)
+    outcome = run_rollout(prompts, checked.rollout, lambda row: rows.append(cast(RolloutRow, dict(row))))
+    status = finish(outcome, None, config.skip_bad)
     return (None if outcome.fatal else rows), status
 
 
@@ -258,25 +229,17 @@ def _judge(rows: list[RolloutRow], config: EvalConfig, checked: _Plan) -> int:
     from bv.stages.judge import run_judge
 
     outcome = Outcome()
-    problems = Problems()
+    notice = checked.judge.no_judge_notice
+    if notice:
+        say(notice)
     try:
         with atomic_output(config.out / RESULTS) as stream:
-            writer = JsonlWriter(stream)
-            problems, outcome = run_judge(
-                (),
-                config.judge_mode,
-                checked.judge_endpoint,
-                checked.settings,
-                checked.templates,
-                records=rows,
-                write=writer.write,
-                given_params=config.judge_params,
-            )
+            outcome = run_judge(rows, checked.judge, JsonlWriter(stream).write)
             if outcome.signal is not None:
                 raise _Interrupted()  # a partial results file would look like a result
     except _Interrupted:
         pass
-    return finish(outcome, problems, config.skip_bad)
+    return finish(outcome, None, config.skip_bad)
 
 
 def _report(config: EvalConfig) -> tuple[int, float | None]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.core.jsonl import Problems
-from bv.core.records import message_text
+from bv.core.records import RolloutRow, message_text
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -34,7 +34,7 @@ class Artifacts:
         self.root = root
         self._problems: Problems | None = None  # made at the first failure: stderr as it is then
 
-    def write(self, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+    def write(self, row: RolloutRow, conversation: list[dict[str, Any]]) -> None:
         """Write one rolled-out row's artifacts; `conversation` is every message sent and received,
         follow-up prompts of later turns included."""
         try:
@@ -51,7 +51,7 @@ class Artifacts:
             self._problems.finish()
 
 
-def _write(folder: Path, row: dict[str, Any], conversation: list[dict[str, Any]]) -> None:
+def _write(folder: Path, row: RolloutRow, conversation: list[dict[str, Any]]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     messages = row["messages"]
     system = next((m for m in messages if m.get("role") == "system"), {"content": ""})

@@ -20,7 +20,7 @@ from bv.core.records import PromptRecord, message_text
 from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
-from bv.stages.rollout_config import RolloutOptions, next_turn, refusal_or_filtered
+from bv.stages.rollout_config import RolloutConfig, next_turn, refusal_or_filtered
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text
 
@@ -92,10 +92,10 @@ def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[in
 
 
 def plan_rollout(
-    records: Iterable[PromptRecord], backend: Backend, cache: ReplyCache | None, options: RolloutOptions
+    records: Iterable[PromptRecord], backend: Backend, cache: ReplyCache | None, config: RolloutConfig
 ) -> Plan:
     """Walk every (record, run) through its turns as far as the cache answers them."""
-    params, repeats, max_turns = options.params, options.repeats, options.max_turns
+    params, repeats, max_turns = config.request_params, config.repeats, config.max_turns
     plan, hashes, costs = Plan(), ImageHashes(), ImageCosts(params.get("max_pixels"))
     use_cache = cache is not None and backend.cacheable
     for record in records:
@@ -122,7 +122,7 @@ def plan_rollout(
                 plan.cached += 1
                 if has_answer(reply.content) or refusal_or_filtered(reply):
                     break
-                conversation = next_turn(conversation, reply, options)
+                conversation = next_turn(conversation, reply, config.templates)
     return plan
 
 
@@ -152,13 +152,13 @@ def plan_lines(
     """The dry run's report, one figure per line."""
     from bv.core.stats import human_count
 
-    turns = f"; up to {plan.most_requests} with --max-turns {max_turns}" if max_turns > 1 else ""
+    turns = f"; up to {plan.most_requests} with `max_turns` {max_turns}" if max_turns > 1 else ""
     later = f" (and up to {plan.may_send} refinement turns)" if plan.may_send else ""
     where = f" at {backend.endpoint}" if backend.endpoint else ""
     if not backend.cacheable:
         cache_line = f"not used by the {backend.name} backend"
     elif cache_path is None:
-        cache_line = "off (--no-cache)"
+        cache_line = "off (`no_cache`)"
     else:
         cache_line = f"{plan.cached} of these requests ({cache_path})"
     lines = [

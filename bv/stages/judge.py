@@ -14,24 +14,32 @@ import contextlib
 import hashlib
 import re
 import signal
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from dataclasses import dataclass
+from typing import Any, cast
 
 from bv.core import redaction
 from bv.core.errors import Fatal, Interrupted, ItemFailure, StdoutClosed
 from bv.core.extract import extract_answer, extract_answer_async, off_loop, strip_thinking
-from bv.core.jsonl import JsonlWriter, Problems, read_records
+from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
-from bv.core.records import JudgeFields, RolloutRow, check_rollout_record, choice_lines, without_stage
+from bv.core.records import (
+    JudgedRow,
+    JudgeFields,
+    RolloutRow,
+    check_rollout_record,
+    choice_lines,
+    without_stage,
+)
 from bv.core.rules import RULES_VERSION, Verdict, decide
 from bv.core.run_context import current
 from bv.core.templates import BV_TEMPLATES, Templates, fenced
 from bv.engine.backends import make_backend
-from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.caller import Caller, run_stage
 from bv.engine.endpoints import Endpoint
 from bv.engine.params import body_fields, with_defaults
-from bv.engine.progress import Stats, input_lines, stdin_notice
+from bv.engine.progress import Stats
+from bv.stages.judge_config import JudgeConfig
 
 JUDGE_DEFAULTS = {"temperature": 0}  # sent only where the judge model accepts it (bv.engine.params)
 
@@ -55,7 +63,7 @@ def judge_version(templates: Templates = BV_TEMPLATES) -> str:
 
 
 def judge_messages(
-    record: dict[str, Any], extracted: str | None, templates: Templates = BV_TEMPLATES
+    record: RolloutRow, extracted: str | None, templates: Templates = BV_TEMPLATES
 ) -> list[dict[str, str]]:
     question = record["question"].strip()
     if record["ans_type"] == "choice":
@@ -96,7 +104,7 @@ class LLMJudge:
         return self.caller.backend.model
 
     async def verdict(
-        self, record: dict[str, Any], extracted: str | None
+        self, record: RolloutRow, extracted: str | None
     ) -> tuple[int | None, str | None, str | None]:
         """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
         the error is said once and every later row goes out at once as a judge error: the judge
@@ -128,14 +136,14 @@ async def judge_one(
     llm: LLMJudge | None,
     version: str,
     templates: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> JudgedRow:
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
     judge template recorded, by name and SHA-256)."""
     if llm is None or record.get("error"):
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
     in_reasoning = await extract_answer_async(final_reasoning(record)) if extracted is None else None
-    row = without_stage(record, "judge")
+    row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
         hard, reply, error = await llm.verdict(row, extracted)
@@ -207,21 +215,20 @@ def _rollout_failed(version: str) -> JudgeFields:
     }
 
 
-def _judged(row: dict[str, Any], fields: JudgeFields, templates: dict[str, str] | None) -> dict[str, Any]:
-    """The row (its judge fields already dropped) with these (`templates`: the replaced judge
-    template recorded, by name and SHA-256)."""
+def _judged(row: RolloutRow, fields: JudgeFields, templates: dict[str, str] | None) -> JudgedRow:
+    """The row (its judge fields already dropped, a copy of the input's) with these, in place
+    (`templates`: the replaced judge template recorded, by name and SHA-256)."""
     if templates:
         fields["judge_templates"] = templates
-    row.update(fields)
-    return row
+    judged = cast(dict[str, Any], row)
+    judged.update(fields)
+    return cast(JudgedRow, judged)
 
 
-def judge_by_rules(
-    record: Mapping[str, Any], version: str, templates: dict[str, str] | None = None
-) -> dict[str, Any]:
+def judge_by_rules(record: RolloutRow, version: str, templates: dict[str, str] | None = None) -> JudgedRow:
     """One row judged by the rules alone (undecided rows count wrong); a row whose rollout failed
     is not judged at all (it goes out wrong, as the rollout error it is)."""
-    row = without_stage(record, "judge")
+    row = cast(RolloutRow, without_stage(record, "judge"))
     if record.get("error"):
         return _judged(row, _rollout_failed(version), templates)
     extracted = extract_answer(record.get("response"))
@@ -230,9 +237,9 @@ def judge_by_rules(
 
 
 def run_by_rules(
-    records: Iterable[Any],
-    judge: Callable[[Any], dict[str, Any]],
-    write: Callable[[dict[str, Any]], None],
+    records: Iterable[RolloutRow],
+    judge: Callable[[RolloutRow], JudgedRow],
+    write: Callable[[Mapping[str, Any]], None],
 ) -> Outcome:
     """Judge by rules with no LLM: nothing to wait for, so no event loop, reader thread or
     workers, whose hand-offs cost more than the judging (docs/performance.md). One row in, one
@@ -269,46 +276,37 @@ def run_by_rules(
     return result
 
 
+def read_rollout_rows(inputs: tuple[str, ...], problems: Problems) -> Iterator[RolloutRow]:
+    """The rollout rows of JSONL files ("-": stdin), checked, lazily; bad lines to `problems`."""
+    return (row for _, row in read_records(inputs, problems, check_rollout_record))
+
+
 def run_judge(
-    inputs: tuple[str, ...],
-    mode: str,
-    endpoint: Endpoint | None,
-    settings: RunSettings,
-    templates: Templates = BV_TEMPLATES,
-    records: list[RolloutRow] | None = None,
-    write: Callable[[Mapping[str, Any]], None] | None = None,
-    given_params: Mapping[str, Any] | None = None,
-) -> tuple[Problems, Outcome]:
-    """The whole stage: read rollout rows, judge them, write them in input order to stdout. From
-    Python (bv.api): the checked `records` instead of the inputs, each row to `write`.
-    `given_params`: the judge's request fields from --judge-param, sent as written."""
-    problems = Problems()
-    backend = None
-    if mode != "rules":
-        if endpoint is not None:  # bv.engine.endpoints.judge_endpoint: resolved and checked there, once
-            backend = make_backend("openai", endpoint=endpoint)
-        elif mode == "llm":
-            raise Fatal("--mode llm needs a judge model: --judge-model or BV_JUDGE_MODEL")
-        elif not settings.quiet:
-            problems.stream.write(
-                "bv judge: no LLM judge configured, so rows the rules cannot decide count wrong;"
-                " give --judge-model MODEL (or BV_JUDGE_MODEL), or --mode rules to judge by rules only\n"
-            )
-    if records is None:
-        stdin_notice(inputs, "rollout rows", settings.quiet)
-    # The total is for the progress display only: --quiet shows none, so the input is not read twice.
-    total = None if settings.quiet else input_lines(inputs) if records is None else len(records)
+    records: Iterable[RolloutRow],
+    config: JudgeConfig,
+    write: Callable[[Mapping[str, Any]], None],
+    *,
+    total: int | None = None,
+) -> Outcome:
+    """The whole stage: judge every row, each to `write` in input order. `total`: how many rows
+    there are, for the progress display (a list's own length by default)."""
+    endpoint = config.endpoint
+    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
+    settings = config.settings
+    if total is None and isinstance(records, Sized):
+        total = len(records)
     stats = Stats(total=total)
     stopping = asyncio.Event()
     caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
+    templates = config.templates
     llm = None
     if caller is not None and endpoint is not None:
-        params = judge_params(endpoint, given_params)
+        params = judge_params(endpoint, config.judge_params)
         llm = LLMJudge(caller, params, body_fields(params, endpoint.rule), templates)
     version, recorded = judge_version(templates), templates.recorded("judge")
     carried = 0  # rows whose rollout failed: judged wrong, but not a result either
 
-    def count(row: dict[str, Any]) -> dict[str, Any]:
+    def count(row: JudgedRow) -> JudgedRow:
         nonlocal carried
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
@@ -317,25 +315,20 @@ def run_judge(
         carried += bool(row.get("error"))
         return row
 
-    async def one(record: RolloutRow) -> dict[str, Any]:
-        return count(await judge_one(record, mode, llm, version, recorded))
+    async def one(record: RolloutRow) -> JudgedRow:
+        return count(await judge_one(record, config.mode, llm, version, recorded))
 
-    rows_in = (
-        records
-        if records is not None
-        else (r for _, r in read_records(inputs, problems, check_rollout_record))
-    )
     if llm is None:
         judge_row = lambda record: count(judge_by_rules(record, version, recorded))  # noqa: E731
-        outcome = run_by_rules(rows_in, judge_row, write or JsonlWriter().write)
+        outcome = run_by_rules(records, judge_row, write)
         if not settings.quiet:
             say(stats.summary())  # what the progress display says at its end
     else:
         outcome = run_stage(
-            rows_in,
+            records,
             one,
-            write or JsonlWriter().write,
-            settings=replace(settings, ordered=True),
+            write,
+            settings=settings,
             stats=stats,
             label="judge",
             stopping=stopping,
@@ -347,4 +340,4 @@ def run_judge(
     outcome.failed_what = "got a judge error"
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
-    return problems, outcome
+    return outcome

@@ -13,17 +13,27 @@ part points at the file; the bytes are attached at send time. docs/protocol.md c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from bv.core.errors import BadRecord
+from bv.core.errors import BadConfig, BadRecord
 from bv.core.images import file_url, resolve_image
 from bv.core.jsonl import Problems, Source
-from bv.core.records import SCHEMA_VERSION, PromptFields, choice_lines, official_choice_lines, without_stage
+from bv.core.records import (
+    SCHEMA_VERSION,
+    Item,
+    PromptFields,
+    PromptRecord,
+    choice_lines,
+    official_choice_lines,
+    without_stage,
+)
 from bv.core.selection import Selection, Unmatched, select
 from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, TemplateError, Templates, read_text_file
+
+S = TypeVar("S")  # where an item came from (a file and line, or its index)
 
 STYLES = tuple(STYLE_TEMPLATES)
 
@@ -48,7 +58,7 @@ class Skill:
         try:
             return cls(name=path.stem, text=read_text_file(path, MAX_SKILL_BYTES, "a skill").strip())
         except TemplateError as exc:
-            raise BadRecord(f"--skill {exc}") from None
+            raise BadRecord(f"`skill` {exc}") from None
 
 
 def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:
@@ -57,7 +67,7 @@ def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> s
 
 
 def user_text(
-    item: dict[str, Any],
+    item: Item,
     trace: str | None = None,
     diagnostic: str | None = None,
     templates: Templates = BV_TEMPLATES,
@@ -76,7 +86,7 @@ def user_text(
     return "\n\n".join(parts)
 
 
-def official_text(item: dict[str, Any], templates: Templates = BV_TEMPLATES) -> str:
+def official_text(item: Item, templates: Templates = BV_TEMPLATES) -> str:
     """The text of the paper's user message: lines, no headings, no blank lines."""
     lines = [item["question"].strip()]
     if item["ans_type"] == "choice":
@@ -114,16 +124,17 @@ class PromptOptions:
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
-            raise ValueError(f"unknown prompt style {self.style!r}")
+            raise BadConfig(f"unknown prompt `style` {self.style!r}", option="style")
         if self.style == "official" and (self.skill or self.diagnostic or self.traces is not None):
-            raise ValueError(
-                "--style official has no system prompt and no sections, so it takes no --skill,"
-                " --diagnostic-instruction or --trace-context; use --style bv for skill work"
-                " (docs/protocol.md)"
+            raise BadConfig(
+                "`style` official has no system prompt and no sections, so it takes no `skill`,"
+                " `diagnostic_instruction` or `trace_context`; use `style` bv for skill work"
+                " (docs/protocol.md)",
+                option="style",
             )
 
 
-def build_prompt(item: dict[str, Any], folder: Path | None, options: PromptOptions) -> dict[str, Any]:
+def build_prompt(item: Item, folder: Path | None, options: PromptOptions) -> PromptRecord:
     """One prompt record: the item as given plus the chat messages, whose image parts name the
     resolved files by `file://` URL (the item's `images` stay as written in the items file)."""
     root = folder or options.image_root or Path.cwd()
@@ -153,7 +164,25 @@ def build_prompt(item: dict[str, Any], folder: Path | None, options: PromptOptio
     recorded = templates.recorded(*STYLE_TEMPLATES[options.style])
     if recorded:
         fields["templates"] = recorded
-    return {**without_stage(item, "prompt"), **fields}
+    return cast(PromptRecord, {**without_stage(item, "prompt"), **fields})
+
+
+def prompt_records(
+    items: Iterable[tuple[S, Item]],
+    folder: Callable[[S], Path | None],
+    options: PromptOptions,
+    bad: Callable[[S, BadRecord], None],
+) -> Iterator[PromptRecord]:
+    """The stage, lazily: one prompt record per item, its images resolved in `folder(source)`
+    (None: the options' image root). An item that cannot be used goes to `bad` with its source
+    (the command line reports it and goes on; bv.api raises)."""
+    for source, item in items:
+        try:
+            record = build_prompt(item, folder(source), options)
+        except BadRecord as exc:
+            bad(source, exc)
+            continue
+        yield record
 
 
 def load_traces(path: Path) -> dict[str, str]:
@@ -173,22 +202,26 @@ def load_traces(path: Path) -> dict[str, str]:
 
 
 def run_prompt(
-    entries: Iterable[tuple[Source, dict[str, Any]]],
+    entries: Iterable[tuple[Source, Item]],
     options: PromptOptions,
     selection: Selection,
     write: Callable[[Mapping[str, Any]], None],
     problems: Problems,
+    words: Callable[[str], str] = str,
 ) -> list[str]:
-    """The whole stage: the prompt record of every item the selection keeps, to `write`; a bad
-    item costs its own line (to `problems`). Returns what the selection asked for and the input
+    """The whole stage over read items: the prompt record of every item the selection keeps, to
+    `write`; a bad item costs its own line (to `problems`, its message through `words`: the
+    command line names its options there). Returns what the selection asked for and the input
     did not have (for instance `--type: no item matches 'visual trackng' (did you mean ...)`)."""
     unmatched = Unmatched()
-    for source, item in select(entries, selection, unmatched, key=lambda pair: pair[1]):
-        try:
-            write(build_prompt(item, source.folder, options))
-        except BadRecord as exc:
-            why = str(exc)
-            if source.folder is None and options.image_root is None and "file not found" in why:
-                why += "; items read from stdin look for images in the current folder: give --image-root DIR"
-            problems.report(source, why)
+
+    def bad(source: Source, exc: BadRecord) -> None:
+        why = str(exc)
+        if source.folder is None and options.image_root is None and "file not found" in why:
+            why += "; items read from stdin look for images in the current folder: give `image_root` DIR"
+        problems.report(source, words(why))
+
+    kept = select(entries, selection, unmatched, key=lambda pair: pair[1])
+    for record in prompt_records(kept, lambda source: source.folder, options, bad):
+        write(record)
     return unmatched.messages()

@@ -11,21 +11,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from bv import __version__
 from bv.core.errors import BadRecord, ItemFailure
 from bv.core.extract import has_answer_async
-from bv.core.jsonl import JsonlWriter, Problems, read_records
+from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import Outcome
-from bv.core.records import PromptRecord, RolloutFields, Turn, Usage, check_prompt_record, without_stage
+from bv.core.records import (
+    PromptRecord,
+    RolloutFields,
+    RolloutRow,
+    Turn,
+    Usage,
+    check_prompt_record,
+    without_stage,
+)
 from bv.engine.backends import Backend, make_backend
 from bv.engine.backends.replies import ContentFiltered
-from bv.engine.caller import Caller, RunSettings, run_stage
-from bv.engine.progress import Stats, input_lines, stdin_notice
-from bv.stages.rollout_config import RolloutOptions, expand_runs, in_shard, next_turn, refusal_or_filtered
+from bv.engine.caller import Caller, run_stage
+from bv.engine.progress import Stats
+from bv.stages.artifacts import Artifacts
+from bv.stages.rollout_config import RolloutConfig, expand_runs, in_shard, next_turn, refusal_or_filtered
 
 
 def endpoint_of(backend: Backend) -> str:
@@ -48,8 +57,8 @@ def now_utc() -> str:
 
 
 async def rollout_one(
-    record: PromptRecord, run: int, caller: Caller, options: RolloutOptions
-) -> dict[str, Any]:
+    record: PromptRecord, run: int, caller: Caller, config: RolloutConfig, artifacts: Artifacts | None = None
+) -> RolloutRow:
     """Roll one record out once; never raises for a failed item, it records the error instead."""
     conversation = list(record["messages"])
     turns: list[Turn] = []
@@ -57,13 +66,13 @@ async def rollout_one(
     answered = False
     started_at, started = now_utc(), time.monotonic()
     try:
-        for turn in range(options.max_turns):
-            reply, cached = await caller.call(conversation, options.params, run=run, turn=turn)
+        for turn in range(config.max_turns):
+            reply, cached = await caller.call(conversation, config.request_params, run=run, turn=turn)
             turns.append({**reply.to_json(), "cached": cached})
             answered = await has_answer_async(reply.content)
-            if turn + 1 == options.max_turns or answered or refusal_or_filtered(reply):
+            if turn + 1 == config.max_turns or answered or refusal_or_filtered(reply):
                 break
-            conversation = next_turn(conversation, reply, options)
+            conversation = next_turn(conversation, reply, config.templates)
     except ContentFiltered as exc:  # the prompt refused (Azure's HTTP 400): an error, named
         error, filtered = str(exc), exc.categories
     except ItemFailure as exc:
@@ -78,7 +87,7 @@ async def rollout_one(
         "run": run,
         "backend": caller.backend.name,
         "model": caller.backend.model,
-        "params": options.params,
+        "params": config.request_params,
         "response": response,
         "turns": turns,
         "usage": row_usage(turns),
@@ -91,12 +100,12 @@ async def rollout_one(
         "endpoint": endpoint_of(caller.backend),
         "started_at": started_at,
     }
-    if options.recorded_templates:  # only when a replaced refine.md may have been sent
-        fields["rollout_templates"] = options.recorded_templates
-    row = {**without_stage(record, "rollout"), **fields}
-    if options.artifacts is not None:
+    if config.recorded_templates:  # only when a replaced refine.md may have been sent
+        fields["rollout_templates"] = config.recorded_templates
+    row = cast(RolloutRow, {**without_stage(record, "rollout"), **fields})
+    if artifacts is not None:
         final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
-        options.artifacts.write(row, conversation + final)
+        artifacts.write(row, conversation + final)
     return row
 
 
@@ -134,77 +143,61 @@ def _prompt_records(problems: Problems) -> Callable[[Any], PromptRecord]:
     return parse
 
 
-def prompt_records(
-    inputs: tuple[str, ...], problems: Problems, options: RolloutOptions
-) -> Iterator[PromptRecord]:
-    """The prompt records of the input that belong to this shard, lazily; bad lines to `problems`."""
-    return (
-        record
-        for _, record in read_records(inputs, problems, _prompt_records(problems))
-        if in_shard(str(record["id"]), options.shard)
-    )
+def read_prompt_records(inputs: tuple[str, ...], problems: Problems) -> Iterator[PromptRecord]:
+    """The prompt records of JSONL files ("-": stdin), checked, lazily; bad lines to `problems`."""
+    return (record for _, record in read_records(inputs, problems, _prompt_records(problems)))
 
 
 def run_rollout(
-    inputs: tuple[str, ...],
-    backend_name: str,
-    backend_config: dict[str, Any],
-    options: RolloutOptions,
-    settings: RunSettings,
-    records: list[PromptRecord] | None = None,
-    write: Callable[[Mapping[str, Any]], None] | None = None,
-) -> tuple[Problems, Outcome]:
-    """The whole stage: read prompt records, roll them out, write rows to stdout. From Python
-    (bv.api): the checked `records` instead of the inputs, each row to `write`."""
-    problems = Problems()
-    backend = make_backend(backend_name, **backend_config)
-    if records is None:
-        stdin_notice(inputs, "prompt records", settings.quiet)
-        total = input_lines(inputs) if options.shard is None else None
-        records_in: Iterable[PromptRecord] = prompt_records(inputs, problems, options)
-    else:
-        records_in = [r for r in records if in_shard(str(r["id"]), options.shard)]
-        total = len(records_in)
-    stats = Stats(total=None if total is None else total * options.repeats)
+    records: Iterable[PromptRecord],
+    config: RolloutConfig,
+    write: Callable[[Mapping[str, Any]], None],
+    *,
+    total: int | None = None,
+) -> Outcome:
+    """The whole stage: roll out every record of this shard `config.repeats` times, each row to
+    `write` as it finishes (in input order with `config.ordered`). `total`: how many records
+    there are, for the progress display (a list's own length by default)."""
+    backend = make_backend(config.backend, **config.backend_config)
+    records_in: Iterable[PromptRecord] = records
+    if config.shard is not None:
+        records_in = (r for r in records if in_shard(str(r["id"]), config.shard))
+        total = None
+    elif total is None and isinstance(records, Sized):
+        total = len(records)
+    artifacts = None if config.artifacts is None else Artifacts(config.artifacts)
+    stats = Stats(total=None if total is None else total * config.repeats)
     stopping = asyncio.Event()
+    settings = config.settings
     caller = Caller.for_run(backend, settings, stats, stopping)
-    outcome = run_stage(
-        expand_runs(records_in, options.repeats),
-        lambda task: rollout_one(task[0], task[1], caller, options),
-        write or JsonlWriter().write,
-        settings=settings,
-        stats=stats,
-        label="rollout",
-        stopping=stopping,
-        backend=backend,
-        caller=caller,
-    )
+    try:
+        outcome = run_stage(
+            expand_runs(records_in, config.repeats),
+            lambda task: rollout_one(task[0], task[1], caller, config, artifacts),
+            write,
+            settings=settings,
+            stats=stats,
+            label="rollout",
+            stopping=stopping,
+            backend=backend,
+            caller=caller,
+        )
+    finally:
+        if artifacts is not None:
+            artifacts.finish()
     outcome.rows, outcome.failed = stats.done, stats.errors
     outcome.cached = stats.done - stats.errors if caller.cache is not None else None
-    return problems, outcome
+    return outcome
 
 
-def dry_run_rollout(
-    inputs: tuple[str, ...],
-    backend_name: str,
-    backend_config: dict[str, Any],
-    options: RolloutOptions,
-    settings: RunSettings,
-) -> Problems:
-    """`--dry-run`: read the input as the rollout would, send nothing, say what it would cost."""
-    import sys
-
+def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> list[str]:
+    """What the rollout would send and cost, sending nothing: the dry run's report, line by line."""
     from bv.engine.cache import ReplyCache
     from bv.stages.dryrun import plan_lines, plan_rollout
 
-    problems = Problems()
-    backend = make_backend(backend_name, **backend_config)
-    path = settings.cache_path
+    backend = make_backend(config.backend, **config.backend_config)
+    path = config.cache
     cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
-    plan = plan_rollout(prompt_records(inputs, problems, options), backend, cache, options)
-    sys.stderr.write("bv rollout --dry-run: nothing sent\n")
-    for line in plan_lines(
-        plan, backend, options.repeats, options.max_turns, path if backend.cacheable else None
-    ):
-        sys.stderr.write(f"  {line}\n")
-    return problems
+    shard = config.shard
+    plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
+    return plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)

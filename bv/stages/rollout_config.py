@@ -1,33 +1,167 @@
-"""A rollout's typed options and the pieces its dry run shares with it: which items a shard
-takes, how runs expand, and what the next turn sends after a reply without \\boxed{}."""
+"""A rollout's one typed config, which both faces build (bv.cli from options, bv.api from
+keywords), and the pieces its dry run shares with the rollout: which items a shard takes, how runs
+expand, and what the next turn sends after a reply without \\boxed{}."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from bv.core.errors import BadConfig
 from bv.core.records import PromptRecord
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
-from bv.stages.artifacts import Artifacts
+from bv.engine.caller import RunSettings
+from bv.engine.endpoints import CONNECT_TIMEOUT_S
+from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 from bv.stages.prompt import refine_text
+
+# The settings of a rollout that only some backends use; giving one to another backend is refused
+# (never dropped in silence). Every other setting means the same for every backend.
+BACKEND_SETTINGS: dict[str, tuple[str, ...]] = {
+    "openai": ("model", "base_url", "api_key"),
+    "azure": ("model", "base_url", "api_key"),
+    "exec": ("model", "api_key", "exec_cmd"),
+    "chance": (),
+}
+# Request parameters with a setting of their own; any other goes in `params` (or `extra_body`).
+NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
 
 
 @dataclass(frozen=True)
-class RolloutOptions:
-    max_turns: int = 1
+class RolloutConfig:
+    """Everything a rollout runs with, checked when made: BadConfig for settings that cannot work
+    (a setting the backend does not use, a parameter given twice), Fatal for an endpoint that
+    cannot (resolved here, once, from the settings and the environment: bv.engine.endpoints).
+
+    `seed` is the request's sampling seed and the chance backend's guess seed alike; `params`
+    holds further request body fields, `extra_body` fields sent as given (the CLI's `-p`).
+    `request_params` is what every request carries and every row records."""
+
+    backend: str = "openai"
+    model: str | None = None
+    base_url: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+    exec_cmd: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    max_pixels: int | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
     repeats: int = 1
-    params: dict[str, Any] = field(default_factory=dict)  # sampling parameters, recorded per row
+    max_turns: int = 1
     shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
-    artifacts: Artifacts | None = None  # writes each row's prompts and conversation under its folder
+    artifacts: Path | None = None  # each row's prompts and conversation under DIR/<run>/<id>/
     templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
+    jobs: int = 8
+    retries: int = 5
+    timeout: float = 600.0  # seconds per try of a request, all told
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    first_byte_timeout: float | None = None  # None: `timeout`
+    read_timeout: float | None = None  # None: `timeout`
+    stall_notice: float = 30.0  # no reply for this long: the progress line says so
+    cache: Path | None = None  # the reply cache; None: none
+    ordered: bool = False  # rows in input order (bv.api always asks for it)
+    quiet: bool = False
+    keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
+    request_params: dict[str, Any] = field(init=False, repr=False)
+    backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKEND_SETTINGS:
+            raise BadConfig(
+                f"unknown backend {self.backend!r}; known: {', '.join(BACKEND_SETTINGS)}", option="backend"
+            )
+        unused = [
+            name
+            for name in ("model", "base_url", "api_key", "exec_cmd")
+            if getattr(self, name) and name not in BACKEND_SETTINGS[self.backend]
+        ]
+        if unused:
+            names = ", ".join(f"`{name}`" for name in unused)
+            raise BadConfig(f"the {self.backend} backend does not use {names}", option=unused[0])
+        if self.backend == "exec" and not self.exec_cmd:
+            raise BadConfig("the exec backend needs `exec_cmd`, the agent command", option="exec_cmd")
+        for name in ("repeats", "max_turns", "jobs"):
+            if getattr(self, name) < 1:
+                raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
+        if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
+            raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
+        object.__setattr__(self, "base_url", tuple(self.base_url))
+        object.__setattr__(self, "request_params", self._request_params())
+        object.__setattr__(self, "backend_config", self._backend_config())
+
+    def _request_params(self) -> dict[str, Any]:
+        """What every request carries and every row records: the named parameters, then `params`."""
+        named = {name: getattr(self, name) for name in NAMED_PARAMS}
+        named = {k: v for k, v in named.items() if v is not None and v != {}}
+        clashing = sorted(k for k, v in named.items() if k in self.params and self.params[k] != v)
+        if clashing:
+            raise BadConfig(
+                f"`params` gives {', '.join(clashing)} as well as `{clashing[0]}`", option=clashing[0]
+            )
+        merged = {**named, **self.params}
+        if "extra_body" in merged:
+            merged["extra_body"] = dict(merged.pop("extra_body"))  # last, as the command line put it
+        return merged
+
+    def _backend_config(self) -> dict[str, Any]:
+        """What bv.engine.backends.make_backend takes for this backend (an endpoint resolved now)."""
+        if self.backend in ("openai", "azure"):
+            from bv.engine.endpoints import resolve
+
+            endpoint = resolve(
+                self.backend,
+                model=self.model,
+                base_urls=self.base_url,
+                api_key=self.api_key,
+                timeout=self.timeout,
+                jobs=self.jobs,
+                connect_timeout=self.connect_timeout,
+                first_byte_timeout=self.first_byte_timeout,
+                read_timeout=self.read_timeout,
+            )
+            return {"endpoint": endpoint}
+        if self.backend == "exec":
+            return {
+                "exec_cmd": self.exec_cmd,
+                "model": self.model,
+                "timeout": self.timeout,
+                "api_key": self.api_key,
+                "keep_workdirs": self.keep_workdirs,
+            }
+        return {"seed": self.seed}
+
+    @property
+    def settings(self) -> RunSettings:
+        """How the engine runs the stage."""
+        return RunSettings(
+            jobs=self.jobs,
+            retries=self.retries,
+            timeout_s=self.timeout,
+            rate_limit_patience_s=self.rate_limit_patience,
+            stall_notice_s=self.stall_notice,
+            cache_path=self.cache,
+            quiet=self.quiet,
+            ordered=self.ordered,
+        )
 
     @property
     def recorded_templates(self) -> dict[str, str]:
         """The replaced templates this rollout may render: refine.md, when there can be a second turn."""
         return self.templates.recorded("refine") if self.max_turns > 1 else {}
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Request parameters as RolloutConfig takes them: (those with a setting of their own, the
+    rest for `params`), for callers that hold them in one mapping (bv eval, bv optimize)."""
+    named = {k: v for k, v in params.items() if k in NAMED_PARAMS}
+    return named, {k: v for k, v in params.items() if k not in NAMED_PARAMS}
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
@@ -60,14 +194,12 @@ def no_text_note(reply: Reply) -> str:
     return "[no reply text]"
 
 
-def next_turn(
-    conversation: list[dict[str, Any]], reply: Reply, options: RolloutOptions
-) -> list[dict[str, Any]]:
+def next_turn(conversation: list[dict[str, Any]], reply: Reply, templates: Templates) -> list[dict[str, Any]]:
     """The messages of the next turn after a reply without \\boxed{}: the reply (or, when it
     has no text, a note saying so, never an empty message), then the refinement."""
     text = reply.content if reply.content.strip() else no_text_note(reply)
     return [
         *conversation,
         {"role": "assistant", "content": text},
-        {"role": "user", "content": refine_text(text, options.templates)},
+        {"role": "user", "content": refine_text(text, templates)},
     ]

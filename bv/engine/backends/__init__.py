@@ -90,8 +90,8 @@ BACKENDS = {
 
 def make_backend(name: str, **config: Any) -> Backend:
     """Build the backend called `name` from its configuration (see each backend's `from_config`;
-    `backend_config` builds it from options). A key the backend does not take is refused, never
-    dropped in silence."""
+    bv.stages.rollout_config.RolloutConfig builds it from settings). A key the backend does not
+    take is refused, never dropped in silence."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     import inspect
@@ -102,49 +102,3 @@ def make_backend(name: str, **config: Any) -> Backend:
     if unknown:
         raise ValueError(f"backend {name!r} takes no {', '.join(unknown)}")
     return cls.from_config(**config)
-
-
-def backend_config(
-    name: str,
-    *,
-    model: str | None = None,
-    base_urls: list[str] | tuple[str, ...] = (),
-    api_key: str | None = None,
-    timeout: float = 600.0,
-    jobs: int = 8,
-    seed: int | None = None,
-    exec_cmd: str | None = None,
-    keep_workdirs: str | None = None,
-    connect_timeout: float | None = None,
-    first_byte_timeout: float | None = None,
-    read_timeout: float | None = None,
-) -> dict[str, Any]:
-    """What `make_backend(name, **config)` takes, from the options of `bv rollout` or `bv.stages.rollout`:
-    for an HTTP backend its endpoint, resolved and checked once (bv.engine.endpoints, which reads the
-    environment; raises BadEndpoint or Fatal before any work); for the others their own options."""
-    if name in ("openai", "azure"):
-        from bv.engine.endpoints import CONNECT_TIMEOUT_S, resolve
-
-        endpoint = resolve(
-            name,
-            model=model,
-            base_urls=base_urls,
-            api_key=api_key,
-            timeout=timeout,
-            jobs=jobs,
-            connect_timeout=connect_timeout or CONNECT_TIMEOUT_S,
-            first_byte_timeout=first_byte_timeout,
-            read_timeout=read_timeout,
-        )
-        return {"endpoint": endpoint}
-    if name == "exec":
-        return {
-            "exec_cmd": exec_cmd,
-            "model": model,
-            "timeout": timeout,
-            "api_key": api_key,
-            "keep_workdirs": keep_workdirs,
-        }
-    if name == "chance":
-        return {"seed": seed}
-    raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")

@@ -1,0 +1,98 @@
+"""The judge's one typed config, which both faces build (bv.cli from options, bv.api from keywords)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bv.core.errors import BadConfig
+from bv.core.templates import BV_TEMPLATES, Templates
+from bv.engine.caller import RunSettings
+from bv.engine.endpoints import CONNECT_TIMEOUT_S, Endpoint
+from bv.engine.retry import RATE_LIMIT_PATIENCE_S
+
+MODES = ("auto", "rules", "llm")
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Everything a judge run works with, checked when made: BadConfig for settings that cannot
+    work (an unknown mode, `llm` without a judge model), Fatal for an LLM judge endpoint that
+    cannot (resolved here, once, from the settings and the environment: bv.engine.endpoints).
+
+    `mode`: rules (rules only), llm (every row to the LLM judge, the official protocol) or auto
+    (rules, then the LLM judge for what they cannot decide, when a judge model is given)."""
+
+    mode: str = "auto"
+    judge_model: str | None = None
+    judge_base_url: str | None = None
+    judge_api_key: str | None = field(default=None, repr=False)
+    judge_params: Mapping[str, Any] = field(default_factory=dict)  # judge request fields, sent as written
+    templates: Templates = BV_TEMPLATES
+    jobs: int = 8
+    retries: int = 5
+    timeout: float = 600.0  # seconds per try of a request, all told
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    first_byte_timeout: float | None = None  # None: `timeout`
+    read_timeout: float | None = None  # None: `timeout`
+    stall_notice: float = 30.0  # no reply for this long: the progress line says so
+    cache: Path | None = None  # the reply cache; None: none
+    quiet: bool = False
+    endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
+
+    def __post_init__(self) -> None:
+        from bv.engine.endpoints import judge_endpoint
+
+        if self.mode not in MODES:
+            raise BadConfig(f"unknown `mode` {self.mode!r}; known: {', '.join(MODES)}", option="mode")
+        if self.jobs < 1:
+            raise BadConfig(f"`jobs` must be at least 1, not {self.jobs}", option="jobs")
+        endpoint = judge_endpoint(
+            self.mode,
+            self.judge_model,
+            self.judge_base_url,
+            self.judge_api_key,
+            self.timeout,
+            self.jobs,
+            connect_timeout=self.connect_timeout,
+            first_byte_timeout=self.first_byte_timeout,
+            read_timeout=self.read_timeout,
+        )
+        if endpoint is None and self.mode == "llm":
+            raise BadConfig(
+                "`mode` llm needs a judge model: `judge_model` or BV_JUDGE_MODEL", option="judge_model"
+            )
+        object.__setattr__(self, "endpoint", endpoint)
+
+    @property
+    def settings(self) -> RunSettings:
+        """How the engine runs the stage: always in input order."""
+        return RunSettings(
+            jobs=self.jobs,
+            retries=self.retries,
+            timeout_s=self.timeout,
+            rate_limit_patience_s=self.rate_limit_patience,
+            stall_notice_s=self.stall_notice,
+            cache_path=self.cache,
+            quiet=self.quiet,
+            ordered=True,
+        )
+
+    @property
+    def no_judge_notice(self) -> str | None:
+        """What `auto` without a judge model says before it judges (None when it has one, or in
+        the other modes): undecided rows count wrong."""
+        if self.mode != "auto" or self.endpoint is not None:
+            return None
+        return (
+            "no LLM judge configured, so rows the rules cannot decide count wrong;"
+            " give `judge_model` MODEL (or BV_JUDGE_MODEL), or `mode` rules to judge by rules only"
+        )
+
+    @property
+    def rules_only(self) -> bool:
+        """Whether no LLM judge is asked: `rules` mode, or `auto` without a judge model."""
+        return self.endpoint is None

@@ -1,0 +1,180 @@
+"""One core under two faces: `bv rollout` / `bv judge` and `bv.api.rollout` / `api.judge` build
+the same typed config (bv/stages/rollout_config.py, judge_config.py) from the same settings, so
+every option means the same on both (`--seed` and `seed=` both go in the request). And a setting
+a backend does not use is refused (exit 2), never dropped in silence."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import click
+import pytest
+from conftest import bv_inproc
+
+from bv import api
+from bv.cli.common import SETTING_NAMES
+from bv.cli.request_commands import WIRING, judge, judge_config, rollout, rollout_config
+from bv.core.errors import BadConfig
+from bv.core.run_context import running
+from bv.stages.rollout_config import RolloutConfig
+
+# Values of every setting, none of them a default; the CLI spelling of each beside it.
+ROLLOUT = {
+    "backend": ("openai", []),
+    "model": ("gpt-4o", ["-m", "gpt-4o"]),
+    "base_url": (
+        ("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"),
+        ["--base-url", "http://127.0.0.1:9/v1", "--base-url", "http://127.0.0.1:10/v1"],
+    ),
+    "api_key": ("sk-faces-0123456789", ["--api-key", "sk-faces-0123456789"]),
+    "jobs": (3, ["-j", "3"]),
+    "shard": ((1, 4), ["--shard", "1/4"]),
+    "repeats": (2, ["--repeats", "2"]),
+    "max_turns": (3, ["--max-turns", "3"]),
+    "max_tokens": (77, ["--max-tokens", "77"]),
+    "temperature": (0.5, ["--temperature", "0.5"]),
+    "seed": (11, ["--seed", "11"]),
+    "extra_body": ({"top_k": 20, "mode": "x"}, ["-p", "top_k=20", "-p", "mode=x"]),
+    "retries": (2, ["--retries", "2"]),
+    "timeout": (30.0, ["--timeout", "30"]),
+    "rate_limit_patience": (120.0, ["--rate-limit-patience", "120"]),
+    "connect_timeout": (4.0, ["--connect-timeout", "4"]),
+    "first_byte_timeout": (20.0, ["--first-byte-timeout", "20"]),
+    "read_timeout": (25.0, ["--read-timeout", "25"]),
+    "stall_notice": (12.0, ["--stall-notice", "12"]),
+    "cache": ("CACHE", ["--cache", "CACHE"]),
+    "max_pixels": (4096, ["--max-pixels", "4096"]),
+    "artifacts": ("ART", ["--artifacts", "ART"]),
+    "quiet": (True, ["--quiet"]),
+}
+JUDGE = {
+    "mode": ("llm", ["--mode", "llm"]),
+    "judge_model": ("jm", ["--judge-model", "jm"]),
+    "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
+    "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
+    "judge_params": ({"reasoning_effort": "minimal"}, ["--judge-param", "reasoning_effort=minimal"]),
+    "jobs": (3, ["-j", "3"]),
+    "retries": (2, ["--retries", "2"]),
+    "timeout": (30.0, ["--timeout", "30"]),
+    "rate_limit_patience": (120.0, ["--rate-limit-patience", "120"]),
+    "connect_timeout": (4.0, ["--connect-timeout", "4"]),
+    "first_byte_timeout": (20.0, ["--first-byte-timeout", "20"]),
+    "read_timeout": (25.0, ["--read-timeout", "25"]),
+    "stall_notice": (12.0, ["--stall-notice", "12"]),
+    "cache": ("CACHE", ["--cache", "CACHE"]),
+    "quiet": (True, ["--quiet"]),
+}
+
+
+def settings_of(command: click.Command) -> set[str]:
+    """The stage settings a command has options for (its wiring options left out)."""
+    return {SETTING_NAMES.get(p.name, p.name) for p in command.params if p.name and p.name not in WIRING}
+
+
+@pytest.mark.parametrize(
+    ("command", "function", "values"), [(rollout, api.rollout, ROLLOUT), (judge, api.judge, JUDGE)]
+)
+def test_every_option_is_a_keyword_of_the_api(command, function, values):
+    keywords = set(inspect.signature(function).parameters) - {"prompts", "rows"}
+    missing = settings_of(command) - keywords - {"ordered"}  # the API's rows always come in input order
+    assert not missing, f"bv {command.name} options without a bv.api.{function.__name__} keyword: {missing}"
+    untested = settings_of(command) - set(values) - {"ordered", "templates", "exec_cmd"}
+    assert not untested, f"add {untested} to this test's values"
+
+
+def _parsed(command: click.Command, argv: list[str]) -> click.Context:
+    return command.make_context(command.name, argv, resilient_parsing=False)
+
+
+def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [word for _, words in ROLLOUT.values() for word in words] + ["--ordered"]  # as the API's
+    keywords = {name: value for name, (value, _) in ROLLOUT.items()}
+    keywords["prompts"] = []
+    with running():
+        from_cli = rollout_config(_parsed(rollout, argv))
+        from_api = api._rollout_config(**_api_keywords(api.rollout, keywords))
+    assert from_cli == from_api and from_cli.settings == from_api.settings
+    endpoint = from_cli.backend_config["endpoint"]
+    assert endpoint == from_api.backend_config["endpoint"]
+    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
+    assert from_cli.request_params == {
+        "max_tokens": 77,
+        "temperature": 0.5,
+        "seed": 11,
+        "max_pixels": 4096,
+        "extra_body": {"top_k": 20, "mode": "x"},
+    }  # the seed goes in the request from both faces
+
+
+def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [word for _, words in JUDGE.values() for word in words]
+    keywords = {name: value for name, (value, _) in JUDGE.items()}
+    keywords["rows"] = []
+    with running():
+        from_cli = judge_config(_parsed(judge, argv))
+        from_api = api._judge_config(**_api_keywords(api.judge, keywords))
+    assert from_cli == from_api and from_cli.endpoint is not None
+    assert from_cli.settings == from_api.settings and from_cli.endpoint == from_api.endpoint
+    endpoint = from_cli.endpoint
+    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
+
+
+def _api_keywords(function, given: dict) -> dict:
+    """Every keyword of the function, at its default unless given (as the function passes them)."""
+    parameters = inspect.signature(function).parameters.items()
+    defaults = {name: p.default for name, p in parameters if p.default is not p.empty}
+    return {**defaults, **{k: v for k, v in given.items() if k in defaults}}
+
+
+@pytest.mark.parametrize(
+    ("options", "refused"),
+    [
+        ("--backend chance -m gpt-4o --exec-cmd x", "does not use -m/--model, --exec-cmd"),
+        ("--backend chance --base-url http://127.0.0.1:9/v1", "does not use --base-url"),
+        ("--backend openai -m m --api-key k --exec-cmd x", "does not use --exec-cmd"),
+        (
+            "--backend exec -m m --base-url http://127.0.0.1:9/v1 --exec-cmd 'true {prompt}'",
+            "does not use --base-url",
+        ),
+    ],
+)
+def test_a_setting_the_backend_does_not_use_is_refused(tmp_path, options, refused):
+    result = bv_inproc(f"bv rollout {options}", cwd=tmp_path, input="")
+    assert result.returncode == 2 and refused in result.stderr and "Usage:" in result.stderr, result.stderr
+
+
+def test_a_setting_from_the_environment_a_backend_does_not_use_is_not_refused(tmp_path, sample_dir):
+    """BV_MODEL is a default for the backends that take a model, not a request to the chance one."""
+    prompts = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} --limit 2").stdout
+    result = bv_inproc("bv rollout --backend chance --no-cache", input=prompts, env={"BV_MODEL": "gpt-4o"})
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_api_refuses_what_the_backend_does_not_use_in_its_own_words():
+    with pytest.raises(BadConfig, match="the chance backend does not use `model`") as raised:
+        api.rollout([], backend="chance", model="gpt-4o")
+    assert raised.value.option == "model"
+    with pytest.raises(BadConfig, match="`params` gives seed as well as `seed`"):
+        RolloutConfig(backend="chance", seed=1, params={"seed": 2})
+
+
+def test_the_chance_seed_is_sent_and_recorded_alike(sample_dir):
+    prompts = list(api.prompt([], image_root=sample_dir))  # none needed: the config says it
+    assert prompts == []
+    config = RolloutConfig(backend="chance", seed=5)
+    assert config.request_params == {"seed": 5} and config.backend_config == {"seed": 5}
+
+
+def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path):
+    from bv.engine.endpoints import BadEndpoint, check_base_url
+
+    with pytest.raises(BadEndpoint, match=r"^`base_url` 'localhost:8000/v1' needs an http"):
+        check_base_url("localhost:8000/v1")
+    result = bv_inproc("bv rollout -m m --base-url localhost:8000/v1", cwd=tmp_path, input="")
+    assert result.returncode == 2 and "--base-url 'localhost:8000/v1' needs an http" in result.stderr
+    assert "`" not in result.stderr.split("Error:")[-1]
