@@ -169,6 +169,7 @@ def rollout(
     artifacts: str | Path | None = None,
     prices: str | Path | None = None,
     max_cost: float | None = None,
+    batch: bool = False,
 ) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
     `bv rollout --ordered` writes them; every keyword is the command's option of the same name
@@ -181,8 +182,9 @@ def rollout(
     `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. `shard`: (k, n), "K/N",
     or "auto" / "auto/N" from a SLURM job array or a Kubernetes Indexed Job. `prices`: a price
     file or "genai-prices", recording each row's `cost_usd`; `max_cost` (USD, needs `prices`) stops
-    starting requests once the run has spent it, as Ctrl-C would (Interrupted). Settings that
-    cannot work raise BadConfig."""
+    starting requests once the run has spent it, as Ctrl-C would (Interrupted). `batch=True` sends
+    the requests as batch jobs and waits for them (docs/batch.md). Settings that cannot work raise
+    BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
@@ -303,12 +305,14 @@ def judge(
     quiet: bool = True,
     prices: str | Path | None = None,
     max_cost: float | None = None,
+    batch: bool = False,
 ) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
     the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
     `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
     is given). `judge_params`: extra fields of the judge's request body, sent as written. `prices`
-    and `max_cost` as for `rollout`, for the LLM judge's replies (`judge_cost_usd`)."""
+    and `max_cost` as for `rollout`, for the LLM judge's replies (`judge_cost_usd`). `batch=True`
+    sends the LLM judge's requests as batch jobs (docs/batch.md)."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 

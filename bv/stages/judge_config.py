@@ -42,6 +42,7 @@ class JudgeConfig:
     stall_notice: float = 30.0  # no reply for this long: the progress line says so
     cache: Path | None = None  # the reply cache; None: none
     quiet: bool = False
+    batch: bool = False  # the LLM judge's requests as batch jobs (bv.engine.batch)
     prices: str | None = None  # a price file, or "genai-prices" (bv.engine.prices); None: not priced
     max_cost: float | None = None  # USD: once this run has spent it, no new request starts
     dry_run: bool = False  # nothing will be sent: no key is needed
@@ -71,6 +72,12 @@ class JudgeConfig:
             raise BadConfig(
                 "`mode` llm needs a judge model: `judge_model` or BV_JUDGE_MODEL", option="judge_model"
             )
+        if self.batch:
+            from bv.engine.batch import check_batchable
+
+            if endpoint is None:
+                raise BadConfig("`batch` sends the LLM judge's requests: give `judge_model`", option="batch")
+            check_batchable("openai", self.cache)
         object.__setattr__(self, "endpoint", endpoint)
         object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
 

@@ -73,6 +73,7 @@ class RolloutConfig:
     ordered: bool = False  # rows in input order (bv.api always asks for it)
     quiet: bool = False
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
+    batch: bool = False  # requests as batch jobs (bv.engine.batch)
     prices: str | None = None  # a price file, or "genai-prices" (bv.engine.prices); None: not priced
     max_cost: float | None = None  # USD: once this run has spent it, no new request starts
     dry_run: bool = False  # nothing will be sent: no key is needed
@@ -97,6 +98,10 @@ class RolloutConfig:
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
         object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
+        if self.batch:
+            from bv.engine.batch import check_batchable
+
+            check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
         object.__setattr__(self, "backend_config", self._backend_config())
