@@ -48,18 +48,16 @@ class Waiting:
     futures: list[asyncio.Future] = field(default_factory=list)
 
 
-def check_batchable(backend_name: str, cache_path: Path | None, base_urls: Iterable[str] = ()) -> None:
-    """Refuse batch mode where it cannot work, before any work."""
+def check_batchable(backend_name: str, cache_path: Path | None) -> None:
+    """Refuse batch mode where it cannot work, before any work (BadConfig, in the settings' words)."""
     if backend_name not in ("openai", "azure"):
-        raise BadConfig(f"batch mode needs the openai or azure backend, not {backend_name}", option="batch")
+        raise BadConfig(f"`batch` needs the openai or azure backend, not {backend_name}", option="batch")
     if cache_path is None:
         raise BadConfig(
-            "batch mode needs the reply cache: it is where a batch's replies wait for their rows and"
-            " for a re-run",
+            "`batch` needs the reply cache: it is where a batch's replies wait for their rows and for"
+            " a re-run",
             option="batch",
         )
-    if len(list(base_urls)) > 1:
-        raise BadConfig("batch mode sends its batches to one endpoint: give one base URL", option="batch")
 
 
 @dataclass
@@ -196,7 +194,7 @@ class BatchCaller(Caller):
                     future.set_exception(Interrupted())
         self._waiting, self._current = {}, {}
 
-    def _deliver(self, key: str, result: Result) -> None:
+    def _deliver(self, key: str, result: Result | Fatal) -> None:
         """A batch's result for one request: into the cache (a reply its row keeps), to its rows."""
         waiting = self._current.pop(key, None)
         if isinstance(result, Reply):
@@ -243,20 +241,13 @@ class BatchCaller(Caller):
         try:
             await job
         except (Fatal, ItemFailure) as exc:
-            failure: Exception = exc
+            failure: ItemFailure | Fatal = exc
         except Exception as exc:  # a bug must cost its rows, not the run
             failure = ItemFailure(f"batch: {type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
         else:
             return
-        for key in keys:
-            waiting = self._current.pop(key, None)
-            if waiting is None:
-                continue
-            for future in waiting.futures:
-                if not future.done():
-                    future.set_exception(failure)
-            self._blocked -= len(waiting.futures)
-        self._wake()
+        for key in keys & self._current.keys():
+            self._deliver(key, failure)
 
     async def _input_files(self, keys: list[str]) -> list[InputFile]:
         """The request lines of these requests, in input files within the providers' limits; a
@@ -338,6 +329,7 @@ class BatchCaller(Caller):
         if record.batch_id != info.id:
             record.batch_id = info.id
             self.state.save(record)
+        self.stats.requests += len(mine)  # this run's replies come from it
         say(f"resuming batch {info.id} ({len(mine)} of this run's requests; {info.progress()})")
         await self._follow(record, mine, info)
 
@@ -409,11 +401,12 @@ def run_batch_stage(
     stats: Stats,
     label: str,
     stopping: asyncio.Event,
-    caller: BatchCaller,
     backend: Backend | None = None,
+    caller: Caller | None = None,
     drain_on_interrupt: bool = False,
 ) -> Outcome:
-    """`run_stage` in batch mode: every task in flight at once (each row waits for its batch)."""
+    """`run_stage` with a BatchCaller: every task in flight at once (each row waits for its batch)."""
+    assert isinstance(caller, BatchCaller)
     listed = list(tasks)
     caller._expected = len(listed)
     return run_stage(
