@@ -20,6 +20,7 @@ from bv.cli.common import (
     RETRIES,
     TIMEOUT,
     Finite,
+    cli_words,
     parse_params,
     share,
 )
@@ -294,7 +295,7 @@ def optimize(
             return
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(cli_words(str(exc))) from None
     for line in headline(result):
         click.echo(line)
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
