@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     import asyncio
 
     from bv.core.outcome import StopRequest
+    from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
     from bv.reporting.report_types import Paired, ReportData, Summary
     from bv.runs.evaluate import EvalResult
@@ -464,7 +465,7 @@ def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
     from bv.core import environment
     from bv.core.templates import Templates
     from bv.optimize.loop import OptimizeOptions
-    from bv.optimize.runs import Engines, Model
+    from bv.optimize.runs import WAITS, Engines, Model
     from bv.stages.prompt import Skill
 
     o = options
@@ -487,7 +488,13 @@ def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
             dict(o["optimizer_params"] or {}),
         ),
         judge_mode=o["judge_mode"],
-        judge=Model(o["judge_model"], "openai", urls(o["judge_base_url"]), o["judge_api_key"]),
+        judge=Model(
+            o["judge_model"],
+            "openai",
+            urls(o["judge_base_url"]),
+            o["judge_api_key"],
+            dict(o["judge_params"] or {}),
+        ),
         max_turns=o["max_turns"],
         templates=templates or Templates(),
         jobs=o["jobs"],
@@ -495,6 +502,7 @@ def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
         timeout_s=o["timeout"],
         cache_path=_cache_path(cache),
         quiet=o["quiet"],
+        waits={name: o[name] for name in WAITS},
     )
     split = o["split"]
     loop_options = OptimizeOptions(
@@ -534,6 +542,7 @@ def optimize(
     judge_model: str | None = None,
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
+    judge_params: Mapping[str, Any] | None = None,
     ratio: tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
@@ -552,22 +561,42 @@ def optimize(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
+    search: str = "loop",
+    max_metric_calls: int | None = None,
     progress: Callable[[str], None] | None = None,
-) -> OptimizeResult:
+) -> OptimizeResult | GepaResult:
     """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
     run folder `out` (resumed when it holds the same run), and return a
     `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. Raises bv.optimize.loop.OptimizeError for unusable settings or a run folder of another
-    run, and what `rollout` and `judge` raise (docs/optimize.md)."""
+    step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
+    request of the run. `search="gepa"` searches with GEPA on bv's evaluator instead (the extra
+    `gepa`; `max_metric_calls`: its budget in target rollouts) and returns a
+    `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
+    settings or a run folder of another run, and what `rollout` and `judge` raise
+    (docs/optimize.md)."""
     _no_running_loop("optimize")
+    from bv.optimize.gepa_adapter import search as gepa_search
+    from bv.optimize.loop import OptimizeError
     from bv.optimize.loop import optimize as run
 
     setup = _optimize_setup(dict(locals()))
-    return run(*setup, say=progress or (lambda line: None))
+    say = progress or (lambda line: None)
+    if search == "gepa":
+        return gepa_search(*setup, max_metric_calls=max_metric_calls, say=say)
+    if search != "loop":
+        raise OptimizeError(f"search must be loop or gepa, not {search!r}")
+    if max_metric_calls is not None:
+        raise OptimizeError("max_metric_calls is GEPA's budget: give it with search='gepa'")
+    return run(*setup, say=say)
 
 
 def plan_optimize(items: str | Path, **options: Any) -> Plan:
@@ -584,4 +613,9 @@ def plan_optimize(items: str | Path, **options: Any) -> Plan:
     missing = {name for name, value in keywords.items() if value is inspect.Parameter.empty} - set(options)
     if unknown or missing:
         raise TypeError(f"plan_optimize(): unexpected keywords {sorted(unknown)}, missing {sorted(missing)}")
-    return dry_run(*_optimize_setup({**keywords, **options, "items": items}))
+    settings = {**keywords, **options, "items": items}
+    if settings["search"] == "gepa":
+        from bv.optimize.gepa_adapter import dry_run as gepa_dry_run
+
+        return gepa_dry_run(*_optimize_setup(settings), max_metric_calls=settings["max_metric_calls"])
+    return dry_run(*_optimize_setup(settings))
