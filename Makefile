@@ -32,11 +32,13 @@ optimize-demo: $(VENV)/.installed
 	  --ratio 2:3:3 --batch 8 --edits 2 --repeats 2 --epochs 3
 
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
-# Debian); elsewhere that one test skips and says why.
+# Debian); elsewhere that one test skips and says why. The tests run on every core (pytest-xdist),
+# a test file's tests on one worker, in order; TEST_WORKERS=0 runs them all in this process.
+TEST_WORKERS ?= auto
 test: $(VENV)/.installed
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
@@ -55,10 +57,12 @@ eval: $(VENV)/.installed
 	$(BIN)/bv eval $(if $(ITEMS),"$(ITEMS)") $(if $(MODEL),-m "$(MODEL)") $(if $(BASE_URL),--base-url "$(BASE_URL)") \
 	  $(if $(JUDGE_MODEL),--judge-model "$(JUDGE_MODEL)") --repeats $(REPEATS) -j $(JOBS) -o "$(EVAL_DIR)"
 
-# Figures, not tests: throughput, memory and start-up of bv, judge/report/merge at 1M rows (bench/README.md; ~30 minutes).
+# Figures, not tests, each beside its limit measured in the same run: throughput, memory and start-up
+# of bv, an optimize gate over cached replies, judge/report/merge/export at 1M rows (bench/README.md; ~50 minutes).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/rollout_bench.py
 	$(BIN)/python bench/startup_bench.py
+	$(BIN)/python bench/rescore_bench.py
 	$(BIN)/python bench/rows_bench.py
 
 lint: $(VENV)/.installed

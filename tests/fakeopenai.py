@@ -123,6 +123,33 @@ def replay(name: str) -> Reply:
     return Reply(status=fixture.get("status", 200), headers=dict(fixture.get("headers", {})), body=body)
 
 
+def decode_images(body: Any) -> int:
+    """Decode every base64 data-URI image of a chat request, as a vision model's server must
+    before it can answer; returns how many. What is not a decodable image is skipped (the
+    server still answers), so a benchmark's figures never hinge on this check."""
+    import base64
+    import binascii
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    decoded = 0
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():
+            url = part.get("image_url", {}).get("url", "") if isinstance(part, dict) else ""
+            if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+                continue
+            try:
+                with Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))) as image:
+                    image.load()
+            except (binascii.Error, OSError, UnidentifiedImageError, ValueError):
+                continue
+            decoded += 1
+    return decoded
+
+
 REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -138,11 +165,19 @@ class FakeOpenAI:
     """The server; ``start()`` runs it on a background thread and returns its base URL."""
 
     def __init__(
-        self, responder: Responder | None = None, latency: float = 0.0, keep_bodies: bool = True
+        self,
+        responder: Responder | None = None,
+        latency: float = 0.0,
+        keep_bodies: bool = True,
+        decode_images: bool = False,
     ) -> None:
         self.responder = responder or (lambda seen: Reply())
         self.latency = latency
         self.keep_bodies = keep_bodies  # False for benchmarks: bodies hold images, and parsing costs CPU
+        # True for benchmarks that want a server doing what a model server does with each request
+        # (parse the body, decode every image) instead of an idle one; see decode_images().
+        self.decode_images = decode_images
+        self.images_decoded = 0
         self.seen: list[Seen] = []
         self.models = ["fake-model"]  # what GET /v1/models lists
         self.in_flight = 0
@@ -219,7 +254,11 @@ class FakeOpenAI:
                 name, value = line.split(":", 1)
                 headers[name.strip().lower()] = value.strip()
         raw = await reader.readexactly(int(headers.get("content-length", "0")))
-        body = json.loads(raw) if raw and self.keep_bodies else {}
+        body = json.loads(raw) if raw and (self.keep_bodies or self.decode_images) else {}
+        if self.decode_images:
+            self.images_decoded += decode_images(body)
+            if not self.keep_bodies:
+                body = {"model": body.get("model", "fake")} if isinstance(body, dict) else {}
         seen = Seen(path=path, headers=headers, body=body, started=time.monotonic())
         self.seen.append(seen)
         self.in_flight += 1
@@ -286,11 +325,17 @@ def main() -> None:
     parser.add_argument(
         "--reasoning", action="store_true", help="answer as OpenAI's reasoning models do (reasoning_model)"
     )
+    parser.add_argument(
+        "--decode-images",
+        action="store_true",
+        help="parse every request and decode each of its images, as a model server must (for benchmarks)",
+    )
     args = parser.parse_args()
     server = FakeOpenAI(
         responder=reasoning_model() if args.reasoning else None,
         latency=args.latency,
         keep_bodies=args.reasoning,  # the reasoning mode reads the body
+        decode_images=args.decode_images,
     )
 
     async def run() -> None:
@@ -309,6 +354,7 @@ def main() -> None:
                 "requests": len(server.seen),
                 "finished": len(done),
                 "peak_in_flight": server.peak_in_flight,
+                "images_decoded": server.images_decoded,
                 "first_request": min((s.started for s in server.seen), default=None),
                 "last_reply": max((s.finished for s in done), default=None),
             }

@@ -14,7 +14,9 @@ from fakeopenai import FakeOpenAI, Reply, Seen
 
 BOXED = "\\boxed{A}"
 HUGE_BYTES = 200 * 1024 * 1024  # far past bv's reply cap
-BOMB_BYTES = 1024 * 1024 * 1024  # what the gzip bomb inflates to
+# What the gzip bomb inflates to: 32 times bv's reply cap, and more than the 250 MiB a rollout that
+# met it may peak at (tests/test_hostile_replies.py), so a client that inflated it all would fail there.
+BOMB_BYTES = 256 * 1024 * 1024
 
 
 def completion(
@@ -51,10 +53,11 @@ _BOMB: bytes | None = None
 
 
 def gzip_bomb() -> bytes:
-    """About 1 MB of gzip that inflates to a 1 GB JSON string (made once, in about a second)."""
+    """About 1 MB of gzip that inflates to a 256 MiB JSON string (made once, at level 1: deflate's
+    fastest, a second or less)."""
     global _BOMB
     if _BOMB is None:
-        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        packer = zlib.compressobj(1, zlib.DEFLATED, 31)
         parts = [packer.compress(b'{"choices": [{"message": {"content": "')]
         block = b"0" * (16 * 1024 * 1024)
         parts += [packer.compress(block) for _ in range(BOMB_BYTES // len(block))]

@@ -15,7 +15,7 @@ from conftest import bv_inproc, jsonl, read_items
 from PIL import Image
 
 from bv.core import redaction
-from bv.core.errors import Fatal, ItemFailure, Transient
+from bv.core.errors import BadConfig, Fatal, ItemFailure, Transient
 from bv.core.records import message_text
 from bv.engine.backends import make_backend
 from bv.engine.backends.exec_agent import ExecBackend
@@ -236,10 +236,10 @@ def test_cancellation_kills_the_agent_and_its_grandchild(record, tmp_path):
     pids_gone(tmp_path / "pids", 1)
 
 
-def test_missing_program_is_fatal(record):
-    with pytest.raises(Fatal, match=r"no-such-agent-xyz.*cannot be run"):
+def test_missing_program_is_refused_and_one_gone_since_is_fatal(record):
+    with pytest.raises(BadConfig, match=r"no-such-agent-xyz.*from `exec_cmd` cannot be run"):
         make_backend("exec", exec_cmd="no-such-agent-xyz {prompt}", model="m")
-    # Found when bv started, gone when the item runs: still fatal, as no item can succeed.
+    # Found when bv started, gone when the item runs: fatal, as no item can succeed.
     backend = ExecBackend("gone {prompt}", ["/nonexistent/gone-agent", "{prompt}"], "m")
     with pytest.raises(Fatal, match=r"gone-agent.*cannot be run"):
         complete(backend, record["messages"])
@@ -248,7 +248,8 @@ def test_missing_program_is_fatal(record):
 @pytest.mark.parametrize(
     ("config", "match"),
     [
-        ({"exec_cmd": None, "model": "m"}, "needs --exec-cmd"),
+        ({"exec_cmd": None, "model": "m"}, "needs `exec_cmd`"),
+        ({"exec_cmd": "  ", "model": "m"}, "needs `exec_cmd`"),
         ({"exec_cmd": "agent 'unclosed", "model": "m"}, "cannot be split"),
         (
             {"exec_cmd": "true {prompt} {last-message}", "model": "m"},
@@ -257,8 +258,8 @@ def test_missing_program_is_fatal(record):
         ({"exec_cmd": "true -m {model} {prompt}", "model": None}, "uses {model} but no model"),
     ],
 )
-def test_bad_configuration_is_fatal(config, match):
-    with pytest.raises(Fatal, match=match):
+def test_a_template_that_cannot_run_is_refused_before_any_work(config, match):
+    with pytest.raises(BadConfig, match=match):
         make_backend("exec", **config)
 
 
@@ -339,10 +340,21 @@ def test_pipeline_timeout_gives_error_rows_and_leaves_no_process(sample_dir, tmp
     pids_gone(tmp_path / "pids", 2)
 
 
-def test_pipeline_missing_agent_stops_with_a_message(sample_dir):
-    result = bv_inproc(pipeline(sample_dir, "no-such-agent-xyz {prompt}", items=1))
-    assert result.returncode == 1
-    assert "no-such-agent-xyz" in result.stderr and "cannot be run" in result.stderr
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        ("no-such-agent-xyz {prompt}", "'no-such-agent-xyz' from --exec-cmd cannot be run"),
+        ("agent 'unclosed", "--exec-cmd cannot be split into arguments"),
+        ("true {prompt} {promt}", "--exec-cmd has unknown placeholder(s) {promt}"),
+    ],
+)
+def test_pipeline_with_an_agent_command_that_cannot_run_is_a_usage_error(sample_dir, template, said):
+    """Refused before any row, as any other option that cannot work: exit 2, in the options' words."""
+    result = bv_inproc(pipeline(sample_dir, template, items=1))
+    assert result.returncode == 2, result.stderr
+    assert (
+        said in result.stderr and "Usage:" in result.stderr and "`" not in result.stderr.split("Error:")[-1]
+    )
     assert "Traceback" not in result.stderr
 
 

@@ -222,6 +222,11 @@ def test_provenance_in_every_rollout_row_free_of_credentials(sample_dir, server,
     assert [r["started_at"] for r in judged] == [r["started_at"] for r in rows]
 
 
+# make eval with this interpreter's bv (BIN=...), never remaking .venv/.installed: its recipe would
+# `pip install -e` the tree into BIN's venv, a venv the tests run in, made (or not) for another tree.
+MAKE_EVAL = ["make", "-s", "-o", ".venv/.installed", "eval"]
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
     """make eval is bv eval: the rollout's failure fails make, and no results are made of it."""
@@ -230,9 +235,7 @@ def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
     model = f"dead-{port}/m"
     result = subprocess.run(
         [
-            "make",
-            "-s",
-            "eval",
+            *MAKE_EVAL,
             f"MODEL={model}",
             f"BASE_URL=http://127.0.0.1:{port}/v1",
             f"ITEMS={sample_dir}/meta_data.jsonl",
@@ -255,7 +258,7 @@ def test_make_eval_fails_when_the_endpoint_is_dead(sample_dir, tmp_path):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     missing = subprocess.run(
-        ["make", "-s", "eval", "MODEL=m", f"ITEMS={tmp_path}/none.jsonl", f"BIN={BIN}"],
+        [*MAKE_EVAL, "MODEL=m", f"ITEMS={tmp_path}/none.jsonl", f"BIN={BIN}"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -24,21 +24,23 @@ def item_key(seen) -> str:
 
 
 FAULTS = [
+    Reply(hang=True),  # past --timeout; every item's first fault (see below)
     Reply(status=429, headers={"retry-after-ms": "30"}),
     Reply(status=429, headers={"retry-after": "0"}),
     Reply(status=500),
     Reply(status=503, headers={"retry-after-ms": "10"}),
     Reply(drop=True),
     Reply(body=b'{"id": "x", "choices": [{"message": {"content": "trunc'),
-    Reply(hang=True),  # past --timeout
 ]
 # Long enough that a real answer never times out on a loaded machine; the hanging one always does.
 TIMEOUT_S = 1.5
 
 
 def test_every_fault_is_retried_and_every_item_ends_once(prompts, server, tmp_path):
-    """Each item meets every kind of fault once, in turn, before the server answers it. Every item
-    is in flight at once (-j 12), so the run waits about one timeout, not one per item."""
+    """Each item meets every kind of fault once, in turn, before the server answers it. The hang
+    comes first for every item, while all of them are in flight at once (-j 12) and before any 429
+    halves the requests in flight, so the run waits about one timeout, not one per item; the
+    other faults follow in an order of the item's own."""
     tries = collections.Counter()
     lock = threading.Lock()
 
@@ -47,8 +49,10 @@ def test_every_fault_is_retried_and_every_item_ends_once(prompts, server, tmp_pa
             key = item_key(seen)
             attempt = tries[key]
             tries[key] += 1
+        if attempt == 0:
+            return FAULTS[0]
         if attempt < len(FAULTS):
-            return FAULTS[(attempt + hash(key)) % len(FAULTS)]
+            return FAULTS[1 + (attempt + hash(key)) % (len(FAULTS) - 1)]
         return Reply(content="ok \\boxed{A}")
 
     server.responder = respond

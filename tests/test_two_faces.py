@@ -138,6 +138,17 @@ def _api_keywords(function, given: dict) -> dict:
         ("--backend chance --base-url http://127.0.0.1:9/v1", "does not use --base-url"),
         ("--backend openai -m m --api-key k --exec-cmd x", "does not use --exec-cmd"),
         (
+            "--backend chance --connect-timeout 3 --read-timeout 9",
+            "does not use --connect-timeout, --read-timeout",
+        ),
+        (
+            "--backend exec --exec-cmd 'true {prompt}' --first-byte-timeout 5",
+            "does not use --first-byte-timeout",
+        ),
+        ("--backend chance --api-key sk-0123456789", "does not use --api-key"),
+        ("--backend exec", "needs --exec-cmd TEMPLATE"),
+        ("--backend exec --exec-cmd 'no-such-agent-xyz {prompt}'", "from --exec-cmd cannot be run"),
+        (
             "--backend exec -m m --base-url http://127.0.0.1:9/v1 --exec-cmd 'true {prompt}'",
             "does not use --base-url",
         ),

@@ -157,10 +157,13 @@ def eval_(
         --base-url http://localhost:8000/v1 --repeats 3 -o runs/qwen-7b
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
     """
+    from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig
     from bv.runs.config import BadOption, EvalConfig
     from bv.runs.evaluate import run_eval
 
+    if "model" in unused_from_environment(click.get_current_context(), backend):
+        model = None
     if items is None:
         from bv.data.writer import default_dir
 

@@ -181,15 +181,23 @@ def rollout_config(ctx: click.Context) -> Any:
     """The rollout's config from the parsed options (bv.stages.rollout_config.RolloutConfig), as
     bv.api builds it from keywords. A backend-only setting that came from the environment
     (BV_MODEL) is dropped for a backend that does not use it; given as an option, it is refused."""
-    from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
+    from bv.stages.rollout_config import RolloutConfig
 
     settings = stage_settings(ctx)
     settings["shard"] = parse_shard(settings["shard"])
     settings["extra_body"] = parse_params(settings["extra_body"])
-    for name in ("model", "api_key", "base_url", "exec_cmd"):
-        if name not in BACKEND_SETTINGS.get(settings["backend"], (name,)) and from_environment(ctx, name):
-            settings[name] = None
+    for name in unused_from_environment(ctx, settings["backend"]):
+        settings[name] = None
     return checked(RolloutConfig, settings)
+
+
+def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
+    """The backend-only settings that came from the environment (BV_MODEL) and that `backend` does
+    not use: a default for the backends that take them, not a request to the others."""
+    from bv.stages.rollout_config import BACKEND_ONLY, BACKEND_SETTINGS
+
+    unused = [name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS.get(backend, BACKEND_ONLY)]
+    return [name for name in unused if from_environment(ctx, name)]
 
 
 def judge_config(ctx: click.Context) -> Any:

@@ -41,6 +41,7 @@ class Stats:
     quiet_since: float = field(default_factory=time.monotonic)  # the last answer, or since idle
     concurrency: int | None = None  # requests allowed in flight now (fewer while 429s go on)
     concurrency_most: int | None = None
+    batch: str = ""  # batch mode: how its batch jobs stand (bv.engine.batch)
 
     def sending(self) -> None:
         if self.in_flight == 0:
@@ -110,6 +111,8 @@ class Stats:
         waiting = self.waiting_text()
         if waiting:
             parts.append(waiting)
+        if self.batch:
+            parts.append(self.batch)
         limited = self.concurrency is not None and self.concurrency < (self.concurrency_most or 0)
         if limited:
             parts.append(f"{self.concurrency} of {self.concurrency_most} in flight while rate limited")

@@ -20,13 +20,16 @@ from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 from bv.stages.prompt import refine_text
 
 # The settings of a rollout that only some backends use; giving one to another backend is refused
-# (never dropped in silence). Every other setting means the same for every backend.
+# (never dropped in silence). Every other setting means the same for every backend: the request
+# parameters are sent (or, for exec and chance, recorded in each row and its cache key) alike.
+_HTTP = ("model", "base_url", "api_key", "connect_timeout", "first_byte_timeout", "read_timeout")
 BACKEND_SETTINGS: dict[str, tuple[str, ...]] = {
-    "openai": ("model", "base_url", "api_key"),
-    "azure": ("model", "base_url", "api_key"),
-    "exec": ("model", "api_key", "exec_cmd"),
+    "openai": _HTTP,
+    "azure": _HTTP,
+    "exec": ("model", "api_key", "exec_cmd", "keep_workdirs"),
     "chance": (),
 }
+BACKEND_ONLY = tuple(dict.fromkeys(name for names in BACKEND_SETTINGS.values() for name in names))
 # Request parameters with a setting of their own; any other goes in `params` (or `extra_body`).
 NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
 
@@ -78,15 +81,11 @@ class RolloutConfig:
                 f"unknown backend {self.backend!r}; known: {', '.join(BACKEND_SETTINGS)}", option="backend"
             )
         unused = [
-            name
-            for name in ("model", "base_url", "api_key", "exec_cmd")
-            if getattr(self, name) and name not in BACKEND_SETTINGS[self.backend]
+            name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS[self.backend] and self._given(name)
         ]
         if unused:
             names = ", ".join(f"`{name}`" for name in unused)
             raise BadConfig(f"the {self.backend} backend does not use {names}", option=unused[0])
-        if self.backend == "exec" and not self.exec_cmd:
-            raise BadConfig("the exec backend needs `exec_cmd`, the agent command", option="exec_cmd")
         for name in ("repeats", "max_turns", "jobs"):
             if getattr(self, name) < 1:
                 raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
@@ -95,6 +94,11 @@ class RolloutConfig:
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
         object.__setattr__(self, "backend_config", self._backend_config())
+
+    def _given(self, name: str) -> bool:
+        """Whether a setting differs from its default (an empty one counts as not given)."""
+        value, default = getattr(self, name), type(self).__dataclass_fields__[name].default
+        return bool(value) and value != default
 
     def _request_params(self) -> dict[str, Any]:
         """What every request carries and every row records: the named parameters, then `params`."""
@@ -128,6 +132,9 @@ class RolloutConfig:
             )
             return {"endpoint": endpoint}
         if self.backend == "exec":
+            from bv.engine.backends.exec_agent import agent_argv
+
+            agent_argv(self.exec_cmd, self.model)  # a template that cannot run: BadConfig now
             return {
                 "exec_cmd": self.exec_cmd,
                 "model": self.model,

@@ -1,18 +1,19 @@
 """An external agent CLI (`codex exec`, `claude -p`, …) run once per turn in a fresh workspace.
 
-Each call to `complete` makes a temporary workspace holding the skill as an agent skill where
-each agent looks for one (`.agents/skills/babyvision/SKILL.md` for Codex,
+Each call to `complete` makes a temporary workspace holding the skill as an agent skill where each
+agent looks for one (`.agents/skills/babyvision/SKILL.md` for Codex,
 `.claude/skills/babyvision/SKILL.md` for Claude Code), the task text (`task.md`), copies of the
-images (`attachments/`) and their list (`ATTACHMENTS.md`); then runs the `--exec-cmd` template
-in it. The template is split like a shell would split it but run without a shell, each
-placeholder replaced inside its own argument, so a prompt with spaces, quotes or braces stays
-one argument and is never interpreted; `{system}` (or `{system_toml}`, for Codex's `-c`) puts
-the system text on the agent's command line for agents that take instructions there. The
-agent's stdin is an empty pipe (agents such as `codex exec` read a stdin that is not a terminal
-into the prompt; a path such as /dev/null need not be empty). The reply is what the agent wrote
-to `{last_message}`, else its stdout; a failure quotes the tails of both (agents write their
-errors to either). The agent runs in its own process group, which is killed as a whole on a
-timeout, on cancellation and after the agent exits, so no stray process outlives its turn.
+images (`attachments/`) and their list (`ATTACHMENTS.md`); then runs the agent command template
+(`exec_cmd`, checked by `agent_argv` before any work) in it. The template is split like a shell
+would split it but run without a shell, each placeholder replaced inside its own argument, so a
+prompt with spaces, quotes or braces stays one argument and is never interpreted; `{system}` (or
+`{system_toml}`, for Codex's `-c`) puts the system text on the agent's command line for agents
+that take instructions there. The agent's stdin is an empty pipe (agents such as `codex exec` read
+a stdin that is not a terminal into the prompt; a path such as /dev/null need not be empty). The
+reply is what the agent wrote to `{last_message}`, else its stdout; a failure quotes the tails of
+both (agents write their errors to either). The agent runs in its own process group, which is
+killed as a whole on a timeout, on cancellation and after the agent exits, so no stray process
+outlives its turn.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bv.core import environment, redaction
-from bv.core.errors import Fatal, ItemFailure, NoReply, Refused
+from bv.core.errors import BadConfig, Fatal, ItemFailure, NoReply, Refused
 from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
 from bv.core.terminal import printable
@@ -57,7 +58,7 @@ _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 NO_RESIZE = ImageOptions()
 AGENT_FIX = (
     "Run the agent by hand in a workspace kept with BV_EXEC_KEEP=DIR, and check its login or API key,"
-    " the model name and the flags in --exec-cmd."
+    " the model name and the flags in `exec_cmd`."
 )
 
 
@@ -102,31 +103,8 @@ class ExecBackend:
         api_key: str | None = None,
         keep_workdirs: str | Path | None = None,
     ) -> ExecBackend:
-        if not exec_cmd or not exec_cmd.strip():
-            raise Fatal(
-                "--backend exec needs --exec-cmd TEMPLATE, e.g. --exec-cmd 'codex exec -C {workdir}"
-                " --image {image} --output-last-message {last_message} {prompt}'"
-            )
-        try:
-            argv = shlex.split(exec_cmd)
-        except ValueError as exc:
-            raise Fatal(f"--exec-cmd cannot be split into arguments: {exc}") from None
-        unknown = sorted({m for arg in argv for m in _ANY_PLACEHOLDER.findall(arg)} - set(PLACEHOLDERS))
-        if unknown:
-            raise Fatal(
-                f"--exec-cmd has unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)};"
-                f" known: {' '.join('{' + p + '}' for p in PLACEHOLDERS)}"
-            )
-        if not model and any("{model}" in arg for arg in argv):
-            raise Fatal("--exec-cmd uses {model} but no model was given: use -m/--model or set BV_MODEL")
-        program = argv[0]
-        if not _PLACEHOLDER.search(program):
-            found = shutil.which(program)
-            if found is None:
-                raise Fatal(_not_found(program))
-            if os.sep in program:
-                # The agent runs in its workspace, so a relative program path is made absolute here.
-                argv[0] = os.path.abspath(program)
+        argv = agent_argv(exec_cmd, model)
+        assert exec_cmd is not None  # agent_argv refuses a missing one
         redaction.register(api_key)
         for name, value in environment.variables().items():
             if name.endswith(_SECRET_SUFFIXES) and len(value) >= 16:
@@ -135,7 +113,7 @@ class ExecBackend:
         return cls(
             exec_cmd,
             argv,
-            model or Path(program).name,
+            model or Path(argv[0]).name,
             timeout=timeout,
             keep_dir=Path(keep).expanduser() if keep else None,
         )
@@ -187,7 +165,7 @@ class ExecBackend:
         def fill(match: re.Match[str]) -> str:
             value = values[match.group(1)]
             if value is None:
-                raise ItemFailure("--exec-cmd uses {image} but this item has no image")
+                raise ItemFailure("`exec_cmd` uses {image} but this item has no image")
             return value
 
         # One pass per argument: a value is never searched again, so a prompt holding
@@ -388,9 +366,46 @@ def _read_tail(path: Path) -> str:
         return ""
 
 
+def agent_argv(exec_cmd: str | None, model: str | None) -> list[str]:
+    """The agent command's arguments, checked before any work: BadConfig when the template cannot
+    run (no template, quotes that do not close, an unknown placeholder, {model} without a model,
+    a program that is not there). A relative program path is made absolute: the agent runs in
+    its workspace."""
+    if not exec_cmd or not exec_cmd.strip():
+        raise BadConfig(
+            "the exec backend needs `exec_cmd` TEMPLATE, e.g. `exec_cmd` 'codex exec -C {workdir}"
+            " --image {image} --output-last-message {last_message} {prompt}'",
+            option="exec_cmd",
+        )
+    try:
+        argv = shlex.split(exec_cmd)
+    except ValueError as exc:
+        raise BadConfig(f"`exec_cmd` cannot be split into arguments: {exc}", option="exec_cmd") from None
+    if not argv:
+        raise BadConfig("`exec_cmd` names no program", option="exec_cmd")
+    unknown = sorted({m for arg in argv for m in _ANY_PLACEHOLDER.findall(arg)} - set(PLACEHOLDERS))
+    if unknown:
+        raise BadConfig(
+            f"`exec_cmd` has unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)};"
+            f" known: {' '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+            option="exec_cmd",
+        )
+    if not model and any("{model}" in arg for arg in argv):
+        raise BadConfig(
+            "`exec_cmd` uses {model} but no model was given: use `model` or set BV_MODEL", option="model"
+        )
+    program = argv[0]
+    if not _PLACEHOLDER.search(program):
+        if shutil.which(program) is None:
+            raise BadConfig(_not_found(program), option="exec_cmd")
+        if os.sep in program:
+            argv[0] = os.path.abspath(program)
+    return argv
+
+
 def _not_found(program: str, exc: OSError | None = None) -> str:
     why = f" ({exc.strerror})" if exc is not None and exc.strerror else ""
     return (
-        f"the agent command {program!r} from --exec-cmd cannot be run{why}: is it installed and on"
+        f"the agent command {program!r} from `exec_cmd` cannot be run{why}: is it installed and on"
         " PATH? (a relative path is taken from the folder bv runs in)"
     )

@@ -135,13 +135,18 @@ class OpenAIBackend:
             )
         return self._session
 
-    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
+    async def request_body(self, messages: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
+        """The body of the request for these messages, images inlined: what `complete` posts and
+        what a batch job's input line holds (bv.engine.batch)."""
         options = ImageOptions(max_pixels=params.get("max_pixels"))
         try:
             sendable = await inline_images_async(messages, options, self._images)
         except ImageError as exc:
             raise ItemFailure(f"image: {exc}") from None
-        body = {"model": self.model, "messages": sendable, **body_fields(params, self.config.rule)}
+        return {"model": self.model, "messages": sendable, **body_fields(params, self.config.rule)}
+
+    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
+        body = await self.request_body(messages, **params)
         replica = self._pick()
         replica.in_flight += 1
         started = time.monotonic()

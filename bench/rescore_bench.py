@@ -1,0 +1,157 @@
+"""Re-scoring benchmark: how many rows a second `bv optimize` gate over cached replies scores a second.
+
+`bv optimize` scores a candidate skill on the selection split (bv/optimize/loop.py `evaluate`,
+then bv/optimize/gate.py): `bv.optimize.runs.rollout_and_judge` builds the prompts, rolls them
+out through the reply cache and judges the rows, `gate.scores` makes each item's per-run scores,
+`gate.decide` runs the paired test against the current skill's and `gate.estimate` gives each
+side's interval. A re-run (resuming a run folder, or a candidate whose prompts were asked before)
+finds every reply in the cache. This script fills a cache from a loopback reasoning model
+(bench/reasoning_replies.py), stops the model, and times, in this process, `--passes` times:
+
+- `gate`: the whole evaluation and decision as the loop runs it, every reply from the cache;
+- `judge + comparison`: the same call with the prompt building and the rollout replaced by the
+  rollout rows it returned (so only the judge and the comparison are timed): issue 24's target,
+  at least 50,000 rows a second.
+
+No request can be sent while timing: the model is stopped, so a reply missing from the cache
+would fail its row, and every row must come back without error and from the cache.
+
+    python bench/rescore_bench.py                    # 400 items x 10 runs, 5 passes
+    python bench/rescore_bench.py --items 200 --repeats 3 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BV = str(Path(sys.executable).with_name("bv")) if Path(sys.executable).with_name("bv").exists() else "bv"
+TARGET_ROWS_PER_S = 50_000  # judge + comparison (issue 24)
+BENCH_KEY = "sk-bench-" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH"
+
+
+def gate_pass(
+    items: list[dict[str, Any]], skill: Any, engines: Any, repeats: int, current: dict[str, list[float]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One gate as bv/optimize/loop.py runs it: evaluate the candidate, decide, estimate both sides."""
+    from bv.optimize import runs
+    from bv.optimize.gate import decide, estimate, scores
+
+    rows = runs.rollout_and_judge(items, skill, engines, repeats, "bench: gate")
+    candidate = scores(rows)
+    decision = decide(current, candidate, "paired", 0.05).to_json()
+    return rows, {"gate": decision, "current": estimate(current), "candidate": estimate(candidate)}
+
+
+def timed_passes(passes: int, run: Any) -> list[float]:
+    walls = []
+    for _ in range(passes):
+        started = time.perf_counter()
+        run()
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=400, help="items in the selection split")
+    parser.add_argument("--repeats", type=int, default=10, help="runs per item (bv optimize --repeats)")
+    parser.add_argument("--passes", type=int, default=5, help="timed passes of each (median reported)")
+    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    args = parser.parse_args()
+
+    from bv.core.jsonl import Problems
+    from bv.core.records import JUDGE_FIELDS
+    from bv.optimize import runs
+    from bv.optimize.gate import scores
+    from bv.optimize.loop import load_items
+    from bv.optimize.runs import Engines, Model
+    from bv.stages.prompt import Skill
+
+    load_before = os.getloadavg()[0]
+    work = Path(tempfile.mkdtemp(prefix="bv-rescore-"))
+    data = work / "data"
+    synth = [BV, "synth", "--n", str(args.items), "--seed", "0", "--out", str(data)]
+    subprocess.run(synth, check=True, capture_output=True)
+    items = load_items(data / "meta_data.jsonl", Problems())  # as bv optimize reads them
+    model = [sys.executable, str(Path(__file__).with_name("reasoning_replies.py"))]
+    server = subprocess.Popen(model, stdout=subprocess.PIPE, text=True)
+    url = server.stdout.readline().strip()  # type: ignore[union-attr]
+    engines = Engines(
+        target=Model("deepseek-reasoner", "openai", (url,), BENCH_KEY),
+        optimizer=Model(),
+        judge_mode="rules",
+        image_root=data,
+        jobs=64,
+        retries=0,
+        cache_path=work / "cache.sqlite",
+    )
+    skill = Skill("bench", "Look at every cell before answering.")
+    try:
+        print(f"filling the cache: {args.items} items x {args.repeats} runs", file=sys.stderr)
+        judged = runs.rollout_and_judge(items, skill, engines, args.repeats, "bench: fill")
+    finally:
+        server.terminate()
+        server.wait()
+    current = scores(judged)
+    n = len(judged)
+    gates: list[list[dict[str, Any]]] = []
+
+    def gate() -> None:
+        gates.append(gate_pass(items, skill, engines, args.repeats, current)[0])
+
+    def judge_and_compare() -> None:
+        # The gate's own call with the prompts and the rollout taken as done (the rows a gate's
+        # rollout returned): only judging and the comparison remain.
+        rollout_rows = [{k: v for k, v in row.items() if k not in JUDGE_FIELDS} for row in gates[-1]]
+        saved = runs.prompts, runs._rollout
+        runs.prompts = lambda *a, **k: []  # type: ignore[assignment]
+        runs._rollout = lambda *a, **k: rollout_rows  # type: ignore[assignment]
+        try:
+            judged = gate_pass(items, skill, engines, args.repeats, current)[0]
+        finally:
+            runs.prompts, runs._rollout = saved
+        if len(judged) != n:
+            sys.exit(f"judge + comparison: {len(judged)} rows judged of {n}")
+
+    results = {}
+    for name, run in (
+        ("gate (cache + judge + comparison)", gate),
+        ("judge + comparison", judge_and_compare),
+    ):
+        print(f"timing {name}: {args.passes} passes of {n} rows", file=sys.stderr)
+        walls = timed_passes(args.passes, run)
+        median = statistics.median(walls)
+        results[name] = {"rows": n, "median_s": median, "min_s": min(walls), "rows_per_s": n / median}
+    failed = sum(1 for rows in gates for r in rows if r.get("error")) + sum(len(rows) != n for rows in gates)
+    sent = sum(1 for rows in gates for r in rows for t in r.get("turns") or [] if not t.get("cached"))
+    load = (load_before, os.getloadavg()[0])
+    target = results["judge + comparison"]["rows_per_s"]
+    verdict = "PASS" if target >= TARGET_ROWS_PER_S and not failed and not sent else "MISS"
+    if args.json:
+        print(json.dumps({"results": results, "failed": failed, "sent": sent, "load": load}, indent=2))
+    else:
+        print(f"load average (1 min) on {os.cpu_count()} CPUs: {load[0]:.1f} before, {load[1]:.1f} after")
+        print(f"{'what':<36} {'rows':>6} {'median s':>9} {'min s':>7} {'rows/s':>9}  target")
+        for name, r in results.items():
+            limit = f"≥ {TARGET_ROWS_PER_S:,} {verdict}" if name == "judge + comparison" else "(read beside)"
+            print(
+                f"{name:<36} {r['rows']:>6} {r['median_s']:>9.3f} {r['min_s']:>7.3f}"
+                f" {r['rows_per_s']:>9,.0f}  {limit}"
+            )
+        print(f"rows with an error: {failed}; replies not from the cache: {sent} (both must be 0)")
+    sys.exit(1 if failed or sent else 0)
+
+
+if __name__ == "__main__":
+    main()

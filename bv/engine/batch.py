@@ -1,0 +1,430 @@
+"""Batch mode: a stage's requests sent as batch jobs (the files and batches API) instead of one
+by one, with the rows, the cache and the errors of an online run.
+
+The stage runs exactly as online (the same `rollout_one`, the same judge), with every row in
+flight at once and a `BatchCaller` in place of the `Caller`. Its `call` answers from the reply
+cache as always; a request the cache lacks waits. Once every unfinished row waits, the waiting
+requests go out as batch jobs (one per input file, bv.engine.batch_lines), are polled until they
+end, and each result is stored in the cache under the request's key (each line's custom_id) and
+handed to its row, which goes on: a reply without an answer asks for a refinement turn, which
+waits for the next batch. A failure inside a batch (an error line, a status other than 200, a
+request the batch never ran because it expired, was cancelled or failed) is that row's error, as
+online. Each batch is recorded (bv.engine.batch_state) so a re-run of the same command polls it
+instead of submitting it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bv.core import environment, redaction
+from bv.core.errors import BadConfig, Fatal, Interrupted, ItemFailure
+from bv.core.outcome import Outcome, say
+from bv.core.stats import counted
+from bv.engine.backends import Backend, Reply
+from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
+from bv.engine.batch_state import BatchRecord, BatchState, folder_for
+from bv.engine.cache import ReplyCache
+from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.progress import Stats
+from bv.engine.retry import RetryPolicy
+
+T = TypeVar("T")
+POLL_S = 30.0  # between two looks at a running batch (BV_BATCH_POLL_S)
+
+
+@dataclass
+class Waiting:
+    """A request the cache lacks, and the rows waiting for its reply."""
+
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    keep: Callable[[Reply], bool] | None
+    futures: list[asyncio.Future] = field(default_factory=list)
+
+
+def check_batchable(backend_name: str, cache_path: Path | None, base_urls: Iterable[str] = ()) -> None:
+    """Refuse batch mode where it cannot work, before any work."""
+    if backend_name not in ("openai", "azure"):
+        raise BadConfig(f"batch mode needs the openai or azure backend, not {backend_name}", option="batch")
+    if cache_path is None:
+        raise BadConfig(
+            "batch mode needs the reply cache: it is where a batch's replies wait for their rows and"
+            " for a re-run",
+            option="batch",
+        )
+    if len(list(base_urls)) > 1:
+        raise BadConfig("batch mode sends its batches to one endpoint: give one base URL", option="batch")
+
+
+@dataclass
+class BatchCaller(Caller):
+    """A Caller whose requests the cache lacks go out in batch jobs (see the module)."""
+
+    client: BatchClient | None = None
+    state: BatchState | None = None
+    stage: str = "rollout"
+    poll_s: float = POLL_S
+    _waiting: dict[str, Waiting] = field(default_factory=dict)  # for the next batch
+    _current: dict[str, Waiting] = field(default_factory=dict)  # in the batches now running
+    _keep: Callable[[Reply], bool] | None = None
+    _expected: int = 0
+    _started: int = 0
+    _active: int = 0  # rows running
+    _blocked: int = 0  # rows waiting for a batch
+    _changed: asyncio.Event | None = None
+    _coordinator: asyncio.Future | None = None
+    _shown: dict[str, str] = field(default_factory=dict)  # batch id: how it stands
+
+    @classmethod
+    def for_batches(
+        cls, backend: Backend, settings: RunSettings, stats: Stats, stopping: asyncio.Event, stage: str
+    ) -> BatchCaller:
+        endpoint = getattr(backend, "config", None)
+        if settings.cache_path is None or endpoint is None or not hasattr(backend, "request_body"):
+            raise BadConfig(
+                "batch mode needs the openai or azure backend and the reply cache", option="batch"
+            )
+        policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
+        stats.endpoint = backend.endpoint or backend.name
+        return cls(
+            backend,
+            ReplyCache(settings.cache_path),
+            stats,
+            policy,
+            settings.timeout_s,
+            stopping,
+            client=BatchClient(endpoint, policy),
+            state=BatchState(folder_for(settings.cache_path)),
+            stage=stage,
+            poll_s=environment.number("BV_BATCH_POLL_S", POLL_S),
+        )
+
+    async def call(
+        self,
+        messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        run: int = 0,
+        turn: int = 0,
+        keep: Callable[[Reply], bool] | None = None,
+    ) -> tuple[Reply, bool]:
+        """The reply from the cache, else from the batch that sends this request."""
+        key = self._key(messages, params, run, turn)
+        assert key is not None and self.cache is not None  # for_batches: batch mode has a cache
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return Reply.from_json(cached), True
+        if self.stopping.is_set():
+            raise Interrupted()
+        self._keep = keep
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.get(key) or self._current.get(key)
+        if waiting is None:
+            waiting = self._waiting[key] = Waiting(messages, params, keep)
+        waiting.futures.append(future)
+        self._blocked += 1
+        self._wake()
+        return await future
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    def tracked(
+        self, work: Callable[[T], Awaitable[Mapping[str, Any] | None]]
+    ) -> Callable[[T], Awaitable[Any]]:
+        """`work` counted: batches go out once every row still running waits for one."""
+
+        async def run(task: T) -> Mapping[str, Any] | None:
+            if self._coordinator is None:
+                self._changed = asyncio.Event()
+                self._coordinator = asyncio.ensure_future(self._coordinate())
+            self._started += 1
+            self._active += 1
+            self._wake()
+            try:
+                return await work(task)
+            finally:
+                self._active -= 1
+                self._wake()
+
+        return run
+
+    async def _coordinate(self) -> None:
+        """Send the waiting requests whenever every running row waits, until the rows are done."""
+        assert self._changed is not None and self.client is not None
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                self._changed.clear()
+                all_started = self._started >= self._expected
+                if all_started and self._active == 0:
+                    return
+                if all_started and self._waiting and self._blocked >= self._active:
+                    batch, self._waiting = self._waiting, {}
+                    job = asyncio.ensure_future(self._send_batch(batch))
+                    await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
+                    if not job.done():
+                        job.cancel()
+                        await asyncio.gather(job, return_exceptions=True)
+                    continue
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait({changed, stop}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+            self._interrupt()
+        finally:
+            stop.cancel()
+            await self.client.aclose()
+
+    def _interrupt(self) -> None:
+        """Ctrl-C: the rows waiting stop (redone by the next run); the batches go on on the server."""
+        running = [f"{batch_id} ({shown})" for batch_id, shown in self._shown.items()]
+        if running and self.state is not None:
+            say(
+                f"batch {', '.join(running)} goes on on the server; run the same command again to collect"
+                f" its results (recorded in {self.state.folder})"
+            )
+        for waiting in [*self._waiting.values(), *self._current.values()]:
+            for future in waiting.futures:
+                if not future.done():
+                    future.set_exception(Interrupted())
+        self._waiting, self._current = {}, {}
+
+    def _deliver(self, key: str, result: Result) -> None:
+        """A batch's result for one request: into the cache (a reply its row keeps), to its rows."""
+        waiting = self._current.pop(key, None)
+        if isinstance(result, Reply):
+            result.content = redaction.redact(result.content)  # a server or proxy may echo a key
+            if result.reasoning is not None:
+                result.reasoning = redaction.redact(result.reasoning)
+            if result.refusal is not None:
+                result.refusal = redaction.redact(result.refusal)
+            keep = waiting.keep if waiting is not None else self._keep
+            if self.cache is not None and (keep is None or keep(result)):
+                self.cache.put(key, self.backend.name, self.backend.model, result.to_json())
+            if waiting is not None:
+                self.stats.add_usage(result.usage)
+        if waiting is None:
+            return
+        for future in waiting.futures:
+            if not future.done():
+                if isinstance(result, Reply):
+                    future.set_result((Reply.from_json(result.to_json()), False))
+                else:
+                    future.set_exception(result)
+        self._blocked -= len(waiting.futures)
+        self._wake()
+
+    async def _send_batch(self, batch: dict[str, Waiting]) -> None:
+        """Collect these requests: from the recorded batches that hold them, the rest in new ones."""
+        assert self.state is not None and self.client is not None
+        self._current.update(batch)
+        endpoint, model = self.client.config.public, self.backend.model
+        jobs: list[tuple[Awaitable[None], set[str]]] = []
+        taken: set[str] = set()
+        for record, mine in self.state.claim(endpoint, model, batch):
+            jobs.append((self._resume(record, mine), mine))
+            taken |= mine
+        rest = [key for key in batch if key not in taken]
+        for file in await self._input_files(rest):
+            jobs.append((self._submit(file), set(file.keys)))
+        await asyncio.gather(*(self._guarded(job, keys) for job, keys in jobs))
+        for key in [key for key in batch if key in self._current]:  # a bug must not leave a row hanging
+            self._deliver(key, ItemFailure("the batch gave no result for this request; run again"))
+
+    async def _guarded(self, job: Awaitable[None], keys: set[str]) -> None:
+        """One batch's job; whatever stops it is the error of its requests still unanswered."""
+        try:
+            await job
+        except (Fatal, ItemFailure) as exc:
+            failure: Exception = exc
+        except Exception as exc:  # a bug must cost its rows, not the run
+            failure = ItemFailure(f"batch: {type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
+        else:
+            return
+        for key in keys:
+            waiting = self._current.pop(key, None)
+            if waiting is None:
+                continue
+            for future in waiting.futures:
+                if not future.done():
+                    future.set_exception(failure)
+            self._blocked -= len(waiting.futures)
+        self._wake()
+
+    async def _input_files(self, keys: list[str]) -> list[InputFile]:
+        """The request lines of these requests, in input files within the providers' limits; a
+        request that cannot be built (an unreadable image) fails its row at once."""
+        assert self.state is not None and self.client is not None
+        max_requests, max_bytes = limits()
+        files = InputFiles(self.state.folder, max_requests, max_bytes)
+        from bv.engine.backends.openai_compat import body_json
+
+        try:
+            for key in keys:
+                waiting = self._current[key]
+                try:
+                    body = await self.backend.request_body(waiting.messages, **waiting.params)  # type: ignore[attr-defined]
+                    files.add(key, request_line(key, self.client.line_url, body_json(body)))
+                except ItemFailure as exc:
+                    self._deliver(key, exc)
+        except OSError as exc:
+            files.remove()
+            raise Fatal(
+                f"cannot write a batch input file in {self.state.folder}: {exc.strerror or exc}"
+            ) from None
+        return files.close()
+
+    async def _submit(self, file: InputFile) -> None:
+        """Upload one input file, create its batch (each step recorded), follow it to its end."""
+        assert self.state is not None and self.client is not None
+        record = BatchRecord(
+            endpoint=self.client.config.public,
+            kind=self.client.config.kind,
+            model=self.backend.model,
+            stage=self.stage,
+            keys=file.keys,
+        )
+        try:
+            record.input_file_id = await self.client.upload(file.path)
+        finally:
+            file.path.unlink(missing_ok=True)
+        self.state.save(record)
+        await self._follow(record, set(record.keys), await self._create(record))
+
+    async def _create(self, record: BatchRecord) -> BatchInfo:
+        """Create the batch of an uploaded input file and record its id."""
+        assert self.state is not None and self.client is not None and record.input_file_id is not None
+        metadata = {"bv_stage": self.stage, "bv_requests": str(len(record.keys))}
+        info = await self.client.create(record.input_file_id, metadata)
+        record.batch_id = info.id
+        path = self.state.save(record)
+        self.stats.requests += len(record.keys)
+        say(
+            f"batch {info.id} submitted: {counted(len(record.keys), 'request')}"
+            f" (input file {record.input_file_id});"
+            f" if this run stops, the same command resumes it ({path})"
+        )
+        return info
+
+    async def _resume(self, record: BatchRecord, mine: set[str]) -> None:
+        """A recorded batch, found again (by its id, or as the batch made from its input file) and
+        followed; one that is gone from the server is sent anew."""
+        assert self.state is not None and self.client is not None
+        info = None
+        try:
+            if record.batch_id is not None:
+                info = await self.client.retrieve(record.batch_id)
+            elif record.input_file_id is not None:
+                info = await self.client.find_by_input(record.input_file_id)
+                if info is None:  # the run that uploaded it stopped before creating the batch
+                    info = await self._create(record)
+        except ItemFailure as exc:  # 404: the batch or its input file is gone
+            say(
+                f"the recorded batch {record.batch_id or record.input_file_id} cannot be used ({exc});"
+                " sending its requests anew"
+            )
+        if info is None:
+            self.state.remove(record)
+            for file in await self._input_files(sorted(mine)):
+                await self._submit(file)
+            return
+        if record.batch_id != info.id:
+            record.batch_id = info.id
+            self.state.save(record)
+        say(f"resuming batch {info.id} ({len(mine)} of this run's requests; {info.progress()})")
+        await self._follow(record, mine, info)
+
+    async def _follow(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
+        """Poll until the batch ends; then its results go to the cache and the rows."""
+        assert self.client is not None and record.batch_id is not None
+        try:
+            while not info.done:
+                self._show(info)
+                await asyncio.sleep(self.poll_s)
+                info = await self.client.retrieve(record.batch_id)
+            self._show(info)
+            await self._collect(record, mine, info)
+        finally:
+            if info.done:
+                self._shown.pop(info.id, None)
+                self._show_all()
+
+    def _show(self, info: BatchInfo) -> None:
+        self._shown[info.id] = info.progress()
+        self._show_all()
+
+    def _show_all(self) -> None:
+        self.stats.batch = "; ".join(f"batch {batch_id} {shown}" for batch_id, shown in self._shown.items())
+
+    async def _collect(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
+        """Every result of an ended batch, cached, and each row's handed over; the requests without
+        one fail with what the batch says (expired, cancelled, failed validation)."""
+        assert self.state is not None and self.client is not None
+        keys = set(record.keys)
+        found: set[str] = set()
+        for file_id in (info.output_file_id, info.error_file_id):
+            if file_id is None:
+                continue
+            async for line in self.client.lines(file_id):
+                result = read_result(line, info.id)
+                if result is not None and result[0] in keys and result[0] not in found:
+                    found.add(result[0])
+                    self._deliver(*result)
+        by_line = {e["line"]: e for e in info.errors if e.get("line")}
+        general = "; ".join(_said(e) for e in info.errors if not e.get("line"))
+        for number, key in enumerate(record.keys, 1):
+            if key in found or key not in mine:
+                continue
+            said = _said(by_line[number]) if number in by_line else general
+            self._deliver(
+                key,
+                ItemFailure(
+                    f"batch {info.id} {info.status}"
+                    + (f": {said}" if said else "")
+                    + ("" if said else " before this request ran")
+                ),
+            )
+        if info.status == "failed" and info.errors:
+            say(f"batch {info.id} failed: {general or _said(info.errors[0])}")
+        self.state.remove(record)
+
+
+def _said(error: Mapping[str, Any]) -> str:
+    return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
+
+
+def run_batch_stage(
+    tasks: Iterable[T],
+    work: Callable[[T], Awaitable[Mapping[str, Any] | None]],
+    write: Callable[[Mapping[str, Any]], None],
+    *,
+    settings: RunSettings,
+    stats: Stats,
+    label: str,
+    stopping: asyncio.Event,
+    caller: BatchCaller,
+    backend: Backend | None = None,
+    drain_on_interrupt: bool = False,
+) -> Outcome:
+    """`run_stage` in batch mode: every task in flight at once (each row waits for its batch)."""
+    listed = list(tasks)
+    caller._expected = len(listed)
+    return run_stage(
+        listed,
+        caller.tracked(work),
+        write,
+        settings=replace(settings, jobs=max(1, len(listed))),
+        stats=stats,
+        label=label,
+        stopping=stopping,
+        backend=backend,
+        caller=caller,
+        drain_on_interrupt=drain_on_interrupt,
+    )
