@@ -168,6 +168,7 @@ def rollout(
     extra_body: Mapping[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
     artifacts: str | Path | None = None,
+    batch: bool = False,
 ) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
     `bv rollout --ordered` writes them; every keyword is the command's option of the same name
@@ -177,8 +178,9 @@ def rollout(
     backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
     (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
     `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`, `connect_timeout`,
-    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. Settings that cannot
-    work raise BadConfig."""
+    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. `batch=True` sends the
+    requests as batch jobs and waits for them (docs/batch.md). Settings that cannot work raise
+    BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
@@ -294,11 +296,13 @@ def judge(
     cache: str | Path | None = DEFAULT_CACHE,
     templates: Any = None,
     quiet: bool = True,
+    batch: bool = False,
 ) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
     the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
     `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
-    is given). `judge_params`: extra fields of the judge's request body, sent as written."""
+    is given). `judge_params`: extra fields of the judge's request body, sent as written.
+    `batch=True` sends the LLM judge's requests as batch jobs (docs/batch.md)."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 

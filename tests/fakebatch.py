@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakeopenai import Reply, completion_body
 
 FIXTURES = Path(__file__).parent / "fixtures" / "batch"
@@ -286,3 +287,18 @@ class FakeBatch:
 
 def _error(message: str, status: int) -> tuple[bytes, int]:
     return json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode(), status
+
+
+@pytest.fixture(name="batches")
+def batch_server() -> Any:
+    """A running FakeBatch (import this into a test module to use the `batches` fixture)."""
+    fake = FakeBatch()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(name="fast_polls", autouse=True)
+def quick_batch_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches polled every 20 ms, not every 30 s (imported, it applies to the module's tests)."""
+    monkeypatch.setenv("BV_BATCH_POLL_S", "0.02")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakebatch import FakeBatch, fixture
+from fakebatch import FakeBatch, batch_server, fixture, quick_batch_polls  # noqa: F401 (fixtures)
 from fakeopenai import Reply
 from test_request_types import check_request
 
@@ -32,14 +32,6 @@ openai_types = pytest.importorskip("openai.types")
 from openai.types import Batch, FileObject, batch_create_params, file_create_params  # noqa: E402
 
 PARAMS = {"max_tokens": 64}
-
-
-@pytest.fixture
-def batches():
-    fake = FakeBatch()
-    fake.start()
-    yield fake
-    fake.stop()
 
 
 def messages(n: int) -> list[dict[str, Any]]:
@@ -97,11 +89,6 @@ def run(
         )
     assert outcome.fatal is None, outcome.fatal
     return rows
-
-
-@pytest.fixture(autouse=True)
-def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BV_BATCH_POLL_S", "0.01")
 
 
 def test_a_batch_run_sends_sdk_shaped_requests_and_caches_under_online_keys(batches, tmp_path):

@@ -46,6 +46,7 @@ ROLLOUT = {
     "cache": ("CACHE", ["--cache", "CACHE"]),
     "max_pixels": (4096, ["--max-pixels", "4096"]),
     "artifacts": ("ART", ["--artifacts", "ART"]),
+    "batch": (True, ["--batch"]),
     "quiet": (True, ["--quiet"]),
 }
 JUDGE = {
@@ -63,6 +64,7 @@ JUDGE = {
     "read_timeout": (25.0, ["--read-timeout", "25"]),
     "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
+    "batch": (True, ["--batch"]),
     "quiet": (True, ["--quiet"]),
 }
 

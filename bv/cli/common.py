@@ -121,6 +121,13 @@ CACHE = click.option(
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
 NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
+BATCH = click.option(
+    "--batch",
+    is_flag=True,
+    help="Send the requests as batch jobs (OpenAI's or Azure's Batch API: about half the price, done"
+    " within 24 h) and wait for them: the same rows and cache as online; run the same command again"
+    " to resume a batch still running (docs/batch.md).",
+)
 
 
 # The options of bv rollout and bv judge, shared with bv eval, which takes them all.

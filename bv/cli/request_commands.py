@@ -11,6 +11,7 @@ from bv.cli.common import (
     API_KEY,
     BACKEND,
     BASE_URLS,
+    BATCH,
     CACHE,
     EXEC_CMD,
     INPUTS,
@@ -92,6 +93,7 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
     " turn) under DIR/<run>/<id>/.",
 )
 @EXEC_CMD
+@BATCH
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -127,6 +129,7 @@ def rollout(
     max_pixels: int | None,
     artifacts: Path | None,
     exec_cmd: str | None,
+    batch: bool,
     dry_run: bool,
     quiet: bool,
     skip_bad: bool,
@@ -144,6 +147,7 @@ def rollout(
       bv rollout --backend chance --repeats 3 prompts.jsonl
       bv rollout -m MODEL --repeats 3 -p 'reasoning={"enabled": true}' paper-prompts.jsonl
       bv rollout -m gpt-4o --repeats 3 --dry-run prompts.jsonl   # what it would send and cost
+      bv rollout -m gpt-4o --repeats 3 --batch prompts.jsonl     # as batch jobs; re-run to resume
       bv rollout --backend exec -m gpt-5-codex --artifacts runs/ \\
         --exec-cmd 'codex exec --skip-git-repo-check -C {workdir} -i {image}
         --output-last-message {last_message} {prompt}'
@@ -251,6 +255,7 @@ def checked(config_type: Any, settings: dict[str, Any]) -> Any:
 @waits
 @CACHE
 @NO_CACHE
+@BATCH
 @QUIET
 @SKIP_BAD
 def judge(
@@ -271,6 +276,7 @@ def judge(
     stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
+    batch: bool,
     quiet: bool,
     skip_bad: bool,
 ) -> int:
@@ -284,6 +290,7 @@ def judge(
       bv judge rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-5-mini --judge-param reasoning_effort=minimal r.jsonl
+      bv judge --mode llm --judge-model gpt-4o-mini --batch rollouts.jsonl > results.jsonl
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.engine.progress import input_lines, stdin_notice

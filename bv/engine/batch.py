@@ -48,18 +48,16 @@ class Waiting:
     futures: list[asyncio.Future] = field(default_factory=list)
 
 
-def check_batchable(backend_name: str, cache_path: Path | None, base_urls: Iterable[str] = ()) -> None:
-    """Refuse batch mode where it cannot work, before any work."""
+def check_batchable(backend_name: str, cache_path: Path | None) -> None:
+    """Refuse batch mode where it cannot work, before any work (BadConfig, in the settings' words)."""
     if backend_name not in ("openai", "azure"):
-        raise BadConfig(f"batch mode needs the openai or azure backend, not {backend_name}", option="batch")
+        raise BadConfig(f"`batch` needs the openai or azure backend, not {backend_name}", option="batch")
     if cache_path is None:
         raise BadConfig(
-            "batch mode needs the reply cache: it is where a batch's replies wait for their rows and"
-            " for a re-run",
+            "`batch` needs the reply cache: it is where a batch's replies wait for their rows and for"
+            " a re-run",
             option="batch",
         )
-    if len(list(base_urls)) > 1:
-        raise BadConfig("batch mode sends its batches to one endpoint: give one base URL", option="batch")
 
 
 @dataclass
@@ -409,11 +407,12 @@ def run_batch_stage(
     stats: Stats,
     label: str,
     stopping: asyncio.Event,
-    caller: BatchCaller,
     backend: Backend | None = None,
+    caller: Caller | None = None,
     drain_on_interrupt: bool = False,
 ) -> Outcome:
-    """`run_stage` in batch mode: every task in flight at once (each row waits for its batch)."""
+    """`run_stage` with a BatchCaller: every task in flight at once (each row waits for its batch)."""
+    assert isinstance(caller, BatchCaller)
     listed = list(tasks)
     caller._expected = len(listed)
     return run_stage(

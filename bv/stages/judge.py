@@ -304,7 +304,14 @@ def run_judge(
         total = len(records)
     stats = Stats(total=total)
     stopping = asyncio.Event()
-    caller = Caller.for_run(backend, settings, stats, stopping) if backend is not None else None
+    caller: Caller | None = None
+    runner = run_stage
+    if backend is not None and config.batch:
+        from bv.engine.batch import BatchCaller, run_batch_stage
+
+        caller, runner = BatchCaller.for_batches(backend, settings, stats, stopping, "judge"), run_batch_stage
+    elif backend is not None:
+        caller = Caller.for_run(backend, settings, stats, stopping)
     templates = config.templates
     llm = None
     if caller is not None and endpoint is not None:
@@ -331,7 +338,7 @@ def run_judge(
         if not settings.quiet:
             say(stats.summary())  # what the progress display says at its end
     else:
-        outcome = run_stage(
+        outcome = runner(
             records,
             one,
             write,

@@ -41,6 +41,7 @@ class JudgeConfig:
     stall_notice: float = 30.0  # no reply for this long: the progress line says so
     cache: Path | None = None  # the reply cache; None: none
     quiet: bool = False
+    batch: bool = False  # the LLM judge's requests as batch jobs (bv.engine.batch)
     endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
 
     def __post_init__(self) -> None:
@@ -65,6 +66,12 @@ class JudgeConfig:
             raise BadConfig(
                 "`mode` llm needs a judge model: `judge_model` or BV_JUDGE_MODEL", option="judge_model"
             )
+        if self.batch:
+            from bv.engine.batch import check_batchable
+
+            if endpoint is None:
+                raise BadConfig("`batch` sends the LLM judge's requests: give `judge_model`", option="batch")
+            check_batchable("openai", self.cache)
         object.__setattr__(self, "endpoint", endpoint)
 
     @property

@@ -169,9 +169,16 @@ def run_rollout(
     stats = Stats(total=None if total is None else total * config.repeats)
     stopping = asyncio.Event()
     settings = config.settings
-    caller = Caller.for_run(backend, settings, stats, stopping)
+    runner = run_stage
+    if config.batch:
+        from bv.engine.batch import BatchCaller, run_batch_stage
+
+        caller: Caller = BatchCaller.for_batches(backend, settings, stats, stopping, "rollout")
+        runner = run_batch_stage
+    else:
+        caller = Caller.for_run(backend, settings, stats, stopping)
     try:
-        outcome = run_stage(
+        outcome = runner(
             expand_runs(records_in, config.repeats),
             lambda task: rollout_one(task[0], task[1], caller, config, artifacts),
             write,

@@ -72,6 +72,7 @@ class RolloutConfig:
     ordered: bool = False  # rows in input order (bv.api always asks for it)
     quiet: bool = False
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
+    batch: bool = False  # requests as batch jobs (bv.engine.batch)
     request_params: dict[str, Any] = field(init=False, repr=False)
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
@@ -91,6 +92,10 @@ class RolloutConfig:
                 raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
+        if self.batch:
+            from bv.engine.batch import check_batchable
+
+            check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
         object.__setattr__(self, "backend_config", self._backend_config())
