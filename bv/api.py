@@ -597,9 +597,9 @@ def optimize(
     if search == "gepa":
         return gepa_search(*setup, max_metric_calls=max_metric_calls, say=say)
     if search != "loop":
-        raise OptimizeError(f"search must be loop or gepa, not {search!r}")
+        raise OptimizeError(f"`search` must be loop or gepa, not {search!r}")
     if max_metric_calls is not None:
-        raise OptimizeError("max_metric_calls is GEPA's budget: give it with search='gepa'")
+        raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
     return run(*setup, say=say)
 
 

@@ -290,7 +290,7 @@ def test_requests_are_split_over_input_files_within_the_limits(batches, tmp_path
 
 def test_a_refused_key_stops_the_run_before_any_batch(batches, tmp_path):
     batches.api_key = "sk-right"
-    with pytest.raises(AssertionError, match="refused the API key from --api-key"):
+    with pytest.raises(AssertionError, match="refused the API key from `api_key`"):
         run(batches, tmp_path / "cache.sqlite", [0, 1])
     assert batches.creations == 0 and not list(folder_for(tmp_path / "cache.sqlite").glob("*.json"))
 

@@ -130,7 +130,7 @@ def test_the_servers_400s_are_openais_own(server, sample_dir, tmp_path):
     assert result.returncode == 1
     error = jsonl(result.stdout)[0]["error"]
     assert "Unsupported parameter: 'max_tokens' is not supported with this model." in error
-    assert "BV_PARAM_RULES" in error and "-p max_completion_tokens=N" in error
+    assert "BV_PARAM_RULES" in error and "`extra_body` max_completion_tokens=N" in error  # data: settings
     server.seen.clear()
     result = bv_inproc(
         f"bv prompt {sample_dir}/meta_data.jsonl | bv rollout -m my-deployment --base-url {server.base_url}"
@@ -188,7 +188,7 @@ def test_an_unknown_judge_on_a_reasoning_model_says_what_to_change(server, tmp_p
     assert result.returncode == 1
     error = jsonl(result.stdout)[0]["judge_error"]
     assert "Unsupported value: 'temperature' does not support 0 with this model." in error
-    assert "--judge-param temperature=1" in error and "BV_PARAM_RULES" in error
+    assert "`judge_params` temperature=1" in error and "BV_PARAM_RULES" in error
     result = bv_inproc(
         f"bv judge --mode llm --judge-model my-judge --judge-base-url {server.base_url} --no-cache"
         f" --judge-param temperature=1 {path}"

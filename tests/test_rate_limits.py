@@ -121,7 +121,8 @@ def test_rate_limit_patience_is_apart_from_the_tries(prompts, server):
     rows = jsonl(result.stdout)
     assert result.returncode == 1 and len(rows) == 12
     assert all("still refused after" in r["error"] for r in rows)
-    assert all("--rate-limit-patience 0.6 s" in r["error"] for r in rows)
+    # a row's error is data, in the library's words: the setting, not the option
+    assert all("`rate_limit_patience` 0.6 s" in r["error"] for r in rows)
     assert len(server.seen) > 3 * 12  # many more tries than --retries 0 allows for other failures
     assert time.monotonic() - started < 15
 
@@ -175,7 +176,7 @@ def test_a_server_that_never_answers_is_named_and_the_timeout_says_first_byte(pr
     assert re.search(notice, result.stderr), result.stderr
     assert all(
         r["error"].startswith(f"first-byte timeout: 127.0.0.1:{server.port} sent no reply within 2 s")
-        and "--first-byte-timeout" in r["error"]
+        and "(`first_byte_timeout`)" in r["error"]  # a row's error is data: the setting's name
         for r in rows
     )
     assert KEY not in result.stderr + result.stdout

@@ -191,3 +191,53 @@ def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path
     result = bv_inproc("bv rollout -m m --base-url localhost:8000/v1", cwd=tmp_path, input="")
     assert result.returncode == 2 and "--base-url 'localhost:8000/v1' needs an http" in result.stderr
     assert "`" not in result.stderr.split("Error:")[-1]
+
+
+# Library strings that name a command line's flags on purpose, each with why.
+FLAGS_KEPT = {
+    "bv/engine/backends/exec_agent.py": "the example template's own flags are codex's (--image, ...)",
+    "bv/reporting/tally.py": "the report's documented `accuracy_over` value (--exclude-failed)",
+    "bv/optimize/report.py": "report.md's heading records the command that made it (bv optimize --search)",
+}
+
+
+def test_library_messages_name_no_flags():
+    """Below bv/cli, a message names a setting (`base_url`), never an option (--base-url): the
+    command line says it as its option (bv.cli.common.cli_words), bv.api as its keyword."""
+    import ast
+    import re
+
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*|(?<![\w`])-[a-zA-Z]/--")
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted((root / "bv").rglob("*.py")):
+        name = path.relative_to(root).as_posix()
+        if name.startswith("bv/cli/") or name in FLAGS_KEPT:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        found += [
+            f"{name}:{node.lineno}: {node.value[:80]!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and flag.search(node.value)
+        ]
+    assert not found, "library strings naming CLI flags (name the setting instead):\n" + "\n".join(found)
+
+
+def test_a_library_message_said_on_the_command_line_names_the_options(tmp_path: Path, sample_dir):
+    """bv.core.outcome.say words a message as the running command's options; bv.api keeps settings."""
+    from bv.core.outcome import worded
+
+    with running():
+        assert worded("lower `max_pixels`") == "lower `max_pixels`"  # the library's own words
+    prompts = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} --ids nope")
+    assert prompts.returncode == 1 and "bv prompt: error: --ids: no item matches 'nope'" in prompts.stderr

@@ -58,7 +58,10 @@ def cli(ctx: click.Context) -> None:
     Exit status: 0 all rows succeeded, 1 some rows failed (every row still written), 2 usage
     error, 130 Ctrl-C, 143 SIGTERM (docs/exit-status.md).
     """
-    current().stage = ctx.invoked_subcommand or ""
+    run = current()
+    run.stage = ctx.invoked_subcommand or ""
+    command = cli.commands.get(run.stage)
+    run.words = lambda message: cli_words(message, command)  # the library's settings as our options
 
 
 cli.add_command(rollout)

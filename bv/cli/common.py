@@ -326,10 +326,12 @@ SETTING_NAMES = {
     "extra_params": "extra_body",
     "cache_path": "cache",
     "judge_param_pairs": "judge_params",
+    "split_file": "split",
 }
 
 
 def error(message: str) -> None:
+    """`bv CMD: error: …` on stderr, a key redacted, settings named as options (outcome.say)."""
     from bv.core.outcome import say
     from bv.core.redaction import redact
 

@@ -21,6 +21,7 @@ from bv.cli.common import (
     RETRIES,
     TIMEOUT,
     Finite,
+    cli_words,
     parse_params,
     share,
     waits,
@@ -327,7 +328,7 @@ def optimize(
             return
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(cli_words(str(exc))) from None
     from bv.optimize.gepa_adapter import GepaResult
 
     for line in gepa_lines(result) if isinstance(result, GepaResult) else headline(result):

@@ -163,7 +163,7 @@ def rollout(
 
         warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
         if warning:
-            click.echo(f"bv rollout: warning: {printable(warning)}", err=True)
+            click.echo(f"bv rollout: warning: {printable(cli_words(warning))}", err=True)
     problems = Problems()
     records = read_prompt_records(inputs, problems)
     if dry_run:

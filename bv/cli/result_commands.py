@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from bv.cli import ending
-from bv.cli.common import SKIP_BAD, error, reader_may_leave, share
+from bv.cli.common import SKIP_BAD, cli_words, error, reader_may_leave, share
 from bv.cli.ending import finish_rows
 
 
@@ -232,14 +232,14 @@ def report(
         for source in sources:
             source.close()
     for line in warnings(summaries):
-        click.echo(printable(f"bv report: warning: {line}"), err=True)
+        click.echo(printable(f"bv report: warning: {cli_words(line)}"), err=True)
     incomplete = notices(built, tuple(by))
     for line in incomplete:
-        click.echo(printable(f"bv report: {'error' if strict else 'warning'}: {line}"), err=True)
+        click.echo(printable(f"bv report: {'error' if strict else 'warning'}: {cli_words(line)}"), err=True)
     finish_rows(problems, skip_bad)
     failing = below(summaries, fail_under) if fail_under is not None else []
     for line in failing:
-        click.echo(printable(f"bv report: {line}"), err=True)
+        click.echo(printable(f"bv report: {cli_words(line)}"), err=True)
     if strict and incomplete:
         click.echo("bv report: --strict: the report is incomplete or mixed (above); exit 1", err=True)
     if (

@@ -63,14 +63,14 @@ def resolve_image(path: str, root: Path, allow_any_path: bool = False) -> Path:
         raise BadRecord(f"image {path!r}: a NUL byte in a file name")
     candidate = Path(path).expanduser() if allow_any_path else Path(path)
     if candidate.is_absolute() and not allow_any_path:
-        raise BadRecord(f"image {path!r}: absolute paths are refused (use --allow-any-path to permit)")
+        raise BadRecord(f"image {path!r}: absolute paths are refused (use `allow_any_path` to permit)")
     try:
         real = (root / candidate).resolve()  # follows every symlink that exists
     except (OSError, RuntimeError) as exc:
         raise BadRecord(f"image {path!r}: {exc}") from None
     # Confinement first: whether a file outside the root exists is none of the dataset's business.
     if not allow_any_path and not real.is_relative_to(root.resolve()):
-        raise BadRecord(f"image {path!r}: resolves outside {root} (use --allow-any-path to permit)")
+        raise BadRecord(f"image {path!r}: resolves outside {root} (use `allow_any_path` to permit)")
     if not real.exists():
         raise BadRecord(f"image {path!r}: file not found under {root}")
     try:

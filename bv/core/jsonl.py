@@ -80,7 +80,9 @@ class Problems:
         seen = self._alike.setdefault(kind, [0, text])
         seen[0] += 1
         if seen[0] <= SHOWN_ALIKE:
-            self.stream.write(printable(f"bv: {where}: {text}") + "\n")
+            from bv.core.outcome import worded
+
+            self.stream.write(printable(f"bv: {where}: {worded(text)}") + "\n")
             self.stream.flush()
 
     def finish(self) -> None:

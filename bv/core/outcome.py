@@ -30,11 +30,18 @@ def prefix() -> str:
     return f"bv {stage}:" if stage else "bv:"
 
 
+def worded(message: str) -> str:
+    """A message in the words of the run's face: the settings it names (`base_url`) as the
+    command line's options (--base-url) under bv/cli, as written for bv.api."""
+    words = current().words
+    return message if words is None else words(message)
+
+
 def say(message: str) -> None:
-    """One line on stderr naming the stage. While a progress bar shows, rich's redirect of stderr
-    prints it above the bar; the closing summary comes after the bar is gone."""
+    """One line on stderr naming the stage, in the run's words. While a progress bar shows, rich's
+    redirect of stderr prints it above the bar; the closing summary comes after the bar is gone."""
     try:
-        sys.stderr.write(printable(f"{prefix()} {message}") + "\n")  # data in it never acts
+        sys.stderr.write(printable(f"{prefix()} {worded(message)}") + "\n")  # data in it never acts
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -51,6 +51,9 @@ class RunContext:
     limits: Limits = field(default_factory=Limits.from_environment)
     secrets: Secrets = field(default_factory=Secrets)
     hard_stop: Callable[[int], None] | None = None
+    # How messages name settings: the library writes them in backquotes (`base_url`); the command
+    # line sets this to say them as its options (--base-url). None: as written.
+    words: Callable[[str], str] | None = None
     _said: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -92,10 +95,12 @@ def running(context: RunContext | None = None) -> Iterator[RunContext]:
 
 @contextlib.contextmanager
 def own_run(stage: str) -> Iterator[RunContext]:
-    """A fresh run for a library call (bv.api), keeping the hard stop of the run it is called from,
-    if any: a command built on bv.api quits on a second Ctrl-C as the others do."""
+    """A fresh run for a library call (bv.api), keeping the hard stop and the words of the run it is
+    called from, if any: a command built on bv.api quits on a second Ctrl-C and names its options
+    as the others do."""
     outer = _CURRENT.get()
-    with running(RunContext(stage=stage, hard_stop=None if outer is None else outer.hard_stop)) as context:
+    hard_stop, words = (None, None) if outer is None else (outer.hard_stop, outer.words)
+    with running(RunContext(stage=stage, hard_stop=hard_stop, words=words)) as context:
         yield context
 
 

@@ -112,9 +112,9 @@ class Unmatched:
     def messages(self) -> list[str]:
         out = []
         for name, key, values in (
-            ("--ids", "ids", self.ids),
-            ("--type", "types", self.types),
-            ("--subtype", "subtypes", self.subtypes),
+            ("`ids`", "ids", self.ids),
+            ("`types`", "types", self.types),
+            ("`subtypes`", "subtypes", self.subtypes),
         ):
             if values:
                 out.append(

@@ -199,7 +199,7 @@ def import_files(
         if file_run is None and run is not None:
             file_run = run - 1
         if file_run is None:
-            problems.report(shown(path), "no run number: name it model_results_run_K.json or give --run K")
+            problems.report(shown(path), "no run number: name it model_results_run_K.json or give `run` K")
             continue
         try:
             records = read_official_results(path)

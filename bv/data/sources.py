@@ -75,7 +75,7 @@ def fetch(repo_id: str = REPO_ID, revision: str | None = None) -> tuple[Path, st
     except Exception as exc:  # huggingface_hub's errors: offline, not found, gated, HTTP
         raise Fatal(
             f"cannot fetch {repo_id} from the Hugging Face Hub: {_hub_message(exc)}; a copy you already"
-            f" have converts offline: bv data --from FILE (the parquet file or {OFFICIAL_ZIP})"
+            f" have converts offline: give `source` FILE (the parquet file or {OFFICIAL_ZIP})"
         ) from None
     files = sorted(folder.rglob("*.parquet"))
     train = [p for p in files if "train" in p.relative_to(folder).as_posix()]

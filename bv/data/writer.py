@@ -234,7 +234,7 @@ def install(staged: Path, out: Path) -> bool:
         return False
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
         raise Fatal(
-            f"{out} is not empty and was not written by bv data: choose another --out, or empty it first"
+            f"{out} is not empty and was not written by bv data: choose another `out`, or empty it first"
         )
     swap_in(staged, out)  # the old set, if any, is now in `staged`, which write_set removes
     return True
@@ -271,7 +271,7 @@ def write_set(
             click.echo(f"bv data: {line}", err=True)
         if problems and not skip_bad:
             unusable = counted(len(problems), "unusable item")
-            raise Fatal(f"{unusable}; nothing written (--skip-bad writes the rest)")
+            raise Fatal(f"{unusable}; nothing written (`skip_bad` writes the rest)")
         if len(hashes) == 1:  # meta_data.jsonl alone
             raise Fatal("no usable item; nothing written")
         check(staged, hashes, summary)

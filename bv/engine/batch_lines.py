@@ -77,7 +77,7 @@ class InputFiles:
         if len(line) > self.max_bytes:
             raise ItemFailure(
                 f"request of {len(line):,} bytes is over the batch input file limit of {self.max_bytes:,}"
-                " bytes (lower --max-pixels)"
+                " bytes (lower `max_pixels`)"
             )
         last = self.files[-1] if self.files else None
         if last is None or len(last.keys) >= self.max_requests or last.size + len(line) > self.max_bytes:

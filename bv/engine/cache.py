@@ -21,6 +21,7 @@ from typing import Any
 from bv.core import environment
 from bv.core.errors import Fatal
 from bv.core.images import content_hash, map_image_urls
+from bv.core.outcome import worded
 from bv.core.terminal import printable
 
 CACHE_VERSION = 1
@@ -78,7 +79,7 @@ def request_key(
 def fix_hint(path: Path, opening: bool = False) -> str:
     """How to get past a cache that failed: what the messages about it end with."""
     first = "" if opening else f"free disk space or make {path} writable, or empty it (`bv cache clear`), or "
-    return f"{first}delete {path}, or run with --no-cache or another --cache FILE"
+    return f"{first}delete {path}, or run with `no_cache` or another `cache` FILE"
 
 
 class CacheUnusable(Fatal):
@@ -124,9 +125,11 @@ class ReplyCache:
             self.failed = str(exc)
             sys.stderr.write(
                 printable(
-                    f"bv: warning: the reply cache {self.path} failed ({exc}); going on without it:"
-                    f" every reply is still written to the output, but not cached for a re-run. To fix:"
-                    f" {fix_hint(self.path)}"
+                    worded(
+                        f"bv: warning: the reply cache {self.path} failed ({exc}); going on without it:"
+                        f" every reply is still written to the output, but not cached for a re-run. To fix:"
+                        f" {fix_hint(self.path)}"
+                    )
                 )
                 + "\n"
             )

@@ -208,7 +208,7 @@ class Caller:
                 if left <= 0:
                     raise ItemFailure(
                         f"{last.reason}: still refused after {duration(now - first_limited)} of retrying"
-                        f" ({limited} tries; --rate-limit-patience {self.policy.rate_limit_patience_s:g} s)"
+                        f" ({limited} tries; `rate_limit_patience` {self.policy.rate_limit_patience_s:g} s)"
                     )
                 await self._wait(min(left, self.policy.delay(limited - 1, last.retry_after)), last.reason)
                 continue

@@ -52,12 +52,12 @@ class Endpoint:
 
     @property
     def key_hint(self) -> str:
-        """How to give this endpoint a key: `set OPENAI_API_KEY or give --api-key`."""
+        """How to give this endpoint a key: `set OPENAI_API_KEY or give ``api_key```."""
         if self.kind == "azure":
-            return "set AZURE_OPENAI_API_KEY or give --api-key"
+            return "set AZURE_OPENAI_API_KEY or give `api_key`"
         if self.role == "judge":
-            return "set BV_JUDGE_API_KEY or give --judge-api-key"
-        return "set OPENAI_API_KEY or give --api-key"
+            return "set BV_JUDGE_API_KEY or give `judge_api_key`"
+        return "set OPENAI_API_KEY or give `api_key`"
 
     def key_refusal(self, where: str, status: int) -> str:
         """What a 401 or 403 says: that no key was set and how to set one, or which key was refused."""
@@ -118,7 +118,7 @@ def check_base_url(url: str, option: str = "`base_url`") -> str:
         raise BadEndpoint(
             f"{option} {shown!r} has a query or fragment (?…, #…): bv appends /chat/completions to"
             " the base URL's path, so they would end up inside it; give the URL up to its path"
-            " (for Azure, --api-version sets api-version)"
+            " (for Azure, AZURE_OPENAI_API_VERSION sets api-version)"
         )
     if parts.username or parts.password:
         redaction.register_url(url)
@@ -145,11 +145,11 @@ def resolve(
     key_from: str | None = None,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
-    `key_from`: where a given `api_key` came from (default: the --api-key option)."""
+    `key_from`: where a given `api_key` came from (default: that setting)."""
     env = environment.variables() if env is None else env
     option = "`judge_base_url`" if role == "judge" else "`base_url`"
     if api_key:
-        key_from = key_from or ("--judge-api-key" if role == "judge" else "--api-key")
+        key_from = key_from or ("`judge_api_key`" if role == "judge" else "`api_key`")
     if kind == "azure":
         urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
         key_from = key_from or ("AZURE_OPENAI_API_KEY" if env.get("AZURE_OPENAI_API_KEY") else None)

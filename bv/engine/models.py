@@ -24,7 +24,7 @@ def _not_found_hint(url: str) -> str:
     if path.endswith("/v1"):
         return "check the base URL"
     url = redaction.public_url(path)
-    return f"OpenAI-compatible servers answer under /v1: did you mean --base-url {url}/v1 ?"
+    return f"OpenAI-compatible servers answer under /v1: did you mean `base_url` {url}/v1 ?"
 
 
 def _refusal(exc: NoModelList, url: str, endpoint: Endpoint) -> Fatal:

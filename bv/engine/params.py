@@ -180,7 +180,7 @@ def temperature_warning(rule: ParamRule, model: str, temperature: float | None) 
         return None
     return (
         f"{model} ({rule.family}) takes only the default temperature (1): the endpoint will likely"
-        f" refuse --temperature {temperature:g}; drop it (or tell bv otherwise with {ENV})"
+        f" refuse `temperature` {temperature:g}; drop it (or tell bv otherwise with {ENV})"
     )
 
 
@@ -196,21 +196,21 @@ def advice(status_error: Mapping[str, Any], model: str, rule: ParamRule, role: s
         return (
             f"; {model} wants max_completion_tokens (bv took it for: {rule.family}):"
             f" tell bv its family with {remap}"
-            f" (bv then sends --max-tokens as max_completion_tokens), or give -p max_completion_tokens=N"
-            " instead of --max-tokens"
+            f" (bv then sends `max_tokens` as max_completion_tokens), or give `extra_body`"
+            " max_completion_tokens=N instead of `max_tokens`"
         )
     if param == "temperature" or ("temperature" in message and "unsupported" in message):
         if judge:
             return (
-                f"; {model} takes only the default temperature: give --judge-param temperature=1,"
+                f"; {model} takes only the default temperature: give `judge_params` temperature=1,"
                 f" or tell bv its family with {remap} (bv then sends no temperature)"
             )
-        return f"; {model} takes only the default temperature: drop --temperature (or -p temperature)"
+        return f"; {model} takes only the default temperature: drop `temperature` (or `extra_body` one)"
     if code in ("unsupported_parameter", "unsupported_value") or "unsupported param" in message:
-        option = "--judge-param" if judge else "-p"
+        option = "`judge_params`" if judge else "`extra_body`"
         return f"; {model} refuses {param or 'a parameter'}: drop it from {option}"
     unknown = "does not exist" in message or "invalid model" in message
     if code == "model_not_found" or ("model" in message and unknown):
-        option = "--judge-model" if judge else "-m/--model"
-        return f"; check {option} (`bv models --base-url URL` lists what the endpoint serves)"
+        option = "`judge_model`" if judge else "`model`"
+        return f"; check {option} (bv models lists what the endpoint serves)"
     return ""

@@ -36,7 +36,7 @@ STATUSES = {
     "control_chars": "its text holds control characters",
     "no_change": "it leaves the skill as it was",
     "duplicate": "the same operation as an earlier one (merged into it)",
-    "over_step": "beyond the step size (--edits)",
+    "over_step": "beyond the step size (`edits`)",
     "conflict": "an operation applied before it removed its target",
     "over_limit": f"beyond the first {MAX_EDITS_READ} operations of a reply",
 }

@@ -226,7 +226,7 @@ def _budget(loop: _Loop, max_metric_calls: int | None) -> int:
         o = loop.options
         return default_budget(o, len(loop.split.train), len(loop.split.selection), loop.total)
     if max_metric_calls < 1:
-        raise OptimizeError("the GEPA budget (max_metric_calls) must be at least 1")
+        raise OptimizeError("`max_metric_calls` (GEPA's budget) must be at least 1")
     return max_metric_calls
 
 

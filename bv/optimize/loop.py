@@ -86,7 +86,7 @@ class _Loop:
         if len(self.seed_skill.text) > options.max_skill_chars:
             raise OptimizeError(
                 f"the seed skill is {len(self.seed_skill.text)} characters,"
-                f" over --max-skill-chars {options.max_skill_chars}"
+                f" over `max_skill_chars` {options.max_skill_chars}"
             )
         if options.split_file is not None:
             self.split: Split = read_split(options.split_file, list(self.by_id))
@@ -96,7 +96,7 @@ class _Loop:
             )
         if not self.split.train or not self.split.selection or not self.split.test:
             raise OptimizeError(
-                f"the split leaves a part empty ({self._sizes()}); give more items or another --ratio"
+                f"the split leaves a part empty ({self._sizes()}); give more items or another `ratio`"
             )
         self.guarded = guarded_items(self.items, set(self.split.train))
         self.per_epoch = math.ceil(len(self.split.train) / options.batch)
@@ -159,7 +159,7 @@ class _Loop:
         if differ:
             raise OptimizeError(
                 f"{self.folder.path} holds a run with other settings ({', '.join(differ)} differ):"
-                " use another --out, or the same items, skill and options to resume it"
+                " use another `out`, or the same items, skill and options to resume it"
             )
         if before != self.identity:  # new, or served elsewhere now
             self.folder.write_json("run.json", self.identity)

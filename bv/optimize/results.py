@@ -40,16 +40,16 @@ class OptimizeOptions:
 
     def __post_init__(self) -> None:
         if self.gate not in GATES:
-            raise OptimizeError(f"--gate must be one of {', '.join(GATES)}")
+            raise OptimizeError(f"`gate` must be one of {', '.join(GATES)}")
         if not 0 < self.alpha < 1:
-            raise OptimizeError("--alpha must be between 0 and 1")
+            raise OptimizeError("`alpha` must be between 0 and 1")
         if not 0 <= self.success_share <= 1:
-            raise OptimizeError("--success-share must be between 0 and 1")
+            raise OptimizeError("`success_share` must be between 0 and 1")
         for name in ("epochs", "batch", "minibatch", "edits", "repeats", "max_skill_chars"):
             if getattr(self, name) < 1:
-                raise OptimizeError(f"--{name.replace('_', '-')} must be at least 1")
+                raise OptimizeError(f"`{name}` must be at least 1")
         if self.steps is not None and self.steps < 0:
-            raise OptimizeError("--steps must be at least 0")
+            raise OptimizeError("`steps` must be at least 0")
 
     def identity(self) -> dict[str, Any]:
         """What determines each step's result (not the budget: --steps and --epochs may grow on a re-run)."""

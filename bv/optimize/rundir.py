@@ -47,7 +47,7 @@ class RunFolder:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            raise BadRecord(f"{path}: unreadable ({exc}); remove it or use another --out") from None
+            raise BadRecord(f"{path}: unreadable ({exc}); remove it or use another `out`") from None
 
     def skill_file(self, step: int, sha: str) -> str:
         return f"skills/step-{step:03d}-{sha[:12]}.md"

@@ -92,30 +92,30 @@ def read_split(path: Path, known: Sequence[str]) -> Split:
         with path.open("rb") as f:
             data = f.read(MAX_SPLIT_BYTES + 1)
     except OSError as exc:
-        raise BadRecord(f"--split {path}: {exc.strerror or exc}") from None
+        raise BadRecord(f"`split` {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_SPLIT_BYTES:
-        raise BadRecord(f"--split {path}: over {MAX_SPLIT_BYTES // 2**20} MiB")
+        raise BadRecord(f"`split` {path}: over {MAX_SPLIT_BYTES // 2**20} MiB")
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError):
-        raise BadRecord(f"--split {path}: not JSON") from None
+        raise BadRecord(f"`split` {path}: not JSON") from None
     if not isinstance(obj, dict):
-        raise BadRecord(f'--split {path}: expected {{"train": [...], "selection": [...], "test": [...]}}')
+        raise BadRecord(f'`split` {path}: expected {{"train": [...], "selection": [...], "test": [...]}}')
     known_ids = set(known)
     seen: dict[str, str] = {}
     parts: dict[str, tuple[str, ...]] = {}
     for name in PARTS:
         ids = obj.get(name)
         if not isinstance(ids, list) or not ids:
-            raise BadRecord(f"--split {path}: {name!r} must be a non-empty list of item ids")
+            raise BadRecord(f"`split` {path}: {name!r} must be a non-empty list of item ids")
         for value in ids:
             item_id = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
             if item_id is None:
-                raise BadRecord(f"--split {path}: {name}: an item id is a string, not {value!r:.60}")
+                raise BadRecord(f"`split` {path}: {name}: an item id is a string, not {value!r:.60}")
             if item_id not in known_ids:
-                raise BadRecord(f"--split {path}: {name}: {item_id!r:.80} is not an item of the input")
+                raise BadRecord(f"`split` {path}: {name}: {item_id!r:.80} is not an item of the input")
             if item_id in seen:
-                raise BadRecord(f"--split {path}: {item_id!r:.80} is in both {seen[item_id]} and {name}")
+                raise BadRecord(f"`split` {path}: {item_id!r:.80} is in both {seen[item_id]} and {name}")
             seen[item_id] = name
         parts[name] = tuple(str(v) for v in ids)
     return Split(parts["train"], parts["selection"], parts["test"], f"given ({path.name})")

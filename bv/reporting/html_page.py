@@ -232,7 +232,7 @@ def _pictures(row: CardRow, thumbs: Thumbnails) -> str:
     for path in card_images(row):
         thumb = thumbs.get(path)
         if path in thumbs.refused:
-            why = "image outside the results file's folder (--image-root, --allow-any-path)"
+            why = "image outside the results file's folder (give its folder as the image root, or allow any)"
             out.append(f'<div class="noimg">{why}:<br>{_esc(path)}</div>')
         elif thumb is None:
             out.append(f'<div class="noimg">image missing or unreadable:<br>{_esc(path)}</div>')

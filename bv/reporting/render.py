@@ -247,7 +247,7 @@ def notes(report: Built) -> list[str]:
         lines.append(f"{summary['name']}: " + "; ".join(parts))
     if finished_only(summaries):
         lines.append(
-            "Accuracy over finished rows only (--exclude-failed): rollout errors, judge errors and"
+            "Accuracy over finished rows only: rollout errors, judge errors and"
             " undecided rows are left out of it, and counted in their own columns."
         )
     lines += [f"Note: {line}" for line in notices(report)]
@@ -310,7 +310,7 @@ def render_table(report: Built, stream: Any) -> None:
     console.print(table)
     if brief:
         console.print(
-            "Each input's own interval is left out to fit the terminal (--format markdown shows it)."
+            "Each input's own interval is left out to fit the terminal (the Markdown format shows it)."
         )
     for line in notes(report):  # whole lines in a pipe or file, as the table is
         console.print(printable(line), markup=False, highlight=False, soft_wrap=not stream.isatty())

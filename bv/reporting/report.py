@@ -194,7 +194,7 @@ def _check_input(source: Input, columns: dict[tuple[str, ...], Column], by: tupl
                 shown = ", ".join(sorted(values)[:5]) + (", …" if len(values) > 5 else "")
                 raise Fatal(
                     f"{where}: rows of {len(values)} {_PLURALS[name]} ({shown}) in one input;"
-                    f" one accuracy would pool them. Report them side by side with --by {name}"
+                    f" one accuracy would pool them. Report them side by side with `by` {name}"
                     " (or give one file each)"
                 )
         if column.duplicate_count:
@@ -332,7 +332,7 @@ def _compare(
 ) -> ReportData:
     names = [c.name for c in columns]
     if options.baseline is not None and options.baseline not in names:
-        raise Fatal(f"--baseline {options.baseline}: no input of that name (inputs: {', '.join(names)})")
+        raise Fatal(f"`baseline` {options.baseline}: no input of that name (inputs: {', '.join(names)})")
     baseline = names.index(options.baseline) if options.baseline is not None else 0
     tables = [c.tally.keys for c in columns]
     smallest = min(tables, key=lambda t: t.size)
@@ -382,7 +382,7 @@ def warnings(summaries: list[Summary]) -> list[str]:
             fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
         if cell["undecided"]:
             fixes.append(
-                f"{cell['undecided']} undecided row(s): configure an LLM judge (--judge-model)"
+                f"{cell['undecided']} undecided row(s): configure an LLM judge (a judge model)"
                 " and re-run bv judge"
             )
         if fixes:
@@ -414,7 +414,7 @@ def below(summaries: list[Summary], threshold: float) -> list[str]:
     (a fraction, or a percentage when above 1)."""
     fraction = threshold / 100 if threshold > 1 else threshold
     return [
-        f"{s['name']}: overall accuracy {s['overall']['accuracy']} is below --fail-under {fraction:g}"
+        f"{s['name']}: overall accuracy {s['overall']['accuracy']} is below `fail_under` {fraction:g}"
         for s in summaries
         if (s["overall"]["accuracy"] or 0.0) < fraction
     ]

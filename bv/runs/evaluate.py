@@ -131,7 +131,7 @@ def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
         if changed:
             raise BadOption(
                 f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
-                " --out DIR, or delete that folder to replace its run"
+                " `out` DIR, or delete that folder to replace its run"
             )
     config.out.mkdir(parents=True, exist_ok=True)
     write_config(path, record)

@@ -204,16 +204,16 @@ class OpenAIBackend:
         if phase == "first byte":
             return (
                 f"first-byte timeout: {where} sent no reply within {first_byte_s:g} s of the request"
-                " (--first-byte-timeout)"
+                " (`first_byte_timeout`)"
             )
-        return f"read timeout: {where} did not finish its reply within {read_s:g} s (--read-timeout)"
+        return f"read timeout: {where} did not finish its reply within {read_s:g} s (`read_timeout`)"
 
     def _fail_fast(self) -> None:
         """Stop the run when no replica has ever answered and each keeps failing to connect."""
         if all(not r.answered and r.unreachable >= FAIL_FAST_AFTER for r in self.replicas):
             who = "the judge endpoint" if self.config.role == "judge" else "the model endpoint"
             reasons = "; ".join(dict.fromkeys(r.last_error for r in self.replicas))
-            option = "--judge-base-url" if self.config.role == "judge" else "--base-url"
+            option = "`judge_base_url`" if self.config.role == "judge" else "`base_url`"
             raise Fatal(
                 f"cannot reach {who} {self.endpoint}: {reasons}."
                 f" Nothing answered after {FAIL_FAST_AFTER} tries; check {option} and that the server is up"
@@ -259,7 +259,7 @@ class OpenAIBackend:
         lacks_v1 = not urlsplit(base).path.rstrip("/").endswith("/v1")
         hints = ""
         if lacks_v1:
-            hints = f" The base URL's path lacks /v1: try --base-url {printable(base)}/v1."
+            hints = f" The base URL's path lacks /v1: try `base_url` {printable(base)}/v1."
 
         for url in [f"{base}/v1/models"] * lacks_v1 + [f"{base}/models"]:
             models = await self._list_models(url, replica)
@@ -288,11 +288,11 @@ class OpenAIBackend:
 
 
 _REFUSAL_FIX = (
-    "Check the model name and the request's parameters (-p KEY=VALUE, --max-tokens, --temperature)"
+    "Check the model name and the request's parameters (`extra_body` KEY=VALUE, `max_tokens`, `temperature`)"
     " against what this endpoint accepts (docs/backends.md)."
 )
 _REFUSAL_FIXES = {
-    413: "The request is too large for the endpoint: lower --max-pixels, or use a model with more context.",
+    413: "The request is too large for the endpoint: lower `max_pixels`, or use a model with more context.",
 }
 
 
