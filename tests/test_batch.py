@@ -220,3 +220,31 @@ def test_the_progress_line_says_how_the_batch_stands(batches, prompts, tmp_path)
         r"bv rollout: 0/12 done, .*batch batch_\d+ in_progress, 0/12 requests done", result.stderr
     )
     assert "bv rollout: 12 rows, 0 errors, 0 cache hits, 12 requests" in result.stderr
+
+
+def test_azure_batch_end_to_end(batches, prompts, tmp_path):
+    env = {
+        "AZURE_OPENAI_ENDPOINT": batches.azure_endpoint,
+        "AZURE_OPENAI_API_KEY": "azure-key-0123",
+        "AZURE_OPENAI_API_VERSION": "2024-10-21",
+    }
+    command = f"bv rollout --backend azure -m gpt-4o-batch --cache {tmp_path / 'c.sqlite'} --batch {prompts}"
+    result = bv_inproc(command, env=env)
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert len(rows) == 12 and all(r["backend"] == "azure" and r["response"] == "\\boxed{A}" for r in rows)
+    paths = {(c.method, c.path) for c in batches.seen}
+    assert {("POST", "/openai/files"), ("POST", "/openai/batches")} <= paths
+    assert all(c.query.get("api-version") == "2024-10-21" for c in batches.seen)
+
+
+def test_a_content_filter_refusal_inside_a_batch_is_named(batches, prompts, tmp_path):
+    """Azure's HTTP 400 policy body (tests/fixtures/replies/azure_content_filter_error.json) as
+    a result line's response: the row's error and content_filter, as online."""
+    refused = json.loads(
+        (Path(__file__).parent / "fixtures/replies/azure_content_filter_error.json").read_text()
+    )
+    body = json.dumps(refused["body"]).encode()
+    batches.responder = lambda line: Reply(status=400, body=body)
+    status, rows, _ = rollout(batches, prompts, tmp_path / "c.sqlite", "--batch")
+    assert status == 1 and all(r["content_filter"] and "content filter refused" in r["error"] for r in rows)

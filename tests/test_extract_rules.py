@@ -181,3 +181,57 @@ def test_the_table_is_large_enough():
 def test_failed_rollout_is_wrong_with_a_reason():
     verdict = decide({**blank("5"), "error": "HTTP 500 (gave up after 6 tries)"}, None)
     assert verdict.hard == 0 and "rollout failed" in verdict.reason
+
+
+def _last_boxed_by_pairing(text: str) -> str | None:
+    """An independent last_boxed: pair every brace with a stack, then take the last box whose
+    opening brace closes (what bv did before it looked at the last box first)."""
+    import re
+
+    pairs, stack, i = {}, [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
+            i += 2
+            continue
+        if text[i] == "{":
+            stack.append(i)
+        elif text[i] == "}" and stack:
+            pairs[stack.pop()] = i
+        i += 1
+    found = None
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        if match.end() - 1 in pairs:
+            found = text[match.end() : pairs[match.end() - 1]]
+    return found
+
+
+def test_last_boxed_agrees_with_pairing_every_brace():
+    """The fast path (the last box first, a flat box by `find`) gives what pairing all braces gives,
+    on random texts of boxes, braces, escapes and backslashes."""
+    import random
+
+    from bv.core.extract import last_boxed
+
+    pieces = ["\\boxed{", "\\fbox {", "\\boxed", "{", "}", "\\{", "\\}", "\\\\", "\\", "a", " ", "B"]
+    rng = random.Random(24)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert last_boxed(text) == _last_boxed_by_pairing(text), text
+
+
+def test_decide_remembers_verdicts_per_item_not_per_row():
+    """A verdict remembered for one item is never given to another with other options or golds."""
+    blank = {"ans_type": "blank", "choices": [], "answer": ["(4,7)"], "error": None}
+    other = {**blank, "answer": ["(4,8)"]}
+    choice = {
+        "ans_type": "choice",
+        "choices": [{"label": "A", "text": "red"}, {"label": "B", "text": "blue"}],
+        "answer": ["A"],
+        "error": None,
+    }
+    swapped = {**choice, "answer": ["B"]}
+    for _ in range(2):
+        assert decide(blank, "(4, 7)").hard == 1
+        assert decide(other, "(4, 7)").hard == 0
+        assert decide(choice, "red").hard == 1
+        assert decide(swapped, "red").hard == 0

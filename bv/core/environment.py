@@ -24,12 +24,14 @@ def debug() -> bool:
 
 
 def number(name: str, default: float) -> float:
-    """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S, BV_PROGRESS_EVERY_S (docs/rollout.md)."""
+    """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S, BV_PROGRESS_EVERY_S (docs/rollout.md),
+    BV_BATCH_POLL_S (docs/batch.md)."""
     return float(os.environ.get(name, default))
 
 
 def integer(name: str, default: int) -> int:
-    """A size limit: BV_MAX_LINE_BYTES, BV_HTML_MAX_ITEMS (docs/safety.md, docs/reports.md)."""
+    """A size limit: BV_MAX_LINE_BYTES, BV_HTML_MAX_ITEMS (docs/safety.md, docs/reports.md),
+    BV_BATCH_MAX_REQUESTS, BV_BATCH_MAX_BYTES (docs/batch.md)."""
     return int(os.environ.get(name, default))
 
 

@@ -43,6 +43,8 @@ def split_thinking(text: str) -> tuple[str, str]:
     One pass over the tags: a block opens at a `<think>` and closes at the first `</think>`
     after it (as a non-greedy regex would pair them, without its quadratic retries).
     """
+    if "<" not in text:  # no tag at all (most replies): nothing to split, and no scan
+        return text, ""
     kept: list[str] = []
     thoughts: list[str] = []
     size = 0  # characters kept so far
@@ -90,20 +92,53 @@ def _closing_braces(text: str) -> dict[int, int]:
     return pairs
 
 
+def _closing_brace(text: str, opening: int) -> int | None:
+    """Where the `{` at `opening` closes, or None: a scan from it alone (a brace pairs with the
+    first `}` after it that brings the depth back, whatever comes before it), escapes skipped."""
+    close = text.find("}", opening + 1)
+    if close > 0:
+        inside = text[opening + 1 : close]
+        if "{" not in inside and "\\" not in inside:  # a flat box: `\\boxed{B}`
+            return close
+    depth = 0
+    for match in _BRACE.finditer(text, opening):
+        brace = match.group()
+        if brace == "{":
+            depth += 1
+        elif brace == "}":
+            depth -= 1
+            if not depth:
+                return match.start()
+    return None
+
+
 def last_boxed(text: str) -> str | None:
-    """Content of the last complete `\\boxed{...}` / `\\fbox{...}` in text, or None."""
-    pairs = _closing_braces(text)
-    found = None
-    for match in _BOX_START.finditer(text):
-        close = pairs.get(match.end() - 1)
+    """Content of the last complete `\\boxed{...}` / `\\fbox{...}` in text, or None.
+
+    The last box is found from the end and tried first, scanning only the text after it (the
+    answer is at the end, so that is a few characters); only when it does not close are all
+    boxes found and all braces paired in one pass, so a reply of 20,000 unclosed boxes still
+    costs a few linear passes."""
+    boxed = text.rfind("\\boxed")
+    last = _BOX_START.match(text, max(boxed, text.rfind("\\fbox", boxed + 1), 0))
+    if last is not None:  # the last box (matches cannot overlap: each starts with the only backslash)
+        close = _closing_brace(text, last.end() - 1)
         if close is not None:
-            found = (match.end(), close)
-    return None if found is None else text[found[0] : found[1]]
+            return text[last.end() : close]
+    starts = [match.end() for match in _BOX_START.finditer(text)]
+    pairs = _closing_braces(text) if starts else {}
+    for start in reversed(starts):
+        close = pairs.get(start - 1)
+        if close is not None:
+            return text[start:close]
+    return None
 
 
 def _unwrap(text: str) -> str:
     """`\\text{B}` -> `B`, at any depth, for each wrapper command: its head and its closing
     brace go (an unclosed one loses its head), in one pass."""
+    if "\\" not in text:  # every wrapper starts with a backslash
+        return text
     pairs = _closing_braces(text)
     cuts: list[tuple[int, int]] = []
     for match in _WRAPPER.finditer(text):

@@ -13,6 +13,7 @@ docs/judging.md lists every rule with examples; bump RULES_VERSION when one chan
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ _NUMBER_WORDS = {
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
 _TUPLE = re.compile(rf"^{_NUMBER}(?:,{_NUMBER})*$")
 _BRACKETS = "()[]{}<>"
+_OPENING = _BRACKETS[::2]
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,34 @@ class Verdict:
     reason: str
 
 
+_LATEX_SPACING = re.compile(r"\\left|\\right|\\,|\\;|\\!")
+_SPACES = re.compile(r"\s+")
+_CACHED_CHARS = 256  # texts up to this long are normalised once (golds and options repeat every row)
+
+
 def normalise(text: str) -> str:
     """Lower case, no spaces, no outer brackets or trailing punctuation; `(4, 7)` -> `4,7`."""
+    return _normalise_short(text) if len(text) <= _CACHED_CHARS else _normalise(text)
+
+
+def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
-    text = re.sub(r"\\left|\\right|\\,|\\;|\\!", "", text)
-    text = re.sub(r"\s+", "", text)
+    if "\\" in text:
+        text = _LATEX_SPACING.sub("", text)
+    text = _SPACES.sub("", text)
     text = _unbracket(text.rstrip(".;:!?。"))
     return _NUMBER_WORDS.get(text, text)
+
+
+_normalise_short = functools.lru_cache(maxsize=4096)(_normalise)
 
 
 def _unbracket(text: str) -> str:
     """Strip brackets that enclose the whole text, layer by layer: `((4,7))` -> `4,7`, while
     `(1)+(2)` keeps its own. One pass pairs every bracket (per kind), so 16 kB of nested
     parentheses costs no more than 16 kB of letters."""
+    if not text or text[0] not in _OPENING:  # nothing encloses it: no pairing pass
+        return text
     closing_of = _bracket_pairs(text)
     begin, end = 0, len(text) - 1
     while end - begin >= 1 and closing_of.get(begin) == end:
@@ -157,6 +174,23 @@ def decide(record: RolloutRow, extracted: str | None) -> Verdict:
         return Verdict(0, "no final answer in \\boxed{}")
     if not extracted.strip():
         return Verdict(0, "empty answer")
+    if len(extracted) <= _CACHED_CHARS:  # a verdict depends on the answer and the item alone
+        choice = record["ans_type"] == "choice"
+        try:
+            options = tuple((c["label"], c["text"]) for c in record["choices"]) if choice else ()
+            return _item_verdict(extracted, choice, options, tuple(record["answer"]))
+        except TypeError:  # a field that cannot be a key (not bv's shape): judged as it is
+            pass
     if record["ans_type"] == "choice":
         return judge_choice(extracted, record["choices"], record["answer"][0])
     return judge_blank(extracted, record["answer"])
+
+
+@functools.lru_cache(maxsize=8192)
+def _item_verdict(
+    answer: str, choice: bool, options: tuple[tuple[str, str], ...], golds: tuple[str, ...]
+) -> Verdict:
+    """`decide`'s verdict, once per (answer, item): re-scoring and repeats meet the same again."""
+    if choice:
+        return judge_choice(answer, [{"label": label, "text": text} for label, text in options], golds[0])
+    return judge_blank(answer, list(golds))

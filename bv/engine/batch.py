@@ -194,7 +194,7 @@ class BatchCaller(Caller):
                     future.set_exception(Interrupted())
         self._waiting, self._current = {}, {}
 
-    def _deliver(self, key: str, result: Result) -> None:
+    def _deliver(self, key: str, result: Result | Fatal) -> None:
         """A batch's result for one request: into the cache (a reply its row keeps), to its rows."""
         waiting = self._current.pop(key, None)
         if isinstance(result, Reply):
@@ -241,20 +241,13 @@ class BatchCaller(Caller):
         try:
             await job
         except (Fatal, ItemFailure) as exc:
-            failure: Exception = exc
+            failure: ItemFailure | Fatal = exc
         except Exception as exc:  # a bug must cost its rows, not the run
             failure = ItemFailure(f"batch: {type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
         else:
             return
-        for key in keys:
-            waiting = self._current.pop(key, None)
-            if waiting is None:
-                continue
-            for future in waiting.futures:
-                if not future.done():
-                    future.set_exception(failure)
-            self._blocked -= len(waiting.futures)
-        self._wake()
+        for key in keys & self._current.keys():
+            self._deliver(key, failure)
 
     async def _input_files(self, keys: list[str]) -> list[InputFile]:
         """The request lines of these requests, in input files within the providers' limits; a
@@ -336,6 +329,7 @@ class BatchCaller(Caller):
         if record.batch_id != info.id:
             record.batch_id = info.id
             self.state.save(record)
+        self.stats.requests += len(mine)  # this run's replies come from it
         say(f"resuming batch {info.id} ({len(mine)} of this run's requests; {info.progress()})")
         await self._follow(record, mine, info)
 

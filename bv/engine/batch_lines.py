@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,12 +65,23 @@ class InputFile:
     size: int = 0
 
 
+STALE_INPUT_S = 24 * 3600  # an input file left this long by a killed run is removed
+
+
 class InputFiles:
-    """Request lines into as many input files as the limits ask; each file is then one batch."""
+    """Request lines into as many input files as the limits ask; each file is then one batch.
+    Each is removed once uploaded; those a killed run left behind go after a day."""
 
     def __init__(self, folder: Path, max_requests: int, max_bytes: int) -> None:
         self.folder, self.max_requests, self.max_bytes = folder, max_requests, max_bytes
         self.files: list[InputFile] = []
+        now = time.time()
+        for left in folder.glob(".batch-input-*.jsonl") if folder.is_dir() else []:
+            try:
+                if now - left.stat().st_mtime > STALE_INPUT_S:
+                    left.unlink()
+            except OSError:
+                pass
 
     def add(self, key: str, line: bytes) -> None:
         """Write one line; a line too big for any file fails its item (an online request that size
