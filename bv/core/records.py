@@ -235,7 +235,7 @@ def row_key(record: Mapping[str, Any]) -> tuple[str, int]:
     if run.__class__ is not int and (isinstance(run, bool) or not isinstance(run, int)):
         raise BadRecord(f"'run' must be an integer, not {run!r}")
     if not -(2**63) <= run < 2**63:  # the fast reader (bv.core.jsonl) leaves such a number to this check
-        from bv.core.jsonl import TOO_LARGE
+        from bv.core.json_values import TOO_LARGE
 
         raise BadRecord(TOO_LARGE)
     item = record["id"]
