@@ -92,6 +92,10 @@ def parse_verdict(reply: str) -> int | None:
     return None
 
 
+# What the LLM judge said of a row: hard, raw reply, error, and its reply's usage when it replied.
+LLMVerdict = tuple[int | None, str | None, str | None, dict[str, int] | None]
+
+
 @dataclass
 class LLMJudge:
     caller: Caller
@@ -105,12 +109,19 @@ class LLMJudge:
     def model(self) -> str:
         return self.caller.backend.model
 
-    async def verdict(
-        self, record: RolloutRow, extracted: str | None
-    ) -> tuple[int | None, str | None, str | None, Cost | None]:
-        """(hard, raw reply, error, the reply's cost when priced) from the LLM judge. When the judge
-        endpoint turns out unusable, the error is said once and every later row goes out at once as
-        a judge error: the judge stage still writes every row, and exits 1."""
+    def cost(self, usage: dict[str, int] | None) -> Cost | None:
+        """What a verdict's reply cost, when prices were asked for and it replied."""
+        if self.prices is None or usage is None:
+            return None
+        where = first_url(self.caller.backend.endpoint)
+        return reply_cost(self.prices, usage, self.model, endpoint=where)
+
+    async def verdict(self, record: RolloutRow, extracted: str | None) -> LLMVerdict:
+        """(hard, raw reply, error, usage) from the LLM judge; usage is the reply's token counts,
+        None without a reply (a cached reply has the usage it was paid with, so a re-judge writes
+        the same rows). When the judge endpoint turns out unusable, the error is said once and
+        every later row goes out at once as a judge error: the judge stage still writes every
+        row, and exits 1."""
         if self.unusable is not None:
             return None, None, f"LLM judge unusable: {self.unusable}", None
         try:
@@ -129,16 +140,8 @@ class LLMJudge:
                 say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
             return None, None, f"LLM judge unusable: {self.unusable}", None
         hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
-        cost = None
-        if self.prices is not None:
-            where = first_url(self.caller.backend.endpoint)
-            cost = reply_cost(self.prices, reply.usage, self.model, reply.model, endpoint=where)
-        return (
-            hard,
-            reply.content,
-            None if hard is not None else "judge reply is neither True nor False",
-            cost,
-        )
+        error = None if hard is not None else "judge reply is neither True nor False"
+        return hard, reply.content, error, dict(reply.usage)
 
 
 async def judge_one(
@@ -157,7 +160,8 @@ async def judge_one(
     row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
-        hard, reply, error, cost = await llm.verdict(row, extracted)
+        hard, reply, error, usage = await llm.verdict(row, extracted)
+        cost = llm.cost(usage)
         fields: JudgeFields = {
             "extracted": extracted,
             "judge_version": version,
@@ -173,6 +177,8 @@ async def judge_one(
             "undecided": False,
             "judge_reason": f"LLM judge; rules said: {verdict.reason}",
         }
+        if usage is not None:
+            fields["judge_usage"] = usage
         return _judged(row, fields, templates)
     return _judged(row, _by_rules(extracted, verdict, version, in_reasoning), templates)
 
