@@ -26,7 +26,6 @@ resumes from the cache.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,13 +38,11 @@ from bv.core.records import (
     check_prompt_record,
     check_rollout_record,
 )
+from bv.reporting.report_view import Report
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
-    import asyncio
-
-    from bv.core.outcome import StopRequest
+    from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
-    from bv.reporting.report_types import Paired, ReportData, Summary
     from bv.runs.evaluate import EvalResult
 
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
@@ -214,66 +211,9 @@ def _rollout_config(**keywords: Any) -> Any:
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
     """`rollout` for code inside a running event loop: the same run on a thread of its own.
     Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
-    return await _on_thread(rollout, list(prompts), options)
+    from bv.engine.on_thread import on_thread
 
-
-async def _on_thread(stage: Callable[..., list[Any]], records: list[Any], options: dict[str, Any]) -> Any:
-    """Run a stage on a thread of its own and await it. When the awaiting task is cancelled, the
-    stage is asked to stop (bv.core.outcome.StopRequest: as a first Ctrl-C, quietly), and the
-    cancellation goes on only once it has stopped: every paid reply cached, no thread left."""
-    import asyncio
-    import threading
-
-    from bv.core.outcome import STOP_REQUEST, StopRequest
-
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[Any] = loop.create_future()
-    request = StopRequest()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not ended.done():
-            ended.set_result(result) if error is None else ended.set_exception(error)
-
-    def run() -> None:
-        STOP_REQUEST.set(request)  # this thread's context, which the stage's loop inherits
-        result, error = None, None
-        try:
-            result = stage(_UntilStopped(records, request), **options)
-        except Exception as exc:
-            error = exc
-        except BaseException as exc:  # never handed to the caller's loop, which would stop on it
-            error = RuntimeError(f"bv.api.{stage.__name__} ended on {exc!r}")
-        try:
-            loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:  # the caller's loop has closed without waiting for us
-            pass
-
-    thread = threading.Thread(target=run, name=f"bv-api-{stage.__name__}")
-    thread.start()
-    try:
-        return await asyncio.shield(ended)
-    except asyncio.CancelledError:
-        request.ask()
-        await _stopped(ended, request)
-        raise
-    finally:
-        thread.join()  # settling `ended` was its last step
-
-
-async def _stopped(ended: asyncio.Future[Any], request: StopRequest) -> None:
-    """Wait for a stage asked to stop (its grace period bounds the wait); a second cancellation
-    does not cut the wait short, what the stage returns or raises is dropped."""
-    import asyncio
-
-    while not ended.done():
-        try:
-            await asyncio.shield(ended)
-        except asyncio.CancelledError:
-            request.ask()
-        except Exception:
-            pass
-    if not ended.cancelled():
-        ended.exception()  # retrieved: superseded by the cancellation
+    return await on_thread(rollout, list(prompts), options)
 
 
 def judge(
@@ -308,13 +248,14 @@ def judge(
     settings = {k: v for k, v in locals().items() if k != "rows" and k != "own_run"}
     with own_run("judge"):
         from bv.core.outcome import STOP_REQUEST
+        from bv.engine.on_thread import UntilStopped
         from bv.stages.judge import run_judge
 
         config = _judge_config(**settings)
         records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
         request = STOP_REQUEST.get()
         if request is not None:  # ajudge
-            records = _UntilStopped(records, request)
+            records = UntilStopped(records, request)
         judged: list[JudgedRow] = []
         outcome = run_judge(records, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
         return _ended(outcome, judged)
@@ -333,25 +274,12 @@ def _judge_config(**keywords: Any) -> Any:
     return JudgeConfig(**keywords)
 
 
-class _UntilStopped(list[Any]):
-    """Records that stop being iterated once a stop is asked (an async variant, cancelled): the
-    checks before a run, and the rules judge, which has no event loop to tell, end with it."""
-
-    def __init__(self, rows: list[Any], request: StopRequest) -> None:
-        super().__init__(rows)
-        self.request = request
-
-    def __iter__(self) -> Iterator[Any]:
-        for row in super().__iter__():
-            if self.request.asked:
-                return
-            yield row
-
-
 async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
     """`judge` for code inside a running event loop: the same run on a thread of its own.
     Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
-    return await _on_thread(judge, list(rows), options)
+    from bv.engine.on_thread import on_thread
+
+    return await on_thread(judge, list(rows), options)
 
 
 def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict[str, Any]]:
@@ -373,42 +301,6 @@ def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict
     for conflict in result.conflicts:
         warnings.warn(f"bv.api.merge: {conflict}", stacklevel=2)
     return [result.rows[key] for key in ordered_keys(result, sort)]
-
-
-@dataclass(frozen=True)
-class Report:
-    """What `bv report` shows, as an object. `data` is exactly what `bv report --format json`
-    writes; the properties read it: `accuracy` by input name, `paired` for two inputs."""
-
-    data: ReportData = field(repr=False)
-
-    @property
-    def summaries(self) -> list[Summary]:
-        """One summary per input (docs/formats.md: overall, by_type, by_subtype, …)."""
-        return list(self.data["inputs"])
-
-    @property
-    def accuracy(self) -> dict[str, float]:
-        """Avg@k accuracy by input name (never None here: every row counts, and an empty input
-        is refused)."""
-        return {s["name"]: cast(float, s["overall"]["accuracy"]) for s in self.summaries}
-
-    @property
-    def paired(self) -> Paired | None:
-        """The paired comparison of two inputs, b against a per item: `diff` with its `ci95`,
-        items improved and regressed, `p_value`, `verdict`; None for one input."""
-        comparison = self.data["comparison"]
-        return comparison.get("paired") if comparison else None
-
-    def render(self, fmt: str = "table") -> str:
-        """The report as `bv report --format FMT` prints it: table, markdown, csv or json."""
-        import io
-
-        from bv.reporting.render import render_as
-
-        out = io.StringIO()
-        render_as(fmt, self.data, out)
-        return out.getvalue()
 
 
 def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping[str, Any]]) -> Report:
@@ -446,77 +338,8 @@ def evaluate(
 
     _no_running_loop("evaluate")
     urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
-    path = _cache_path(cache)
-    for name in ("ids", "types", "subtypes"):
-        if name in options:
-            options[name] = tuple(options[name])
-    config = EvalConfig(
-        items=Path(items),
-        out=Path(out),
-        model=model,
-        backend=backend,
-        base_urls=urls,
-        cache=path,
-        quiet=quiet,
-        **options,
-    )
+    config = EvalConfig.of(items, out, model, backend, urls, _cache_path(cache), quiet, options)
     return run_eval(config)
-
-
-def _optimize_setup(options: dict[str, Any]) -> tuple[Any, ...]:
-    """The loop's inputs from `optimize`'s keywords (shared by optimize and plan_optimize)."""
-    from bv.core import environment
-    from bv.core.templates import Templates
-    from bv.optimize.loop import OptimizeOptions
-    from bv.optimize.runs import Engines, Model
-    from bv.stages.prompt import Skill
-
-    o = options
-    seed_skill = o["skill"] if not isinstance(o["skill"], (str, Path)) else Skill.load(Path(o["skill"]))
-    cache = o["cache"]
-    templates = o["templates"]
-    if templates is None and o["prompts"] is not None:
-        templates = Templates.load(Path(o["prompts"]))
-
-    def urls(value: str | list[str] | None) -> tuple[str, ...]:
-        return (value,) if isinstance(value, str) else tuple(value or ())
-
-    engines = Engines(
-        target=Model(o["model"], o["backend"], urls(o["base_url"]), o["api_key"], dict(o["params"] or {})),
-        optimizer=Model(
-            o["optimizer_model"],
-            "openai",
-            urls(o["optimizer_base_url"]),
-            o["optimizer_api_key"] or environment.variables().get("BV_OPTIMIZER_API_KEY"),
-            dict(o["optimizer_params"] or {}),
-        ),
-        judge_mode=o["judge_mode"],
-        judge=Model(o["judge_model"], "openai", urls(o["judge_base_url"]), o["judge_api_key"]),
-        max_turns=o["max_turns"],
-        templates=templates or Templates(),
-        jobs=o["jobs"],
-        retries=o["retries"],
-        timeout_s=o["timeout"],
-        cache_path=_cache_path(cache),
-        quiet=o["quiet"],
-    )
-    split = o["split"]
-    loop_options = OptimizeOptions(
-        ratio=tuple(o["ratio"]),
-        split_file=Path(split) if split is not None else None,
-        seed=o["seed"],
-        epochs=o["epochs"],
-        steps=o["steps"],
-        batch=o["batch"],
-        minibatch=o["minibatch"],
-        success_share=o["success_share"],
-        edits=o["edits"],
-        alpha=o["alpha"],
-        gate=o["gate"],
-        repeats=o["repeats"],
-        max_skill_chars=o["max_skill_chars"],
-    )
-    return Path(o["items"]), seed_skill, Path(o["out"]), engines, loop_options
 
 
 def optimize(
@@ -538,6 +361,7 @@ def optimize(
     judge_model: str | None = None,
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
+    judge_params: Mapping[str, Any] | None = None,
     ratio: tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
@@ -556,22 +380,43 @@ def optimize(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
+    search: str = "loop",
+    max_metric_calls: int | None = None,
     progress: Callable[[str], None] | None = None,
-) -> OptimizeResult:
+) -> OptimizeResult | GepaResult:
     """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
     run folder `out` (resumed when it holds the same run), and return a
     `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. Raises bv.optimize.loop.OptimizeError for unusable settings or a run folder of another
-    run, and what `rollout` and `judge` raise (docs/optimize.md)."""
+    step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
+    request of the run. `search="gepa"` searches with GEPA on bv's evaluator instead (the extra
+    `gepa`; `max_metric_calls`: its budget in target rollouts) and returns a
+    `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
+    settings or a run folder of another run, and what `rollout` and `judge` raise
+    (docs/optimize.md)."""
     _no_running_loop("optimize")
+    from bv.optimize.gepa_adapter import search as gepa_search
+    from bv.optimize.loop import OptimizeError
     from bv.optimize.loop import optimize as run
+    from bv.optimize.setup import loop_inputs
 
-    setup = _optimize_setup(dict(locals()))
-    return run(*setup, say=progress or (lambda line: None))
+    setup = loop_inputs(locals(), _cache_path(cache))
+    say = progress or (lambda line: None)
+    if search == "gepa":
+        return gepa_search(*setup, max_metric_calls=max_metric_calls, say=say)
+    if search != "loop":
+        raise OptimizeError(f"`search` must be loop or gepa, not {search!r}")
+    if max_metric_calls is not None:
+        raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
+    return run(*setup, say=say)
 
 
 def plan_optimize(items: str | Path, **options: Any) -> Plan:
@@ -580,6 +425,7 @@ def plan_optimize(items: str | Path, **options: Any) -> Plan:
     import inspect
 
     from bv.optimize.loop import dry_run
+    from bv.optimize.setup import loop_inputs
 
     keywords = {
         name: p.default for name, p in inspect.signature(optimize).parameters.items() if name != "items"
@@ -588,4 +434,10 @@ def plan_optimize(items: str | Path, **options: Any) -> Plan:
     missing = {name for name, value in keywords.items() if value is inspect.Parameter.empty} - set(options)
     if unknown or missing:
         raise TypeError(f"plan_optimize(): unexpected keywords {sorted(unknown)}, missing {sorted(missing)}")
-    return dry_run(*_optimize_setup({**keywords, **options, "items": items}))
+    given = {**keywords, **options, "items": items}
+    if given["search"] == "gepa":
+        from bv.optimize.gepa_adapter import dry_run as gepa_dry_run
+
+        inputs = loop_inputs(given, _cache_path(given["cache"]))
+        return gepa_dry_run(*inputs, max_metric_calls=given["max_metric_calls"])
+    return dry_run(*loop_inputs(given, _cache_path(given["cache"])))

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bv.core.extract import extract_answer, last_boxed, strip_thinking
-from bv.core.jsonl import Problems, _parse_stream, fitting_line, without_lone_surrogates
+from bv.core.json_values import without_lone_surrogates
+from bv.core.jsonl import Problems, _parse_stream, fitting_line
 from bv.core.rules import decide, normalise
 
 SETTINGS = settings(

@@ -177,8 +177,9 @@ def report(
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.engine.progress import stdin_notice
+    from bv.reporting.advice import below, warnings
     from bv.reporting.render import comparison_of, render_as, summaries_of
-    from bv.reporting.report import CompareOptions, Input, below, build_report, input_names, notices, warnings
+    from bv.reporting.report import CompareOptions, Input, build_report, input_names, notices
 
     stdin_notice(inputs, "judged rows")
     problems = Problems()

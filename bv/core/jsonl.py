@@ -8,7 +8,6 @@ stage exits 1 at the end when any line was bad (0 with --skip-bad).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from typing import IO, Any, TypeVar, cast
 import orjson
 
 from bv.core.errors import BadRecord, Fatal, StdoutClosed
+from bv.core.json_values import checked_value, parse_json, unparsable, without_lone_surrogates
 from bv.core.run_context import current
 from bv.core.terminal import printable
 
@@ -200,92 +200,6 @@ def _parse_stream(
         if warning:
             problems.warn(where, warning)
         yield where, value
-
-
-def unparsable(exc: RecursionError | ValueError) -> str:
-    """Why json.loads gave up on valid-looking JSON: nesting past the recursion limit, or an
-    integer longer than Python converts (4300 digits)."""
-    if isinstance(exc, RecursionError):
-        return "invalid JSON: nested too deep"
-    return f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits"
-
-
-def checked_value(value: Any, raw: bytes) -> tuple[Any, str | None]:
-    """A parsed JSON value made safe for bv, and a warning if it had to change: lone surrogates
-    (replaced). `raw` is the JSON text, scanned first so that only values that may hold one are
-    walked. (Numbers no record holds are refused while parsing, by `parse_json`.)"""
-    try:
-        if _ESCAPED_SURROGATE.search(raw) and _has_lone_surrogate(value):
-            return without_lone_surrogates(value), "lone surrogate (\\ud800-\\udfff) replaced by U+FFFD"
-    except RecursionError:
-        raise BadRecord("invalid JSON: nested too deep") from None
-    return value, None
-
-
-# Numbers bv records hold (ids, runs, token counts, seconds) are far below 2^63; a line with a
-# longer one (or NaN, Infinity, 1e999) is refused while it is parsed rather than crash a sum or
-# a float() later. The parser's own hooks see each number once, so the common line costs
-# nothing more than json.loads (a regular expression over every line cost 5x the parse).
-TOO_LARGE = "a number too large for bv (beyond ±2^63, or NaN or Infinity)"
-
-
-def _checked_int(text: str) -> int:
-    if len(text) > 20:  # more digits than any value within ±2^63
-        if len(text.lstrip("-")) > sys.get_int_max_str_digits():
-            raise BadRecord(f"invalid JSON: a number with more than {sys.get_int_max_str_digits()} digits")
-        raise BadRecord(TOO_LARGE)
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise BadRecord(TOO_LARGE)
-    return value
-
-
-def _checked_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise BadRecord(TOO_LARGE)
-    return value
-
-
-def _refuse_constant(text: str) -> Any:
-    raise BadRecord(TOO_LARGE)
-
-
-_DECODER = json.JSONDecoder(
-    parse_int=_checked_int, parse_float=_checked_float, parse_constant=_refuse_constant
-)
-
-
-def parse_json(text: str) -> Any:
-    """`json.loads`, refusing numbers no bv record holds with BadRecord (a ValueError: catch it
-    first). Nesting past the recursion limit still raises RecursionError."""
-    return _DECODER.decode(text)
-
-
-# A JSON string escape of a UTF-16 surrogate: paired ones decode to one character, lone ones to
-# a str that cannot be encoded (to a file, a terminal, SQLite or HTTP). Only lines with such an
-# escape are searched, so the cost is one byte scan per line.
-_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def without_lone_surrogates(value: Any) -> Any:
-    """A copy of a JSON value with each lone surrogate replaced by U+FFFD (pairs were joined when
-    the JSON was parsed), so that every text bv holds can be written anywhere."""
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [without_lone_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in value.items()}
-    return value
 
 
 R = TypeVar("R")  # the record type a parser makes (bv.core.records' checks return TypedDicts)

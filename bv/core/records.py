@@ -122,6 +122,7 @@ class JudgeFields(TypedDict):
     reasoning_answer: str | None  # the answer the reasoning boxes when the content has none
     judge_version: str
     judge_templates: NotRequired[dict[str, str]]
+    judge_usage: NotRequired[dict[str, int]]  # the LLM judge's reply's token counts, when it answered
 
 
 class PromptRecord(Item, PromptFields):
@@ -234,7 +235,7 @@ def row_key(record: Mapping[str, Any]) -> tuple[str, int]:
     if run.__class__ is not int and (isinstance(run, bool) or not isinstance(run, int)):
         raise BadRecord(f"'run' must be an integer, not {run!r}")
     if not -(2**63) <= run < 2**63:  # the fast reader (bv.core.jsonl) leaves such a number to this check
-        from bv.core.jsonl import TOO_LARGE
+        from bv.core.json_values import TOO_LARGE
 
         raise BadRecord(TOO_LARGE)
     item = record["id"]

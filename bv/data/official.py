@@ -134,8 +134,9 @@ def _stdin_head(size: int) -> bytes:
 
 def read_official_results(path: Path) -> list[Any]:
     """The records of an official result file (a JSON array; `-`: stdin), read no further than
-    the line limit of JSONL input and checked as JSONL lines are (bv.core.jsonl.checked_value)."""
-    from bv.core.jsonl import checked_value, max_line_bytes, parse_json, unparsable
+    the line limit of JSONL input and checked as JSONL lines are (bv.core.json_values.checked_value)."""
+    from bv.core.json_values import checked_value, parse_json, unparsable
+    from bv.core.jsonl import max_line_bytes
 
     limit = max_line_bytes()
     try:

@@ -27,19 +27,18 @@ from bv.core.errors import BadRecord, Fatal
 from bv.core.records import JudgedRow, judged_key, row_key
 from bv.core.stats import ADJUSTMENT_NAMES
 from bv.reporting.compare import compare, differences, notices, power
+from bv.reporting.key_table import KeyTable
 from bv.reporting.report_types import Built, Comparison, ReportData, Summary
-from bv.reporting.tally import KeyTable, Tally, chance_of
+from bv.reporting.tally import Tally, chance_of
 
 __all__ = [
     "BY_FIELDS",
     "CompareOptions",
-    "below",
     "build_report",
     "chance_of",
     "input_names",
     "notices",
     "summarize",
-    "warnings",
 ]
 
 # What makes two rows' verdicts not poolable: who answered, with which skill, prompt layout and
@@ -368,31 +367,6 @@ def _compare(
     return {"inputs": summaries, "comparison": comparison, "power": plans}
 
 
-def warnings(summaries: list[Summary]) -> list[str]:
-    """One line per input whose rows did not all finish: how many, and how to fix them."""
-    lines = []
-    for s in summaries:
-        cell, fixes = s["overall"], []
-        if cell["errors"]:
-            fixes.append(
-                f"{cell['errors']} rollout error(s): re-run bv rollout on the same prompts"
-                " (the reply cache replays every finished row), then bv judge"
-            )
-        if cell["judge_errors"]:
-            fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
-        if cell["undecided"]:
-            fixes.append(
-                f"{cell['undecided']} undecided row(s): configure an LLM judge (a judge model)"
-                " and re-run bv judge"
-            )
-        if fixes:
-            counted = (
-                "left out of" if s.get("accuracy_over", "").startswith("finished") else "counted wrong in"
-            )
-            lines.append(f"{s['name']}: {'; '.join(fixes)} (they are {counted} the accuracy)")
-    return lines
-
-
 def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
     """(name, path) of each report input: NAME=PATH, or the file's stem ("stdin" for -); names
     made unique (`r`, `r-2`), since the report and its JSON are keyed by them."""
@@ -407,14 +381,3 @@ def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
             unique, k = f"{name}-{k}", k + 1
         out.append((unique, path))
     return out
-
-
-def below(summaries: list[Summary], threshold: float) -> list[str]:
-    """What a CI gate says of each input whose overall accuracy is below `threshold`
-    (a fraction, or a percentage when above 1)."""
-    fraction = threshold / 100 if threshold > 1 else threshold
-    return [
-        f"{s['name']}: overall accuracy {s['overall']['accuracy']} is below `fail_under` {fraction:g}"
-        for s in summaries
-        if (s["overall"]["accuracy"] or 0.0) < fraction
-    ]

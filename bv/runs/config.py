@@ -62,6 +62,32 @@ class EvalConfig:
     quiet: bool = False
     skip_bad: bool = False
 
+    @classmethod
+    def of(
+        cls,
+        items: str | Path,
+        out: str | Path,
+        model: str | None,
+        backend: str,
+        base_urls: tuple[str, ...],
+        cache: Path | None,
+        quiet: bool,
+        options: Mapping[str, Any],
+    ) -> EvalConfig:
+        """The config of bv.api.evaluate's arguments (`options`: the other fields; the item
+        selections as any sequence)."""
+        selections = {name: tuple(options[name]) for name in ("ids", "types", "subtypes") if name in options}
+        return cls(
+            items=Path(items),
+            out=Path(out),
+            model=model,
+            backend=backend,
+            base_urls=base_urls,
+            cache=cache,
+            quiet=quiet,
+            **{**options, **selections},
+        )
+
 
 SECRETS = ("api_key", "judge_api_key")
 HOW_IT_RUNS = ("out", "jobs", "retries", "timeout", "cache", "quiet", "skip_bad")

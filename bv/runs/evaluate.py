@@ -246,9 +246,10 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
     import sys
 
+    from bv.reporting.advice import warnings
     from bv.reporting.html_page import write_html
     from bv.reporting.render import comparison_of, render_markdown, render_table, summaries_of
-    from bv.reporting.report import Input, build_report, warnings
+    from bv.reporting.report import Input, build_report
 
     problems = Problems()
     source = Input("results", str(config.out / RESULTS))

@@ -19,7 +19,8 @@ from typing import IO, Any
 
 from bv.core.atomic import atomic_output
 from bv.core.errors import Fatal, StdoutClosed
-from bv.core.jsonl import Problems, Source, pipe_fd, without_lone_surrogates, write_whole
+from bv.core.json_values import without_lone_surrogates
+from bv.core.jsonl import Problems, Source, pipe_fd, write_whole
 from bv.core.records import natural_key, row_key
 
 _FILE_BITS, _MADE_BY_BITS = 16, 24  # a kept row is one int: offset | made-by index | file index

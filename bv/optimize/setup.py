@@ -1,0 +1,72 @@
+"""The loop's inputs from bv.api.optimize's keywords: the seed skill, how its three models are
+reached (bv.optimize.runs.Engines) and the loop's options (shared by bv.api.optimize and
+plan_optimize, and so by `bv optimize` and its --dry-run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[Any, ...]:
+    """(items, seed skill, run folder, engines, loop options) from bv.api.optimize's keywords,
+    its `cache` keyword resolved by bv.api to `cache_path`."""
+    from bv.core import environment
+    from bv.core.templates import Templates
+    from bv.optimize.loop import OptimizeOptions
+    from bv.optimize.runs import WAITS, Engines, Model
+    from bv.stages.prompt import Skill
+
+    o = options
+    seed_skill = o["skill"] if not isinstance(o["skill"], (str, Path)) else Skill.load(Path(o["skill"]))
+    templates = o["templates"]
+    if templates is None and o["prompts"] is not None:
+        templates = Templates.load(Path(o["prompts"]))
+
+    def urls(value: str | list[str] | None) -> tuple[str, ...]:
+        return (value,) if isinstance(value, str) else tuple(value or ())
+
+    engines = Engines(
+        target=Model(o["model"], o["backend"], urls(o["base_url"]), o["api_key"], dict(o["params"] or {})),
+        optimizer=Model(
+            o["optimizer_model"],
+            "openai",
+            urls(o["optimizer_base_url"]),
+            o["optimizer_api_key"] or environment.variables().get("BV_OPTIMIZER_API_KEY"),
+            dict(o["optimizer_params"] or {}),
+        ),
+        judge_mode=o["judge_mode"],
+        judge=Model(
+            o["judge_model"],
+            "openai",
+            urls(o["judge_base_url"]),
+            o["judge_api_key"],
+            dict(o["judge_params"] or {}),
+        ),
+        max_turns=o["max_turns"],
+        templates=templates or Templates(),
+        jobs=o["jobs"],
+        retries=o["retries"],
+        timeout_s=o["timeout"],
+        cache_path=cache_path,
+        quiet=o["quiet"],
+        waits={name: o[name] for name in WAITS},
+    )
+    split = o["split"]
+    loop_options = OptimizeOptions(
+        ratio=tuple(o["ratio"]),
+        split_file=Path(split) if split is not None else None,
+        seed=o["seed"],
+        epochs=o["epochs"],
+        steps=o["steps"],
+        batch=o["batch"],
+        minibatch=o["minibatch"],
+        success_share=o["success_share"],
+        edits=o["edits"],
+        alpha=o["alpha"],
+        gate=o["gate"],
+        repeats=o["repeats"],
+        max_skill_chars=o["max_skill_chars"],
+    )
+    return Path(o["items"]), seed_skill, Path(o["out"]), engines, loop_options

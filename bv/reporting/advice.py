@@ -1,0 +1,42 @@
+"""What `bv report` (and `bv eval`) say beside the figures: what to re-run for the rows that
+failed, and the CI gate of --fail-under."""
+
+from __future__ import annotations
+
+from bv.reporting.report_types import Summary
+
+
+def warnings(summaries: list[Summary]) -> list[str]:
+    """One line per input whose rows did not all finish: how many, and how to fix them."""
+    lines = []
+    for s in summaries:
+        cell, fixes = s["overall"], []
+        if cell["errors"]:
+            fixes.append(
+                f"{cell['errors']} rollout error(s): re-run bv rollout on the same prompts"
+                " (the reply cache replays every finished row), then bv judge"
+            )
+        if cell["judge_errors"]:
+            fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
+        if cell["undecided"]:
+            fixes.append(
+                f"{cell['undecided']} undecided row(s): configure an LLM judge (a judge model)"
+                " and re-run bv judge"
+            )
+        if fixes:
+            counted = (
+                "left out of" if s.get("accuracy_over", "").startswith("finished") else "counted wrong in"
+            )
+            lines.append(f"{s['name']}: {'; '.join(fixes)} (they are {counted} the accuracy)")
+    return lines
+
+
+def below(summaries: list[Summary], threshold: float) -> list[str]:
+    """What a CI gate says of each input whose overall accuracy is below `threshold`
+    (a fraction, or a percentage when above 1)."""
+    fraction = threshold / 100 if threshold > 1 else threshold
+    return [
+        f"{s['name']}: overall accuracy {s['overall']['accuracy']} is below `fail_under` {fraction:g}"
+        for s in summaries
+        if (s["overall"]["accuracy"] or 0.0) < fraction
+    ]
