@@ -13,9 +13,15 @@ from conftest import jsonl
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Offline and quick: the build requirements of pyproject.toml are in the test extra, a wheel needs
+# no index and no byte-compiling to show what it carries, and pip need not look for a newer pip.
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+OFFLINE = ["-q", "--no-index", "--no-deps"]
+
+
 def test_wheel_has_prompts_and_works_installed(tmp_path, sample_dir):
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path / "dist")],
+        [*PIP, "wheel", *OFFLINE, "--no-build-isolation", str(ROOT), "-w", str(tmp_path / "dist")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -27,7 +33,7 @@ def test_wheel_has_prompts_and_works_installed(tmp_path, sample_dir):
         assert f"bv/prompts/{prompt.name}" in names
     target = tmp_path / "site"
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        [*PIP, "install", *OFFLINE, "--no-compile", "--target", str(target), str(wheel)],
         capture_output=True,
         text=True,
         timeout=300,

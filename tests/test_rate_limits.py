@@ -182,10 +182,13 @@ def test_a_server_that_never_answers_is_named_and_the_timeout_says_first_byte(pr
     assert KEY not in result.stderr + result.stdout
 
 
-def test_no_stall_notice_while_replies_come(prompts, server):
+def test_no_stall_notice_while_replies_come(prompts, server, tmp_path):
+    """A reply every 0.3 s for 1.8 s, past its 1 s --stall-notice: the notice counts from the last reply."""
     server.responder = lambda seen: Reply(content="\\boxed{A}", delay=0.3)
+    six = tmp_path / "six.jsonl"
+    six.write_text("".join(prompts.read_text().splitlines(keepends=True)[:6]))
     result = bv_inproc(
-        f"bv rollout --base-url {server.base_url} -m m -j 1 --no-cache --stall-notice 1 {prompts}",
+        f"bv rollout --base-url {server.base_url} -m m -j 1 --no-cache --stall-notice 1 {six}",
         env={"BV_PROGRESS_EVERY_S": "0.1"},
     )
     assert result.returncode == 0 and "no reply for" not in result.stderr
