@@ -11,14 +11,24 @@ import click
 
 from bv.cli.common import (
     API_KEY,
+    BACKEND,
     BASE_URLS,
     CACHE,
     JOBS,
+    JUDGE_API_KEY,
+    JUDGE_BASE_URL,
+    JUDGE_MODE,
+    JUDGE_MODEL,
     JUDGE_PARAM,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MODEL,
     NO_CACHE,
+    PARAMS,
     PROMPTS,
     QUIET,
     RETRIES,
+    TEMPERATURE,
     TIMEOUT,
     Finite,
     cli_words,
@@ -26,7 +36,6 @@ from bv.cli.common import (
     share,
     waits,
 )
-from bv.engine.backends import BACKENDS
 
 
 def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
@@ -52,30 +61,18 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     required=True,
     help="Run folder: skills/, history.jsonl, best.md, report.md, report.html; the same command resumes it.",
 )
-@click.option(
-    "--backend", type=click.Choice(list(BACKENDS)), default="openai", show_default=True, envvar="BV_BACKEND"
-)
-@click.option("-m", "--model", envvar="BV_MODEL", help="Target model. [env: BV_MODEL]")
+@BACKEND
+@MODEL.but(help="Target model.")
 @BASE_URLS
 @API_KEY
-@click.option(
-    "--max-turns", type=click.IntRange(1, 20), default=1, show_default=True, help="Target turns per item."
-)
-@click.option("--max-tokens", type=click.IntRange(1), help="Target's cap on completion tokens per turn.")
-@click.option(
-    "--temperature", type=Finite(min=0), help="Target's sampling temperature. [default: the server's]"
-)
-@click.option(
-    "-p", "--param", "extra_params", multiple=True, metavar="KEY=VALUE", help="Extra target request field."
-)
-@click.option(
-    "--mode", "judge_mode", type=click.Choice(["auto", "rules", "llm"]), default="auto", show_default=True
-)
-@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
-@click.option(
-    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
-)
-@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@MAX_TURNS.but(help="Target turns per item.")
+@MAX_TOKENS.but(help="Target's cap on completion tokens per turn.")
+@TEMPERATURE.but(help="Target's sampling temperature. [default: the server's]")
+@PARAMS.but(help="Extra target request field, as bv rollout's -p.")
+@JUDGE_MODE.but("judge_mode")
+@JUDGE_MODEL
+@JUDGE_BASE_URL
+@JUDGE_API_KEY
 @JUDGE_PARAM
 @click.option(
     "--optimizer-model",
