@@ -41,6 +41,7 @@ from bv.core.records import (
 from bv.reporting.report_view import Report
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
+    from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
     from bv.runs.evaluate import EvalResult
 
@@ -360,6 +361,7 @@ def optimize(
     judge_model: str | None = None,
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
+    judge_params: Mapping[str, Any] | None = None,
     ratio: tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
@@ -378,23 +380,43 @@ def optimize(
     jobs: int = 8,
     retries: int = 5,
     timeout: float = 600.0,
+    rate_limit_patience: float = 900.0,
+    connect_timeout: float = 10.0,
+    first_byte_timeout: float | None = None,
+    read_timeout: float | None = None,
+    stall_notice: float = 30.0,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
+    search: str = "loop",
+    max_metric_calls: int | None = None,
     progress: Callable[[str], None] | None = None,
-) -> OptimizeResult:
+) -> OptimizeResult | GepaResult:
     """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
     run folder `out` (resumed when it holds the same run), and return a
     `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. Raises bv.optimize.loop.OptimizeError for unusable settings or a run folder of another
-    run, and what `rollout` and `judge` raise (docs/optimize.md)."""
+    step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
+    request of the run. `search="gepa"` searches with GEPA on bv's evaluator instead (the extra
+    `gepa`; `max_metric_calls`: its budget in target rollouts) and returns a
+    `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
+    settings or a run folder of another run, and what `rollout` and `judge` raise
+    (docs/optimize.md)."""
     _no_running_loop("optimize")
+    from bv.optimize.gepa_adapter import search as gepa_search
+    from bv.optimize.loop import OptimizeError
     from bv.optimize.loop import optimize as run
     from bv.optimize.setup import loop_inputs
 
     setup = loop_inputs(locals(), _cache_path(cache))
-    return run(*setup, say=progress or (lambda line: None))
+    say = progress or (lambda line: None)
+    if search == "gepa":
+        return gepa_search(*setup, max_metric_calls=max_metric_calls, say=say)
+    if search != "loop":
+        raise OptimizeError(f"`search` must be loop or gepa, not {search!r}")
+    if max_metric_calls is not None:
+        raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
+    return run(*setup, say=say)
 
 
 def plan_optimize(items: str | Path, **options: Any) -> Plan:
@@ -413,4 +435,9 @@ def plan_optimize(items: str | Path, **options: Any) -> Plan:
     if unknown or missing:
         raise TypeError(f"plan_optimize(): unexpected keywords {sorted(unknown)}, missing {sorted(missing)}")
     given = {**keywords, **options, "items": items}
+    if given["search"] == "gepa":
+        from bv.optimize.gepa_adapter import dry_run as gepa_dry_run
+
+        inputs = loop_inputs(given, _cache_path(given["cache"]))
+        return gepa_dry_run(*inputs, max_metric_calls=given["max_metric_calls"])
     return dry_run(*loop_inputs(given, _cache_path(given["cache"])))

@@ -163,6 +163,7 @@ def test_failures_inside_a_batch_are_row_errors(batches, tmp_path):
     assert rows[0]["content"] == "\\boxed{A}"
     assert rows[1]["error"].startswith("HTTP 400: Unsupported parameter: 'max_tokens'")
     assert "in batch batch_" in rows[1]["error"]
+    assert "gpt-4o wants max_completion_tokens" in rows[1]["error"]  # the hint an online 400 gets
     rows = run(batches, cache, [0, 1])  # the failed row only is sent again, in a new batch
     assert rows[0]["cached"] and batches.creations == 2
 
@@ -242,11 +243,15 @@ def test_a_batch_whose_id_was_not_recorded_is_found_by_its_input_file(batches, t
     record = state.records(batches.base_url, "gpt-4o")[0]
     record.batch_id = None
     state.save(record)
+    for n in range(120):  # newer batches: the one sought is on the list's second page
+        batches.files[f"file-newer{n}"] = b""
+        batches._create({"input_file_id": f"file-newer{n}", "endpoint": "/v1/chat/completions"})
     created = batches.creations
     batches.hold.clear()
     rows = run(batches, cache, [0, 1])
     assert [r["content"] for r in rows] == ["\\boxed{A}"] * 2 and batches.creations == created
-    assert any(c.path == "/v1/batches" and c.method == "GET" for c in batches.seen)
+    pages = [c.query for c in batches.seen if c.path == "/v1/batches" and c.method == "GET"]
+    assert pages[0] == {"limit": "100"} and pages[1]["after"]
 
 
 def test_azure_paths_and_shapes(batches, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, bv_inproc
-from fakeopenai import FakeOpenAI
+from fakeopenai import FakeOpenAI, Reply
 from skillserver import ScriptedOptimizer, SkilledTarget, hint
 
 from bv.data.synth import TASK_FAMILIES
@@ -133,6 +133,42 @@ def test_a_second_run_of_the_same_command_sends_nothing(data_dir, models, tmp_pa
     assert models.answered() == before
     other = bv_inproc("bv " + args.replace("--edits 2", "--edits 3"))
     assert other.returncode == 2 and "other settings" in other.stderr and "options" in other.stderr
+
+
+def test_an_llm_judge_s_tokens_are_counted_per_step_and_its_options_pass_through(data_dir, models, tmp_path):
+    """--mode llm: every row goes to the judge, whose tokens each history row counts; --judge-param
+    and the waits of bv rollout and bv judge reach the requests (an unknown one is refused)."""
+    judge = FakeOpenAI(lambda seen: Reply(content="True", usage=(300, 2)))
+    judge.start()
+    try:
+        out = tmp_path / "run"
+        extra = (
+            f"--steps 1 --judge-model j --judge-base-url {judge.base_url} --judge-api-key sk-test-judge"
+            " --judge-param reasoning_effort=minimal --connect-timeout 5 --rate-limit-patience 60"
+            " --stall-notice 20"
+        )
+        done = bv_inproc("bv " + command(data_dir, models, out, extra).replace("--mode rules", "--mode llm"))
+        assert done.returncode == 0, done.stderr
+        rows = history(out)
+        for row in rows:
+            judged = row["tokens"]["judge"]
+            assert judged["requests"] > 0 and judged["prompt_tokens"] == 300 * judged["requests"]
+            assert judged["completion_tokens"] == 2 * judged["requests"] and "cached" not in judged
+        assert rows[1]["tokens"]["judge"]["requests"] == 8 + (36 * 2 if rows[1]["gate"] else 0)
+        test = json.loads((out / "test.json").read_text())
+        # every judged row's verdict, once: those of identical requests (an item's repeats) the cache gave
+        verdicts = (
+            sum(row["tokens"]["judge"]["requests"] for row in rows) + test["tokens"]["judge"]["requests"]
+        )
+        assert verdicts == 72 + 8 + 72 and len(judge.finished()) <= verdicts
+        assert all(seen.body["reasoning_effort"] == "minimal" for seen in judge.finished())
+        report = (out / "report.md").read_text()
+        assert "## Tokens by step" in report and "Cost: not known" in report
+        assert "| judge | " in report and " n/a " in report  # its cache hits are not recorded
+        bad = bv_inproc("bv " + command(data_dir, models, tmp_path / "other", "--connect-timeout 0"))
+        assert bad.returncode == 2 and "--connect-timeout" in bad.stderr
+    finally:
+        judge.stop()
 
 
 def test_dry_run_estimates_and_sends_nothing(data_dir, models, tmp_path):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import bv_inproc
 from fakeopenai import FakeOpenAI
 from skillserver import GEPA_OPENING, ScriptedOptimizer, SkilledTarget, hint
 
@@ -178,3 +179,28 @@ def test_without_gepa_the_search_says_how_to_install_it(data_dir, tmp_path, monk
     with pytest.raises(OptimizeError, match=r"pip install 'babyvision-bv\[gepa\]'"):
         gepa_adapter.search(data_dir / "meta_data.jsonl", SEED, tmp_path / "run", engines, OPTIONS)
     assert not (tmp_path / "run").exists()
+
+
+def test_bv_optimize_search_gepa_from_the_command_line(data_dir, servers, tmp_path):
+    target, optimizer, _ = servers
+    (data_dir / "seed.md").write_text(SEED.text + "\n")
+    args = (
+        f"bv optimize {data_dir / 'meta_data.jsonl'} --skill {data_dir / 'seed.md'} --out {tmp_path / 'run'}"
+        f" -m target --base-url {target.base_url} --api-key sk-test-target --optimizer-model writer"
+        f" --optimizer-base-url {optimizer.base_url} --optimizer-api-key sk-test-optimizer --mode rules"
+        f" --ratio 2:3:3 --minibatch 8 --repeats 2 --cache {tmp_path / 'cache.sqlite'} --search gepa"
+    )
+    plan = bv_inproc(args + " --max-metric-calls 300 --dry-run")
+    assert plan.returncode == 0, plan.stderr
+    # 300 rollouts, one iteration past them (8 + 8 + 36 x 2), the seed and the best on test (2 x 36 x 2)
+    assert (
+        "GEPA: a budget of 300 target rollouts" in plan.stderr
+        and "target: at most 532 requests" in plan.stderr
+    )
+    assert "optimizer: at most 49 requests" in plan.stderr and not target.finished()
+    done = bv_inproc(args + " --max-metric-calls 300")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("GEPA: ") and "test split (36 items" in done.stdout
+    assert "report.html" in done.stdout and (tmp_path / "run" / "report.html").exists()
+    loop_budget = bv_inproc(args.replace("--search gepa", "--search loop") + " --max-metric-calls 300")
+    assert loop_budget.returncode == 2 and "GEPA's budget" in loop_budget.stderr

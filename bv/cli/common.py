@@ -130,9 +130,24 @@ BATCH = click.option(
 )
 
 
-# The options of bv rollout and bv judge, shared with bv eval, which takes them all.
+class SharedOption:
+    """An option several commands take: a decorator, as click.option's; `but(...)` is the same
+    option for a command that names it or says it otherwise (bv optimize's target model)."""
+
+    def __init__(self, *decls: str, **attrs: Any) -> None:
+        self.decls, self.attrs = decls, attrs
+
+    def __call__(self, command: Any) -> Any:
+        return click.option(*self.decls, **self.attrs)(command)
+
+    def but(self, *decls: str, **changes: Any) -> SharedOption:
+        """This option with other declarations (`decls`: a parameter name, say) and attributes."""
+        return SharedOption(*self.decls, *decls, **{**self.attrs, **changes})
+
+
+# The options of bv rollout and bv judge, shared with bv eval, which takes them all, and bv optimize.
 BACKEND_NAMES = list(BACKENDS)
-BACKEND = click.option(
+BACKEND = SharedOption(
     "--backend",
     type=click.Choice(BACKEND_NAMES),
     default="openai",
@@ -142,7 +157,7 @@ BACKEND = click.option(
     help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
     " or the offline chance baseline.",
 )
-MODEL = click.option(
+MODEL = SharedOption(
     "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
 )
 REPEATS = click.option(
@@ -152,21 +167,21 @@ REPEATS = click.option(
     show_default=True,
     help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
 )
-MAX_TURNS = click.option(
+MAX_TURNS = SharedOption(
     "--max-turns",
     type=click.IntRange(1, 20),
     default=1,
     show_default=True,
     help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
 )
-MAX_TOKENS = click.option(
+MAX_TOKENS = SharedOption(
     "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
 )
-TEMPERATURE = click.option(
+TEMPERATURE = SharedOption(
     "--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]"
 )
 SEED = click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
-PARAMS = click.option(
+PARAMS = SharedOption(
     "-p",
     "--param",
     "extra_params",
@@ -184,7 +199,7 @@ EXEC_CMD = click.option(
     help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
     " {system} {system_toml} (docs/backends.md).",
 )
-JUDGE_MODE = click.option(
+JUDGE_MODE = SharedOption(
     "--mode",
     type=click.Choice(["auto", "rules", "llm"]),
     default="auto",
@@ -192,10 +207,10 @@ JUDGE_MODE = click.option(
     help="rules: rules only; llm: every item to the LLM judge (official protocol);"
     " auto: rules, then the LLM judge for what rules cannot decide.",
 )
-JUDGE_MODEL = click.option(
+JUDGE_MODEL = SharedOption(
     "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
 )
-JUDGE_BASE_URL = click.option(
+JUDGE_BASE_URL = SharedOption(
     "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
 )
 JUDGE_PARAM = click.option(
@@ -206,7 +221,7 @@ JUDGE_PARAM = click.option(
     help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
     " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
 )
-JUDGE_API_KEY = click.option("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
+JUDGE_API_KEY = SharedOption("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
 
 
 # The options of bv prompt, shared with bv eval.

@@ -11,20 +11,31 @@ import click
 
 from bv.cli.common import (
     API_KEY,
+    BACKEND,
     BASE_URLS,
     CACHE,
     JOBS,
+    JUDGE_API_KEY,
+    JUDGE_BASE_URL,
+    JUDGE_MODE,
+    JUDGE_MODEL,
+    JUDGE_PARAM,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MODEL,
     NO_CACHE,
+    PARAMS,
     PROMPTS,
     QUIET,
     RETRIES,
+    TEMPERATURE,
     TIMEOUT,
     Finite,
     cli_words,
     parse_params,
     share,
+    waits,
 )
-from bv.engine.backends import BACKENDS
 
 
 def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
@@ -50,30 +61,19 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     required=True,
     help="Run folder: skills/, history.jsonl, best.md, report.md, report.html; the same command resumes it.",
 )
-@click.option(
-    "--backend", type=click.Choice(list(BACKENDS)), default="openai", show_default=True, envvar="BV_BACKEND"
-)
-@click.option("-m", "--model", envvar="BV_MODEL", help="Target model. [env: BV_MODEL]")
+@BACKEND
+@MODEL.but(help="Target model.")
 @BASE_URLS
 @API_KEY
-@click.option(
-    "--max-turns", type=click.IntRange(1, 20), default=1, show_default=True, help="Target turns per item."
-)
-@click.option("--max-tokens", type=click.IntRange(1), help="Target's cap on completion tokens per turn.")
-@click.option(
-    "--temperature", type=Finite(min=0), help="Target's sampling temperature. [default: the server's]"
-)
-@click.option(
-    "-p", "--param", "extra_params", multiple=True, metavar="KEY=VALUE", help="Extra target request field."
-)
-@click.option(
-    "--mode", "judge_mode", type=click.Choice(["auto", "rules", "llm"]), default="auto", show_default=True
-)
-@click.option("--judge-model", envvar="BV_JUDGE_MODEL", help="LLM judge model. [env: BV_JUDGE_MODEL]")
-@click.option(
-    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", help="LLM judge endpoint. [env: BV_JUDGE_BASE_URL]"
-)
-@click.option("--judge-api-key", help="LLM judge API key. [env: BV_JUDGE_API_KEY]")
+@MAX_TURNS.but(help="Target turns per item.")
+@MAX_TOKENS.but(help="Target's cap on completion tokens per turn.")
+@TEMPERATURE.but(help="Target's sampling temperature. [default: the server's]")
+@PARAMS.but(help="Extra target request field, as bv rollout's -p.")
+@JUDGE_MODE.but("judge_mode")
+@JUDGE_MODEL
+@JUDGE_BASE_URL
+@JUDGE_API_KEY
+@JUDGE_PARAM
 @click.option(
     "--optimizer-model",
     envvar="BV_OPTIMIZER_MODEL",
@@ -162,10 +162,24 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @click.option(
     "--max-skill-chars", type=click.IntRange(1), default=16_000, show_default=True, help="Skill size cap."
 )
+@click.option(
+    "--search",
+    type=click.Choice(["loop", "gepa"]),
+    default="loop",
+    show_default=True,
+    help="loop: bv's loop and its gate; gepa: GEPA on bv's evaluator, the same split, the same test"
+    " comparison (the extra gepa; docs/optimize.md).",
+)
+@click.option(
+    "--max-metric-calls",
+    type=click.IntRange(1),
+    help="GEPA's budget in target rollouts on train and selection. [default: what the loop plans]",
+)
 @PROMPTS
 @JOBS
 @RETRIES
 @TIMEOUT
+@waits
 @CACHE
 @NO_CACHE
 @click.option(
@@ -190,6 +204,7 @@ def optimize(
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
+    judge_param_pairs: tuple[str, ...],
     optimizer_model: str | None,
     optimizer_base_url: str | None,
     optimizer_api_key: str | None,
@@ -207,10 +222,17 @@ def optimize(
     gate: str,
     repeats: int,
     max_skill_chars: int,
+    search: str,
+    max_metric_calls: int | None,
     templates: Any,
     jobs: int,
     retries: int,
     timeout: float,
+    rate_limit_patience: float,
+    connect_timeout: float,
+    first_byte_timeout: float | None,
+    read_timeout: float | None,
+    stall_notice: float,
     cache_path: Path | None,
     no_cache: bool,
     dry_run: bool,
@@ -235,7 +257,7 @@ def optimize(
     from bv.core import outcome
     from bv.engine.endpoints import BadEndpoint
     from bv.optimize.loop import OptimizeError
-    from bv.optimize.report import headline
+    from bv.optimize.report import gepa_lines, headline
 
     target_params: dict[str, Any] = {
         k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None
@@ -266,6 +288,7 @@ def optimize(
         judge_model=judge_model,
         judge_base_url=judge_base_url,
         judge_api_key=judge_api_key,
+        judge_params=parse_params(judge_param_pairs, "--judge-param"),
         ratio=ratio,
         split=split_file,
         seed=seed,
@@ -283,6 +306,13 @@ def optimize(
         jobs=jobs,
         retries=retries,
         timeout=timeout,
+        rate_limit_patience=rate_limit_patience,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
+        stall_notice=stall_notice,
+        search=search,
+        max_metric_calls=max_metric_calls,
         cache=None if no_cache else cache_path or api.DEFAULT_CACHE,
         quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
     )
@@ -296,7 +326,9 @@ def optimize(
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
-    for line in headline(result):
+    from bv.optimize.gepa_adapter import GepaResult
+
+    for line in gepa_lines(result) if isinstance(result, GepaResult) else headline(result):
         click.echo(line)
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)

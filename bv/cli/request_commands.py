@@ -49,15 +49,11 @@ from bv.core.terminal import printable
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
     """The endpoint these options and the environment name, checked before any work (bad: exit 2)."""
-    from bv.core.errors import BadConfig, Fatal
+    from functools import partial
+
     from bv.engine.endpoints import resolve
 
-    try:
-        return resolve(kind, **options)
-    except BadConfig as exc:
-        raise click.UsageError(cli_words(str(exc))) from None
-    except Fatal as exc:
-        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
+    return checked(partial(resolve, kind), options)
 
 
 @click.command()

@@ -122,6 +122,7 @@ class JudgeFields(TypedDict):
     reasoning_answer: str | None  # the answer the reasoning boxes when the content has none
     judge_version: str
     judge_templates: NotRequired[dict[str, str]]
+    judge_usage: NotRequired[dict[str, int]]  # the LLM judge's reply's token counts, when it answered
 
 
 class PromptRecord(Item, PromptFields):

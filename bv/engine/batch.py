@@ -348,6 +348,14 @@ class BatchCaller(Caller):
                 self._shown.pop(info.id, None)
                 self._show_all()
 
+    def _advise(self, error: Mapping[str, Any]) -> str:
+        """A refused parameter's hint, as online (bv.engine.params)."""
+        from bv.engine.params import advice
+
+        assert self.client is not None
+        config = self.client.config
+        return advice(error, self.backend.model, config.rule, config.role)
+
     def _show(self, info: BatchInfo) -> None:
         self._shown[info.id] = info.progress()
         self._show_all()
@@ -365,7 +373,7 @@ class BatchCaller(Caller):
             if file_id is None:
                 continue
             async for line in self.client.lines(file_id):
-                result = read_result(line, info.id)
+                result = read_result(line, info.id, self._advise)
                 if result is not None and result[0] in keys and result[0] not in found:
                     found.add(result[0])
                     self._deliver(*result)

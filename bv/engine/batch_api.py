@@ -169,7 +169,7 @@ class BatchClient:
             opened = upload.open("rb")
             data = aiohttp.FormData()
             data.add_field("purpose", "batch")
-            data.add_field("file", opened, filename=upload.name, content_type="application/jsonl")
+            data.add_field("file", opened, filename="bv-batch-input.jsonl", content_type="application/jsonl")
         elif json is not None:
             data = orjson.dumps(json)
         try:

@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -115,9 +115,13 @@ class InputFiles:
 Result = Reply | ItemFailure
 
 
-def read_result(line: bytes, batch_id: str) -> tuple[str, Result] | None:
+Advice = Callable[[Mapping[str, Any]], str]  # what to change, for a 400's error object ("" if nothing)
+
+
+def read_result(line: bytes, batch_id: str, advise: Advice | None = None) -> tuple[str, Result] | None:
     """(custom_id, the reply or the failure) of one result line; None for a line that names no
-    request (blank, not JSON, no custom_id): it can be matched to nothing."""
+    request (blank, not JSON, no custom_id): it can be matched to nothing. `advise`: the hint a
+    refused parameter gets online (bv.engine.params.advice)."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -127,10 +131,10 @@ def read_result(line: bytes, batch_id: str) -> tuple[str, Result] | None:
             return None
     if not isinstance(data, dict) or not isinstance(data.get("custom_id"), str):
         return None
-    return data["custom_id"], _result(data, batch_id)
+    return data["custom_id"], _result(data, batch_id, advise)
 
 
-def _result(data: dict[str, Any], batch_id: str) -> Result:
+def _result(data: dict[str, Any], batch_id: str, advise: Advice | None) -> Result:
     where = f"in batch {printable(clean_text(batch_id[:80]))}"
     response = data.get("response")
     error = data.get("error")
@@ -147,7 +151,9 @@ def _result(data: dict[str, Any], batch_id: str) -> Result:
             if filtered is not None:
                 return filtered
         message = error_message(raw) if raw else _error_text(error) or "no message"
-        return Refused(f"HTTP {status}: {printable(message)} ({where})")
+        refused = body.get("error") if isinstance(body, dict) else None
+        hint = advise(refused) if advise is not None and status == 400 and isinstance(refused, dict) else ""
+        return Refused(f"HTTP {status}: {printable(message)} ({where}){hint}")
     if isinstance(error, dict) or isinstance(error, str):
         return ItemFailure(f"{_error_text(error) or 'failed'} ({where})")
     return ItemFailure(f"no response in the result line ({where})")
@@ -162,13 +168,3 @@ def _error_text(error: Any) -> str:
     code, message = error.get("code"), error.get("message")
     parts = [clean_text(v[:300]) for v in (code, message) if isinstance(v, str) and v]
     return printable(": ".join(parts))
-
-
-def read_results(lines: Iterable[bytes], batch_id: str, wanted: set[str]) -> Iterator[tuple[str, Result]]:
-    """The results of the wanted requests, the first line for each; other lines are ignored."""
-    seen: set[str] = set()
-    for line in lines:
-        found = read_result(line, batch_id)
-        if found is not None and found[0] in wanted and found[0] not in seen:
-            seen.add(found[0])
-            yield found

@@ -23,6 +23,7 @@ state from a run folder, since unpickling a file runs code."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from bv.optimize.edits import MAX_REPLY_CHARS, guarded_items, quote, skill_probl
 from bv.optimize.gate import estimate, scores
 from bv.optimize.loop import _Loop
 from bv.optimize.reflect import attempt_fields
-from bv.optimize.results import OptimizeError, OptimizeOptions, add_tokens, figure, tokens_of
+from bv.optimize.results import OptimizeError, OptimizeOptions, Plan, add_tokens, figure, tokens_of
 from bv.optimize.rundir import RunFolder
 from bv.stages.prompt import Skill
 
@@ -220,6 +221,45 @@ def default_budget(options: OptimizeOptions, train: int, selection: int, steps: 
     return (min(options.batch, train) + gate) * steps + gate
 
 
+def _budget(loop: _Loop, max_metric_calls: int | None) -> int:
+    if max_metric_calls is None:
+        o = loop.options
+        return default_budget(o, len(loop.split.train), len(loop.split.selection), loop.total)
+    if max_metric_calls < 1:
+        raise OptimizeError("`max_metric_calls` (GEPA's budget) must be at least 1")
+    return max_metric_calls
+
+
+def dry_run(
+    items_path: Path,
+    seed_skill: Skill,
+    out: Path,
+    engines: runs.Engines,
+    options: OptimizeOptions,
+    *,
+    max_metric_calls: int | None = None,
+) -> Plan:
+    """A GEPA search's shape and request bound; nothing sent or written. The budget is checked
+    between iterations, so the bound adds one iteration past it (a minibatch pair and a
+    selection scoring); each iteration reflects at most once, on a minibatch of rollouts."""
+    loop = _Loop(items_path, seed_skill, RunFolder(out), engines, options, lambda line: None)
+    budget = _budget(loop, max_metric_calls)
+    rollouts = budget + 2 * options.minibatch + len(loop.split.selection) * options.repeats
+    target = rollouts + 2 * len(loop.split.test) * options.repeats
+    judged = engines.judge_mode != "rules" and engines.judge.model
+    return Plan(
+        split={p: len(loop.split.part(p)) for p in ("train", "selection", "test")},
+        steps=0,
+        steps_done=0,
+        requests={
+            "target": target * engines.max_turns,
+            "judge": target if judged else 0,
+            "optimizer": math.ceil(rollouts / options.minibatch),
+        },
+        search=f"GEPA: a budget of {budget} target rollouts on train and selection",
+    )
+
+
 def search(
     items_path: Path,
     seed_skill: Skill,
@@ -241,19 +281,13 @@ def search(
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
-    from bv.optimize.report import gepa_report
+    from bv.optimize.report import gepa_page, gepa_report
 
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
     loop.identity["search"] = {"name": "gepa", "gepa": getattr(gepa, "__version__", "unknown")}
     loop.open_folder()
-    budget = (
-        default_budget(options, len(loop.split.train), len(loop.split.selection), loop.total)
-        if max_metric_calls is None
-        else max_metric_calls
-    )
-    if budget < 1:
-        raise OptimizeError("the GEPA budget (max_metric_calls) must be at least 1")
+    budget = _budget(loop, max_metric_calls)
     say(f"split: {loop._sizes()}; GEPA with a budget of {budget} target rollouts")
     stop = _Stop()
     adapter = BvAdapter(loop, stop, say)
@@ -315,6 +349,7 @@ def search(
         search=record,
     )
     folder.write_text("report.md", gepa_report(result, loop.identity))
+    folder.write_text("report.html", gepa_page(result, loop.identity))
     loop.problems.finish()
     return result
 

@@ -62,6 +62,10 @@ def headline(result: OptimizeResult) -> list[str]:
     )
 
 
+def _n(counts: Mapping[str, int], key: str) -> str:
+    return str(counts[key]) if key in counts else "n/a"
+
+
 def _token_lines(tokens: Mapping[str, Mapping[str, int]]) -> list[str]:
     lines = [
         "| role | requests | from cache | prompt tokens | completion tokens |",
@@ -69,8 +73,31 @@ def _token_lines(tokens: Mapping[str, Mapping[str, int]]) -> list[str]:
     ]
     for role, t in tokens.items():
         lines.append(
-            f"| {role} | {t['requests']} | {t['cached']} | {t['prompt_tokens']} | {t['completion_tokens']} |"
+            f"| {role} | {_n(t, 'requests')} | {_n(t, 'cached')} | {_n(t, 'prompt_tokens')}"
+            f" | {_n(t, 'completion_tokens')} |"
         )
+    lines.append("")
+    lines.append(
+        "The judge's requests are its LLM verdicts; how many the reply cache gave is not recorded"
+        " (n/a). Cost: not known (bv has no prices for the models yet)."
+    )
+    return lines
+
+
+def _step_token_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Requests (from the cache) and prompt / completion tokens of each role, per step."""
+    lines = [
+        "| step | target | judge | optimizer |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = []
+        for role in ("target", "judge", "optimizer"):
+            t = (row.get("tokens") or {}).get(role) or {}
+            cached = f" ({t['cached']} cached)" if t.get("cached") else ""
+            tokens = f"{t.get('prompt_tokens', 0)} / {t.get('completion_tokens', 0)}"
+            cells.append(f"{t.get('requests', 0)} req{cached}, {tokens}")
+        lines.append(f"| {row.get('step', 'test')} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -130,6 +157,8 @@ def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) 
                 f"| {_cell(edit.get('content', edit.get('raw', '')), 120)} | {_cell(edit.get('why', ''))} |"
             )
     out += ["", "## Tokens by role (whole run)", "", *_token_lines(result.tokens), ""]
+    out += ["## Tokens by step (requests, prompt / completion tokens)", ""]
+    out += [*_step_token_lines([*result.history, result.test]), ""]
     out += [
         "## Run",
         "",
@@ -193,23 +222,35 @@ def _svg(history: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def page(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
-    """report.html: one file, no scripts; the Markdown report's content under the chart."""
-    body = html.escape(markdown(result, identity, split))
+def _page(title: str, head: list[str], chart: str, body: str) -> str:
+    """A report page: one file, no scripts; the headline, a chart, the Markdown report's content."""
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>bv optimize</title>"
+        f"<title>{html.escape(title)}</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}</style></head><body>"
-        "<h1>bv optimize</h1><pre>"
-        + html.escape("\n".join(headline(result)))
-        + "</pre><h2>Selection accuracy per step</h2>"
+        f"<h1>{html.escape(title)}</h1><pre>"
+        + html.escape("\n".join(head))
+        + "</pre>"
+        + chart
+        + "<h2>Report</h2><pre>"
+        + html.escape(body)
+        + "</pre></body></html>\n"
+    )
+
+
+def page(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
+    """report.html: the selection score per step as inline SVG, under the headline."""
+    chart = (
+        "<h2>Selection accuracy per step</h2>"
         + _svg(result.history)
         + "<p>line: the current skill with its 95% interval;"
         " dots: candidates (green accepted, red rejected)</p>"
-        + "<h2>Report</h2><pre>"
-        + body
-        + "</pre></body></html>\n"
     )
+    return _page("bv optimize", headline(result), chart, markdown(result, identity, split))
+
+
+def gepa_page(result: GepaResult, identity: Mapping[str, Any]) -> str:
+    return _page("bv optimize --search gepa", gepa_lines(result), "", gepa_report(result, identity))
 
 
 def write_reports(

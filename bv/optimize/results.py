@@ -68,12 +68,13 @@ class Plan:
     steps: int
     steps_done: int
     requests: dict[str, int]
+    search: str | None = None  # a GEPA search's budget, said instead of the steps
 
     def lines(self) -> list[str]:
         s = self.split
         out = [
             f"split: {s['train']} train, {s['selection']} selection, {s['test']} test items",
-            f"steps: {self.steps} ({self.steps_done} already finished in this run folder)",
+            self.search or f"steps: {self.steps} ({self.steps_done} already finished in this run folder)",
         ]
         out += [
             f"{role}: at most {n} requests (fewer where the reply cache has them)"
@@ -111,8 +112,9 @@ def accuracy_of(rows: Sequence[JudgedRow]) -> float | None:
 def tokens_of(
     target_rows: Sequence[Mapping[str, Any]], optimizer_rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Requests, cache hits and tokens by role. The judge's are its LLM verdicts (bv judge rows
-    record no judge tokens yet: counted as 0)."""
+    """Requests, cache hits and tokens by role. The judge's are its LLM verdicts and their
+    tokens (`judge_usage`); how many of them the cache gave is not in a judged row (a re-judge
+    writes the same rows), so the judge has no `cached` count."""
 
     def total(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         out = {"requests": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0}
@@ -121,20 +123,30 @@ def tokens_of(
                 out[key] += value
         return out
 
-    llm = sum(1 for r in target_rows if r.get("decided_by") == "llm")
+    judged = [r for r in target_rows if r.get("decided_by") == "llm" or r.get("judge_usage")]
     return {
         "target": total(target_rows),
-        "judge": {"requests": llm, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        "judge": {
+            "requests": len(judged),
+            "prompt_tokens": sum(_count(r, "prompt_tokens") for r in judged),
+            "completion_tokens": sum(_count(r, "completion_tokens") for r in judged),
+        },
         "optimizer": total(optimizer_rows),
     }
 
 
+def _count(row: Mapping[str, Any], key: str) -> int:
+    value = (row.get("judge_usage") or {}).get(key, 0)
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
 def add_tokens(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    out = {role: {"requests": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0} for role in ROLES}
+    """The rows' `tokens` summed by role (a count no row of a role has stays absent)."""
+    out: dict[str, dict[str, int]] = {role: {} for role in ROLES}
     for row in rows:
         for role, counts in (row.get("tokens") or {}).items():
             for key, value in counts.items():
-                out[role][key] += value
+                out[role][key] = out[role].get(key, 0) + value
     return out
 
 

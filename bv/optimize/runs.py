@@ -35,6 +35,9 @@ class Model:
         return {"model": self.model, "backend": self.backend, "params": dict(self.params)}
 
 
+WAITS = ("rate_limit_patience", "connect_timeout", "first_byte_timeout", "read_timeout", "stall_notice")
+
+
 @dataclass(frozen=True)
 class Engines:
     """How the loop reaches its three models, and how requests are sent."""
@@ -51,6 +54,9 @@ class Engines:
     timeout_s: float = 600.0
     cache_path: Path | None = None
     quiet: bool = True
+    # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take
+    # them); absent: their defaults
+    waits: Mapping[str, Any] = field(default_factory=dict)
 
     def run(self) -> dict[str, Any]:
         """How every stage of the loop runs: the settings its rollout and judge configs share."""
@@ -60,6 +66,7 @@ class Engines:
             "timeout": self.timeout_s,
             "cache": self.cache_path,
             "quiet": self.quiet,
+            **self.waits,
         }
 
 

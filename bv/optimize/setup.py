@@ -15,7 +15,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
     from bv.core import environment
     from bv.core.templates import Templates
     from bv.optimize.loop import OptimizeOptions
-    from bv.optimize.runs import Engines, Model
+    from bv.optimize.runs import WAITS, Engines, Model
     from bv.stages.prompt import Skill
 
     o = options
@@ -37,7 +37,13 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
             dict(o["optimizer_params"] or {}),
         ),
         judge_mode=o["judge_mode"],
-        judge=Model(o["judge_model"], "openai", urls(o["judge_base_url"]), o["judge_api_key"]),
+        judge=Model(
+            o["judge_model"],
+            "openai",
+            urls(o["judge_base_url"]),
+            o["judge_api_key"],
+            dict(o["judge_params"] or {}),
+        ),
         max_turns=o["max_turns"],
         templates=templates or Templates(),
         jobs=o["jobs"],
@@ -45,6 +51,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
         timeout_s=o["timeout"],
         cache_path=cache_path,
         quiet=o["quiet"],
+        waits={name: o[name] for name in WAITS},
     )
     split = o["split"]
     loop_options = OptimizeOptions(

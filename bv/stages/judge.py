@@ -91,6 +91,10 @@ def parse_verdict(reply: str) -> int | None:
     return None
 
 
+# What the LLM judge said of a row: hard, raw reply, error, and its reply's usage when it replied.
+LLMVerdict = tuple[int | None, str | None, str | None, dict[str, int] | None]
+
+
 @dataclass
 class LLMJudge:
     caller: Caller
@@ -103,14 +107,14 @@ class LLMJudge:
     def model(self) -> str:
         return self.caller.backend.model
 
-    async def verdict(
-        self, record: RolloutRow, extracted: str | None
-    ) -> tuple[int | None, str | None, str | None]:
-        """(hard, raw reply, error) from the LLM judge. When the judge endpoint turns out unusable,
-        the error is said once and every later row goes out at once as a judge error: the judge
-        stage still writes every row, and exits 1."""
+    async def verdict(self, record: RolloutRow, extracted: str | None) -> LLMVerdict:
+        """(hard, raw reply, error, usage) from the LLM judge; usage is the reply's token counts,
+        None without a reply (a cached reply has the usage it was paid with, so a re-judge writes
+        the same rows). When the judge endpoint turns out unusable, the error is said once and
+        every later row goes out at once as a judge error: the judge stage still writes every
+        row, and exits 1."""
         if self.unusable is not None:
-            return None, None, f"LLM judge unusable: {self.unusable}"
+            return None, None, f"LLM judge unusable: {self.unusable}", None
         try:
             reply, _ = await self.caller.call(
                 judge_messages(record, extracted, self.templates),
@@ -118,16 +122,17 @@ class LLMJudge:
                 keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
             )
         except ItemFailure as exc:
-            return None, None, f"judge request failed: {exc}"
+            return None, None, f"judge request failed: {exc}", None
         except Interrupted:  # Ctrl-C: the row still goes out, as a judge error to re-judge later
-            return None, None, "interrupted before the LLM judge answered; run bv judge again"
+            return None, None, "interrupted before the LLM judge answered; run bv judge again", None
         except Fatal as exc:
             if self.unusable is None:
                 self.unusable = redaction.redact(str(exc))
                 say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
-            return None, None, f"LLM judge unusable: {self.unusable}"
+            return None, None, f"LLM judge unusable: {self.unusable}", None
         hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
-        return hard, reply.content, None if hard is not None else "judge reply is neither True nor False"
+        error = None if hard is not None else "judge reply is neither True nor False"
+        return hard, reply.content, error, dict(reply.usage)
 
 
 async def judge_one(
@@ -146,7 +151,7 @@ async def judge_one(
     row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
-        hard, reply, error = await llm.verdict(row, extracted)
+        hard, reply, error, usage = await llm.verdict(row, extracted)
         fields: JudgeFields = {
             "extracted": extracted,
             "judge_version": version,
@@ -160,6 +165,8 @@ async def judge_one(
             "undecided": False,
             "judge_reason": f"LLM judge; rules said: {verdict.reason}",
         }
+        if usage is not None:
+            fields["judge_usage"] = usage
         return _judged(row, fields, templates)
     return _judged(row, _by_rules(extracted, verdict, version, in_reasoning), templates)
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadConfig
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
-from bv.engine.endpoints import CONNECT_TIMEOUT_S, Endpoint
-from bv.engine.retry import RATE_LIMIT_PATIENCE_S
+from bv.engine.endpoints import Endpoint
+from bv.stages.request_settings import RequestSettings
 
 MODES = ("auto", "rules", "llm")
 
 
 @dataclass(frozen=True)
-class JudgeConfig:
+class JudgeConfig(RequestSettings):
     """Everything a judge run works with, checked when made: BadConfig for settings that cannot
     work (an unknown mode, `llm` without a judge model), Fatal for an LLM judge endpoint that
     cannot (resolved here, once, from the settings and the environment: bv.engine.endpoints).
@@ -31,17 +30,6 @@ class JudgeConfig:
     judge_api_key: str | None = field(default=None, repr=False)
     judge_params: Mapping[str, Any] = field(default_factory=dict)  # judge request fields, sent as written
     templates: Templates = BV_TEMPLATES
-    jobs: int = 8
-    retries: int = 5
-    timeout: float = 600.0  # seconds per try of a request, all told
-    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
-    connect_timeout: float = CONNECT_TIMEOUT_S
-    first_byte_timeout: float | None = None  # None: `timeout`
-    read_timeout: float | None = None  # None: `timeout`
-    stall_notice: float = 30.0  # no reply for this long: the progress line says so
-    cache: Path | None = None  # the reply cache; None: none
-    quiet: bool = False
-    batch: bool = False  # the LLM judge's requests as batch jobs (bv.engine.batch)
     endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
 
     def __post_init__(self) -> None:
@@ -56,11 +44,7 @@ class JudgeConfig:
             self.judge_model,
             self.judge_base_url,
             self.judge_api_key,
-            self.timeout,
-            self.jobs,
-            connect_timeout=self.connect_timeout,
-            first_byte_timeout=self.first_byte_timeout,
-            read_timeout=self.read_timeout,
+            **self.endpoint_waits(),
         )
         if endpoint is None and self.mode == "llm":
             raise BadConfig(
@@ -77,16 +61,7 @@ class JudgeConfig:
     @property
     def settings(self) -> RunSettings:
         """How the engine runs the stage: always in input order."""
-        return RunSettings(
-            jobs=self.jobs,
-            retries=self.retries,
-            timeout_s=self.timeout,
-            rate_limit_patience_s=self.rate_limit_patience,
-            stall_notice_s=self.stall_notice,
-            cache_path=self.cache,
-            quiet=self.quiet,
-            ordered=True,
-        )
+        return self.run_settings(ordered=True)
 
     @property
     def no_judge_notice(self) -> str | None:

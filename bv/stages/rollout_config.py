@@ -15,9 +15,8 @@ from bv.core.records import PromptRecord
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
-from bv.engine.endpoints import CONNECT_TIMEOUT_S
-from bv.engine.retry import RATE_LIMIT_PATIENCE_S
 from bv.stages.prompt import refine_text
+from bv.stages.request_settings import RequestSettings
 
 # The settings of a rollout that only some backends use; giving one to another backend is refused
 # (never dropped in silence). Every other setting means the same for every backend: the request
@@ -35,14 +34,15 @@ NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
 
 
 @dataclass(frozen=True)
-class RolloutConfig:
+class RolloutConfig(RequestSettings):
     """Everything a rollout runs with, checked when made: BadConfig for settings that cannot work
     (a setting the backend does not use, a parameter given twice), Fatal for an endpoint that
     cannot (resolved here, once, from the settings and the environment: bv.engine.endpoints).
 
     `seed` is the request's sampling seed and the chance backend's guess seed alike; `params`
     holds further request body fields, `extra_body` fields sent as given (the CLI's `-p`).
-    `request_params` is what every request carries and every row records."""
+    `request_params` is what every request carries and every row records. How its requests are
+    sent (concurrency, retries, the waits, the cache) is bv.stages.request_settings'."""
 
     backend: str = "openai"
     model: str | None = None
@@ -60,19 +60,8 @@ class RolloutConfig:
     shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
     artifacts: Path | None = None  # each row's prompts and conversation under DIR/<run>/<id>/
     templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
-    jobs: int = 8
-    retries: int = 5
-    timeout: float = 600.0  # seconds per try of a request, all told
-    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
-    connect_timeout: float = CONNECT_TIMEOUT_S
-    first_byte_timeout: float | None = None  # None: `timeout`
-    read_timeout: float | None = None  # None: `timeout`
-    stall_notice: float = 30.0  # no reply for this long: the progress line says so
-    cache: Path | None = None  # the reply cache; None: none
     ordered: bool = False  # rows in input order (bv.api always asks for it)
-    quiet: bool = False
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
-    batch: bool = False  # requests as batch jobs (bv.engine.batch)
     request_params: dict[str, Any] = field(init=False, repr=False)
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
@@ -129,11 +118,7 @@ class RolloutConfig:
                 model=self.model,
                 base_urls=self.base_url,
                 api_key=self.api_key,
-                timeout=self.timeout,
-                jobs=self.jobs,
-                connect_timeout=self.connect_timeout,
-                first_byte_timeout=self.first_byte_timeout,
-                read_timeout=self.read_timeout,
+                **self.endpoint_waits(),
             )
             return {"endpoint": endpoint}
         if self.backend == "exec":
@@ -152,16 +137,7 @@ class RolloutConfig:
     @property
     def settings(self) -> RunSettings:
         """How the engine runs the stage."""
-        return RunSettings(
-            jobs=self.jobs,
-            retries=self.retries,
-            timeout_s=self.timeout,
-            rate_limit_patience_s=self.rate_limit_patience,
-            stall_notice_s=self.stall_notice,
-            cache_path=self.cache,
-            quiet=self.quiet,
-            ordered=self.ordered,
-        )
+        return self.run_settings(ordered=self.ordered)
 
     @property
     def recorded_templates(self) -> dict[str, str]:
