@@ -21,6 +21,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakeopenai import FakeOpenAI, Reply
+from hypothesis import HealthCheck, settings
+
+# Several suites on two cores (or make test's workers) can slow the making of an example past
+# Hypothesis's health check: that says nothing about bv, so it fails no test. Test-level settings
+# made after this (all of them) inherit it.
+settings.register_profile("bv", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("bv")
 
 BIN = Path(sys.executable).parent
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -20,7 +20,7 @@ def test_bar_on_a_terminal(sample_dir, server, tmp_path):
         stdout_terminal=False,
     )
     rows = jsonl(out.decode())
-    assert status == 0 and len(rows) == 12
+    assert status == 0 and len(rows) == 12, text  # what the terminal showed says why not
     assert "bv rollout" in text and "/12" in text and "req/s" in text  # the bar: done/total, rate
     assert "━" in text or "╸" in text
     assert "12 rows, 0 errors" in text  # and the summary line at the end
