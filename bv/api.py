@@ -397,6 +397,7 @@ def optimize(
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
     stall_notice: float = 30.0,
+    prices: str | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
     search: str = "loop",
@@ -409,8 +410,10 @@ def optimize(
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
     step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
-    request of the run. `search="gepa"` searches with GEPA on bv's evaluator instead (the extra
-    `gepa`; `max_metric_calls`: its budget in target rollouts) and returns a
+    request of the run; `prices` (a price file or "genai-prices", as `bv.api.rollout`'s) prices
+    every role's replies, and the history and report give their cost. `search="gepa"` searches
+    with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
+    target rollouts) and returns a
     `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
     settings or a run folder of another run, and what `rollout` and `judge` raise
     (docs/optimize.md)."""

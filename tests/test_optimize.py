@@ -147,6 +147,10 @@ def test_an_llm_judge_s_tokens_are_counted_per_step_and_its_options_pass_through
             " --judge-param reasoning_effort=minimal --connect-timeout 5 --rate-limit-patience 60"
             " --stall-notice 20"
         )
+        rates = {"target": (1.0, 2.0), "writer": (3.0, 4.0), "j": (5.0, 6.0)}  # USD per million
+        prices = tmp_path / "prices.json"
+        prices.write_text(json.dumps({m: {"input": i, "output": o} for m, (i, o) in rates.items()}))
+        extra += f" --prices {prices}"
         done = bv_inproc("bv " + command(data_dir, models, out, extra).replace("--mode rules", "--mode llm"))
         assert done.returncode == 0, done.stderr
         rows = history(out)
@@ -154,6 +158,14 @@ def test_an_llm_judge_s_tokens_are_counted_per_step_and_its_options_pass_through
             judged = row["tokens"]["judge"]
             assert judged["requests"] > 0 and judged["prompt_tokens"] == 300 * judged["requests"]
             assert judged["completion_tokens"] == 2 * judged["requests"] and "cached" not in judged
+            # each role's cost: its tokens at its model's rates, computed here apart from bv's prices
+            for role, model in (("target", "target"), ("judge", "j"), ("optimizer", "writer")):
+                t = row["tokens"][role]
+                if not t["requests"]:
+                    continue
+                rate_in, rate_out = rates[model]
+                expected = (t["prompt_tokens"] * rate_in + t["completion_tokens"] * rate_out) / 1e6
+                assert t["cost_usd"] == pytest.approx(expected) and t["cost_unknown"] == 0, role
         assert rows[1]["tokens"]["judge"]["requests"] == 8 + (36 * 2 if rows[1]["gate"] else 0)
         test = json.loads((out / "test.json").read_text())
         # every judged row's verdict, once: those of identical requests (an item's repeats) the cache gave
@@ -163,7 +175,17 @@ def test_an_llm_judge_s_tokens_are_counted_per_step_and_its_options_pass_through
         assert verdicts == 72 + 8 + 72 and len(judge.finished()) <= verdicts
         assert all(seen.body["reasoning_effort"] == "minimal" for seen in judge.finished())
         report = (out / "report.md").read_text()
-        assert "## Tokens by step" in report and "Cost: not known" in report
+        assert (
+            "## Tokens by step" in report
+            and "| cost |" in report
+            and "n/a when the run was not priced" in report
+        )
+        judge_cost = sum(row["tokens"]["judge"]["cost_usd"] for row in [*rows, test])
+        assert (
+            judge_cost > 0
+            and f"| judge | {verdicts} | n/a | " in report
+            and f"${judge_cost:,.4f} |" in report
+        )
         assert "| judge | " in report and " n/a " in report  # its cache hits are not recorded
         bad = bv_inproc("bv " + command(data_dir, models, tmp_path / "other", "--connect-timeout 0"))
         assert bad.returncode == 2 and "--connect-timeout" in bad.stderr

@@ -25,6 +25,7 @@ from bv.cli.common import (
     MODEL,
     NO_CACHE,
     PARAMS,
+    PRICES,
     PROMPTS,
     QUIET,
     RETRIES,
@@ -180,6 +181,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @RETRIES
 @TIMEOUT
 @waits
+@PRICES
 @CACHE
 @NO_CACHE
 @click.option(
@@ -233,6 +235,7 @@ def optimize(
     first_byte_timeout: float | None,
     read_timeout: float | None,
     stall_notice: float,
+    prices: str | None,
     cache_path: Path | None,
     no_cache: bool,
     dry_run: bool,
@@ -311,6 +314,7 @@ def optimize(
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
         stall_notice=stall_notice,
+        prices=prices,
         search=search,
         max_metric_calls=max_metric_calls,
         cache=None if no_cache else cache_path or api.DEFAULT_CACHE,

@@ -205,7 +205,7 @@ class GepaResult:
     budget: int
     selection: dict[str, Any]
     test: dict[str, Any]
-    tokens: dict[str, dict[str, int]]
+    tokens: dict[str, dict[str, float]]
     search: dict[str, Any] = field(repr=False)
 
     @property

@@ -62,24 +62,33 @@ def headline(result: OptimizeResult) -> list[str]:
     )
 
 
-def _n(counts: Mapping[str, int], key: str) -> str:
+def _n(counts: Mapping[str, float], key: str) -> str:
     return str(counts[key]) if key in counts else "n/a"
 
 
-def _token_lines(tokens: Mapping[str, Mapping[str, int]]) -> list[str]:
+def cost_cell(counts: Mapping[str, float]) -> str:
+    """A role's cost: USD, with how many of its priced rows had no known price; n/a unpriced."""
+    if "cost_usd" not in counts:
+        return "n/a"
+    unknown = int(counts.get("cost_unknown", 0))
+    return f"${counts['cost_usd']:,.4f}" + (f" (+{unknown} rows unknown)" if unknown else "")
+
+
+def _token_lines(tokens: Mapping[str, Mapping[str, float]]) -> list[str]:
     lines = [
-        "| role | requests | from cache | prompt tokens | completion tokens |",
-        "|---|---:|---:|---:|---:|",
+        "| role | requests | from cache | prompt tokens | completion tokens | cost |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for role, t in tokens.items():
         lines.append(
             f"| {role} | {_n(t, 'requests')} | {_n(t, 'cached')} | {_n(t, 'prompt_tokens')}"
-            f" | {_n(t, 'completion_tokens')} |"
+            f" | {_n(t, 'completion_tokens')} | {cost_cell(t)} |"
         )
     lines.append("")
     lines.append(
         "The judge's requests are its LLM verdicts; how many the reply cache gave is not recorded"
-        " (n/a). Cost: not known (bv has no prices for the models yet)."
+        " (n/a). Cost: what each role's replies cost, those the cache gave included (as their"
+        " tokens are), at the run's prices; n/a when the run was not priced."
     )
     return lines
 
@@ -96,7 +105,8 @@ def _step_token_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             t = (row.get("tokens") or {}).get(role) or {}
             cached = f" ({t['cached']} cached)" if t.get("cached") else ""
             tokens = f"{t.get('prompt_tokens', 0)} / {t.get('completion_tokens', 0)}"
-            cells.append(f"{t.get('requests', 0)} req{cached}, {tokens}")
+            cost = f", {cost_cell(t)}" if "cost_usd" in t else ""
+            cells.append(f"{t.get('requests', 0)} req{cached}, {tokens}{cost}")
         lines.append(f"| {row.get('step', 'test')} | " + " | ".join(cells) + " |")
     return lines
 

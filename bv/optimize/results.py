@@ -3,6 +3,7 @@ by role and the progress lines; bv.api and bv/cli build and read these."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ class OptimizeResult:
     best_step: int
     selection: dict[str, Any]  # the best skill's selection score (accuracy, ci95, n_items)
     test: dict[str, Any]  # {"seed": estimate, "best": estimate, "comparison": paired figures}
-    tokens: dict[str, dict[str, int]]  # by role, over the whole run
+    tokens: dict[str, dict[str, float]]  # by role, over the whole run
     history: list[dict[str, Any]] = field(repr=False)
 
     @property
@@ -125,14 +126,25 @@ def tokens_of(
 
     judged = [r for r in target_rows if r.get("decided_by") == "llm" or r.get("judge_usage")]
     return {
-        "target": total(target_rows),
+        "target": {**total(target_rows), **cost_of(target_rows, "cost_usd", "price_source")},
         "judge": {
             "requests": len(judged),
             "prompt_tokens": sum(_count(r, "prompt_tokens") for r in judged),
             "completion_tokens": sum(_count(r, "completion_tokens") for r in judged),
+            **cost_of(judged, "judge_cost_usd", "judge_price_source"),
         },
-        "optimizer": total(optimizer_rows),
+        "optimizer": {**total(optimizer_rows), **cost_of(optimizer_rows, "cost_usd", "price_source")},
     }
+
+
+def cost_of(rows: Sequence[Mapping[str, Any]], cost: str, source: str) -> dict[str, float]:
+    """What the rows' replies cost in USD, cached ones too as their tokens are counted, and how
+    many priced rows have no known cost; nothing when no row was priced (no `prices`)."""
+    priced = [r for r in rows if r.get(source) is not None]
+    if not priced:
+        return {}
+    known = [r[cost] for r in priced if isinstance(r.get(cost), (int, float))]
+    return {"cost_usd": round(math.fsum(known), 9), "cost_unknown": len(priced) - len(known)}
 
 
 def _count(row: Mapping[str, Any], key: str) -> int:
@@ -140,13 +152,17 @@ def _count(row: Mapping[str, Any], key: str) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def add_tokens(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """The rows' `tokens` summed by role (a count no row of a role has stays absent)."""
-    out: dict[str, dict[str, int]] = {role: {} for role in ROLES}
+def add_tokens(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """The rows' `tokens` summed by role (a count no row of a role has stays absent; a cost in
+    USD rounded as each step's is)."""
+    out: dict[str, dict[str, float]] = {role: {} for role in ROLES}
     for row in rows:
         for role, counts in (row.get("tokens") or {}).items():
             for key, value in counts.items():
                 out[role][key] = out[role].get(key, 0) + value
+    for counts in out.values():
+        if "cost_usd" in counts:
+            counts["cost_usd"] = round(counts["cost_usd"], 9)
     return out
 
 

@@ -57,6 +57,7 @@ class Engines:
     # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take
     # them); absent: their defaults
     waits: Mapping[str, Any] = field(default_factory=dict)
+    prices: str | None = None  # every role's replies priced (bv.engine.prices); None: not priced
 
     def run(self) -> dict[str, Any]:
         """How every stage of the loop runs: the settings its rollout and judge configs share."""
@@ -66,6 +67,7 @@ class Engines:
             "timeout": self.timeout_s,
             "cache": self.cache_path,
             "quiet": self.quiet,
+            "prices": self.prices,
             **self.waits,
         }
 

@@ -52,6 +52,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
         cache_path=cache_path,
         quiet=o["quiet"],
         waits={name: o[name] for name in WAITS},
+        prices=o["prices"],
     )
     split = o["split"]
     loop_options = OptimizeOptions(
