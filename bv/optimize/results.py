@@ -3,7 +3,6 @@ by role and the progress lines; bv.api and bv/cli build and read these."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
 from bv.optimize.gate import GATES
 from bv.optimize.reflect import count_fields
 from bv.optimize.split import DEFAULT_RATIO
+from bv.reporting.costs import COST_UNITS, is_usd, usd
 from bv.stages.prompt import Skill
 
 ROLES = ("target", "judge", "optimizer")
@@ -143,8 +143,8 @@ def cost_of(rows: Sequence[Mapping[str, Any]], cost: str, source: str) -> dict[s
     priced = [r for r in rows if r.get(source) is not None]
     if not priced:
         return {}
-    known = [r[cost] for r in priced if isinstance(r.get(cost), (int, float))]
-    return {"cost_usd": round(math.fsum(known), 9), "cost_unknown": len(priced) - len(known)}
+    known = [round(r[cost] * COST_UNITS) for r in priced if is_usd(r.get(cost))]
+    return {"cost_usd": usd(sum(known)), "cost_unknown": len(priced) - len(known)}
 
 
 def _count(row: Mapping[str, Any], key: str) -> int:
@@ -153,16 +153,17 @@ def _count(row: Mapping[str, Any], key: str) -> int:
 
 
 def add_tokens(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """The rows' `tokens` summed by role (a count no row of a role has stays absent; a cost in
-    USD rounded as each step's is)."""
+    """The rows' `tokens` summed by role (a count no row of a role has stays absent; a cost
+    summed in bv.reporting.costs' whole units, as each step's is)."""
     out: dict[str, dict[str, float]] = {role: {} for role in ROLES}
     for row in rows:
         for role, counts in (row.get("tokens") or {}).items():
             for key, value in counts.items():
-                out[role][key] = out[role].get(key, 0) + value
+                step = round(value * COST_UNITS) if key == "cost_usd" else value
+                out[role][key] = out[role].get(key, 0) + step
     for counts in out.values():
         if "cost_usd" in counts:
-            counts["cost_usd"] = round(counts["cost_usd"], 9)
+            counts["cost_usd"] = usd(int(counts["cost_usd"]))
     return out
 
 

@@ -14,7 +14,8 @@ COST_UNITS = 10**8  # costs are summed in hundred-millionths of a dollar (rows r
 MAX_ROW_USD = 1e6  # a row's cost outside [0, this) is not a cost: the row counts as unknown
 
 
-def _usd(value: Any) -> bool:
+def is_usd(value: Any) -> bool:
+    """A recorded cost bv can add: a number in [0, MAX_ROW_USD), not a bool, NaN or infinity."""
     return (value.__class__ is float or value.__class__ is int) and 0 <= value < MAX_ROW_USD
 
 
@@ -22,11 +23,11 @@ def row_cost_units(get: Callable[[str], Any]) -> int | None:
     """A row's cost in COST_UNITS (`get` is row.get), None when it is not known: no cost recorded
     (a row made without prices), a reply of unknown price, or an LLM judge's of unknown price."""
     cost = get("cost_usd")
-    if not _usd(cost):
+    if not is_usd(cost):
         return None
     units = round(cost * COST_UNITS)
     judge = get("judge_cost_usd")
-    if _usd(judge):
+    if is_usd(judge):
         units += round(judge * COST_UNITS)
     elif get("judge_price_source") is not None:  # an LLM judge was priced, and its price is unknown
         return None
