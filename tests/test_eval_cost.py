@@ -14,7 +14,11 @@ from fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
 from test_batch import comparable
 
 # USD per million tokens; every reply of the loopback server has 1,000 prompt and 500 completion tokens.
-RATES = {"m": {"input": 1.0, "output": 2.0}, "judge-m": {"input": 3.0, "output": 4.0}}
+# A batch reply costs half (the price file's `batch` fraction).
+RATES = {
+    "m": {"input": 1.0, "output": 2.0, "batch": 0.5},
+    "judge-m": {"input": 3.0, "output": 4.0, "batch": 0.5},
+}
 ROLLOUT_REPLY = (1000 * 1.0 + 500 * 2.0) / 1e6  # $0.002
 JUDGE_REPLY = (1000 * 3.0 + 500 * 4.0) / 1e6  # $0.005
 ITEMS = 12  # the sample set's
@@ -44,6 +48,11 @@ def command(sample_dir, url, out, *more: str) -> str:
         f" --judge-model judge-m --judge-base-url {url} --cache {out.parent}/cache.sqlite -o {out}"
         " --retries 0 " + " ".join(more)
     )
+
+
+def online_like(row: dict) -> dict:
+    """A row as an online run would write it: without what differs between runs, nor the batch flags."""
+    return {k: v for k, v in comparable(row).items() if k != "judge_batch"}
 
 
 def judge_requests(server) -> list:
@@ -127,7 +136,8 @@ def test_batch_sends_the_rollout_and_the_llm_judge_as_batches(sample_dir, batche
     rows = {
         name: jsonl((tmp_path / name / "run" / "results.jsonl").read_text()) for name in ("online", "batch")
     }
-    assert [comparable(r) for r in rows["batch"]] == [comparable(r) for r in rows["online"]]
+    assert [online_like(r) for r in rows["batch"]] == [online_like(r) for r in rows["online"]]
+    assert all(r["judge_batch"] is True for r in rows["batch"])
     rules = bv_inproc(
         command(sample_dir, batches.base_url, tmp_path / "rules" / "run", "--batch --mode rules")
     )

@@ -332,8 +332,12 @@ def test_eval_options_and_keywords_record_the_same_run_and_rows(sample_dir, batc
     rows = [jsonl((out / "results.jsonl").read_text()) for out in (cli_out, api_out)]
     assert [comparable(r) for r in rows[0]] == [comparable(r) for r in rows[1]]
     assert all(len(r["turns"]) == 2 and r["hard"] == 1 for r in rows[1])
-    assert all(r["cost_usd"] == pytest.approx(2 * ROLLOUT_REPLY) for r in rows[1])  # two turns each
-    assert all(r["judge_cost_usd"] == pytest.approx(JUDGE_REPLY) for r in rows[1])
+    # at batch rates (half): two turns each, and the judge's reply
+    assert all(r["cost_usd"] == pytest.approx(2 * ROLLOUT_REPLY / 2) for r in rows[1])
+    assert all(r["judge_cost_usd"] == pytest.approx(JUDGE_REPLY / 2) for r in rows[1])
+    assert result.spent_usd == pytest.approx(
+        8 * 2 * ROLLOUT_REPLY / 2 + 4 * JUDGE_REPLY / 2
+    )  # 4 judge requests
 
 
 def test_eval_s_cost_limit_stops_both_faces_alike(sample_dir, server, prices, tmp_path):
