@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -45,7 +45,6 @@ __all__ = [
 # replaced templates, and who judged. `prompts` is the replaced templates of every stage.
 BY_FIELDS = ("model", "skill", "style", "prompts", "judge_version")
 _TEMPLATE_FIELDS = ("templates", "rollout_templates", "judge_templates")
-_MADE_BY_FIELDS = ("model", "skill", "style", "judge_version", *_TEMPLATE_FIELDS)
 _PLURALS = {
     "model": "models",
     "skill": "skills",
@@ -54,6 +53,21 @@ _PLURALS = {
     "judge_version": "judge versions",
 }
 _SHOWN_DUPLICATES = 5
+
+
+def made_by_of(get: Callable[[str], Any]) -> tuple[Any, ...]:
+    """How a row was made, as far as pooling goes: its model, skill, style, judge version and
+    replaced templates (_TEMPLATE_FIELDS), in one tuple made without a loop (`get` is row.get;
+    this runs for every row)."""
+    return (
+        get("model"),
+        get("skill"),
+        get("style"),
+        get("judge_version"),
+        get("templates"),
+        get("rollout_templates"),
+        get("judge_templates"),
+    )
 
 
 def by_value(row: Mapping[str, Any], name: str) -> str:
@@ -162,7 +176,7 @@ def _read_input(
                 label = "/".join(value)
                 name = (f"{source.name}:{label}" if source.several else label) if by else source.name
                 column = columns[value] = Column(name)
-            made_by = tuple(row.get(name) for name in _MADE_BY_FIELDS)
+            made_by = made_by_of(row.get)
             if made_by != column.made_by:  # a first row, or another model, skill, prompt or judge
                 column.made_by = made_by
                 for name in BY_FIELDS:
