@@ -35,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,9 +75,14 @@ class Run:
 
 
 def timed(args: list[str], stdout: Path | None = None) -> Run:
-    """One process, spawn to exit: its wall time, and its CPU time and peak RSS from os.wait4."""
+    """One process, spawn to exit: its wall time, and its CPU time and peak RSS from os.wait4.
+    What it says on stderr (bv export names every file it wrote) is shown only if it fails."""
     started = time.perf_counter()
-    with open(os.devnull, "rb") as inp, open(stdout or os.devnull, "wb") as out:
+    with (
+        open(os.devnull, "rb") as inp,
+        open(stdout or os.devnull, "wb") as out,
+        tempfile.TemporaryFile() as err,
+    ):
         pid = os.posix_spawn(
             args[0],
             args,
@@ -84,13 +90,16 @@ def timed(args: list[str], stdout: Path | None = None) -> Run:
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, inp.fileno(), 0),
                 (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
             ],
         )
         _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(f"{' '.join(args)} exited {code}")
+        wall = time.perf_counter() - started
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            sys.stderr.write(err.read().decode("utf-8", "replace")[-4000:])
+            sys.exit(f"{' '.join(args)} exited {code}")
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
@@ -195,12 +204,9 @@ def settled(case: Case, prior: float | None) -> bool:
         rss = max(r.rss for r in case.runs)
         return abs(rss - RSS_TARGET_MB) > 0.1 * RSS_TARGET_MB
     low, high = min(case.ratios), max(case.ratios)
-    if len(case.ratios) == 1:
-        if prior is None:
-            return False
-        width = max(prior, MIN_SPREAD)
-    else:
-        width = max(high - low, prior or 0.0)
+    if len(case.ratios) == 1 and prior is None:
+        return False
+    width = max(high - low, prior or 0.0, MIN_SPREAD)
     return high + width < target or low - width > target
 
 

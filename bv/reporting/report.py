@@ -130,7 +130,7 @@ class Input:
             return
         from bv.core.jsonl import Problems, read_records
 
-        # fast: parsed by orjson; _judged_key refuses a number beyond ±2^63 in `run` (docs/formats.md)
+        # fast: parsed by orjson where it reads as json does (bv.core.jsonl)
         if first:
             yield from read_records([self.path], problems, _as_is, fast=True)
             return
