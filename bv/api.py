@@ -399,6 +399,7 @@ def optimize(
     read_timeout: float | None = None,
     stall_notice: float = 30.0,
     prices: str | None = None,
+    max_cost: float | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
     search: str = "loop",
@@ -412,7 +413,10 @@ def optimize(
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
     step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
     request of the run; `prices` (a price file or "genai-prices", as `bv.api.rollout`'s) prices
-    every role's replies, and the history and report give their cost. `search="gepa"` searches
+    every role's replies, and the history and report give their cost; `max_cost` (USD, needs
+    `prices`) is one budget for every role over the run: once reached no new request starts, and
+    Interrupted is raised as after Ctrl-C (history and report say where; calling again resumes).
+    `search="gepa"` searches
     with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
     target rollouts) and returns a
     `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
