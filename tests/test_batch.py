@@ -42,9 +42,11 @@ def rollout(batches: FakeBatch, prompts: Path, cache: Path, *extra: str) -> tupl
 
 
 def comparable(row: dict) -> dict:
-    """A row without what differs between any two runs, and with each turn's cache flag apart."""
+    """A row without what differs between any two runs, and with each turn's cache and batch flags
+    apart."""
     kept = {k: v for k, v in row.items() if k not in VOLATILE}
-    kept["turns"] = [{k: v for k, v in t.items() if k not in ("latency_s", "cached")} for t in row["turns"]]
+    apart = ("latency_s", "cached", "batch")
+    kept["turns"] = [{k: v for k, v in t.items() if k not in apart} for t in row["turns"]]
     return kept
 
 
@@ -56,6 +58,8 @@ def test_a_batch_run_writes_the_rows_of_an_online_run(batches, prompts, tmp_path
     assert batches.creations == 1 and batches.chats == 12  # no chat request went out online
     assert [comparable(r) for r in batched] == [comparable(r) for r in online]
     assert all(not t["cached"] for r in batched for t in r["turns"])
+    assert all(t["batch"] is True for r in batched for t in r["turns"])  # the basis it was paid at
+    assert all("batch" not in t for r in online for t in r["turns"])
     assert "batch batch_" in err and "submitted: 12 requests" in err
 
 

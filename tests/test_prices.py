@@ -81,6 +81,10 @@ def test_the_served_model_name_is_priced_first_then_the_asked_one(price_file):
         ('{"m": {"input": 1, "output": true}}', "'output' must be a number"),
         ('{"m": {"input": 1, "output": 2, "cache": 1}}', "unknown rate 'cache'"),
         ('{"m": 3}', "rates must be an object"),
+        ('{"m": {"input": 1, "output": 2, "batch": 1.5}}', "fraction of these rates"),
+        ('{"m": {"input": 1, "output": 2, "batch": {"input": 1}}}', "'batch' rates: no 'output' rate"),
+        ('{"m": {"input": 1, "output": 2, "batch": {"input": 1, "output": 1, "batch": 1}}}', "unknown rate"),
+        ('{"m": {"input": 1, "output": 2, "batch": true}}', "rates must be an object"),
     ],
 )
 def test_a_bad_price_file_is_refused_naming_the_file(tmp_path, content, says):
@@ -125,3 +129,46 @@ def test_the_price_package_is_imported_only_when_asked_for():
 def test_request_time_reads_a_rows_started_at():
     assert request_time("2026-11-30T09:41:07Z") == datetime(2026, 11, 30, 9, 41, 7, tzinfo=UTC)
     assert request_time("yesterday") is None and request_time(None) is None
+
+
+def test_batch_rates_from_a_price_file(tmp_path):
+    path = tmp_path / "p.json"
+    rates = {"input": 2, "cached_input": 1, "output": 8}
+    batch = {"input": 1, "cached_input": 0.25, "output": 3, "reasoning": 4}
+    path.write_text(json.dumps({"a": {**rates, "batch": batch}, "h": {**rates, "batch": 0.5}, "o": rates}))
+    prices = load_prices(path)
+    usage = {"prompt_tokens": 1000, "cached_tokens": 400, "completion_tokens": 500, "reasoning_tokens": 200}
+    cost = prices.cost("a", usage, batch=True)
+    assert cost.usd == pytest.approx((600 * 1 + 400 * 0.25 + 300 * 3 + 200 * 4) / 1e6)
+    assert cost.source == f"{path}: a (batch)"
+    assert prices.cost("a", usage).usd == pytest.approx((600 * 2 + 400 * 1 + 500 * 8) / 1e6)  # online
+    half = prices.cost("h", usage, batch=True)
+    assert half.usd == pytest.approx((600 * 2 + 400 * 1 + 500 * 8) / 2 / 1e6)
+    none = prices.cost("o", usage, batch=True)
+    assert none.usd is None and none.source == f"unknown: no batch price for model 'o' in {path}"
+
+
+def test_the_price_package_s_batch_prices_and_a_model_without_one():
+    genai_prices = pytest.importorskip("genai_prices")
+    prices = load_prices("genai-prices")
+    usage = {"prompt_tokens": 12_000, "completion_tokens": 3_000}
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    used = genai_prices.Usage(input_tokens=12_000, output_tokens=3_000)
+    batch = genai_prices.calc_price(
+        used,
+        "gpt-4o",
+        provider_id="openai",
+        genai_request_timestamp=when,
+        price_context={"processing": "batch"},
+    )
+    online = genai_prices.calc_price(used, "gpt-4o", provider_id="openai", genai_request_timestamp=when)
+    assert batch.total_price < online.total_price
+    cost = prices.cost("gpt-4o", usage, endpoint="https://api.openai.com/v1", at=when, batch=True)
+    assert cost.usd == pytest.approx(float(batch.total_price))
+    assert cost.source == f"genai-prices {genai_prices.__version__}: openai gpt-4o (batch)"
+    # the package prices chatgpt-4o-latest online only: its batch price is unknown, not the online one
+    assert prices.cost("chatgpt-4o-latest", usage, endpoint="https://api.openai.com/v1", at=when).usd
+    unknown = prices.cost(
+        "chatgpt-4o-latest", usage, endpoint="https://api.openai.com/v1", at=when, batch=True
+    )
+    assert unknown.usd is None and unknown.source.startswith("unknown: no batch price for openai")

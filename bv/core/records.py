@@ -78,6 +78,7 @@ class ReplyFields(TypedDict):
     reasoning_details: NotRequired[list[dict[str, Any]]]
     refusal: NotRequired[str]
     content_filter: NotRequired[str]
+    batch: NotRequired[bool]  # True: the reply came from a Batch API job, and is priced at batch rates
 
 
 class Turn(ReplyFields):
@@ -127,6 +128,7 @@ class JudgeFields(TypedDict):
     judge_version: str
     judge_templates: NotRequired[dict[str, str]]
     judge_usage: NotRequired[dict[str, int]]  # the LLM judge's reply's token counts, when it answered
+    judge_batch: NotRequired[bool]  # True: the LLM judge's reply came from a Batch API job
 
 
 class PromptRecord(Item, PromptFields):

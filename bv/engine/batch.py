@@ -31,6 +31,7 @@ from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_re
 from bv.engine.batch_state import BatchRecord, BatchState, folder_for
 from bv.engine.cache import ReplyCache
 from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.prices import first_url, reply_cost
 from bv.engine.progress import Stats
 from bv.engine.retry import RetryPolicy
 
@@ -90,6 +91,7 @@ class BatchCaller(Caller):
             )
         policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
         stats.endpoint = backend.endpoint or backend.name
+        stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
         return cls(
             backend,
             ReplyCache(settings.cache_path),
@@ -97,6 +99,8 @@ class BatchCaller(Caller):
             policy,
             settings.timeout_s,
             stopping,
+            prices=settings.prices,
+            max_cost=settings.max_cost,
             client=BatchClient(endpoint, policy),
             state=BatchState(folder_for(settings.cache_path)),
             stage=stage,
@@ -208,6 +212,17 @@ class BatchCaller(Caller):
                 self.cache.put(key, self.backend.name, self.backend.model, result.to_json())
             if waiting is not None:
                 self.stats.add_usage(result.usage)
+                if self.prices is not None:
+                    where = first_url(self.backend.endpoint)
+                    cost = reply_cost(
+                        self.prices,
+                        result.usage,
+                        self.backend.model,
+                        result.model,
+                        endpoint=where,
+                        batch=True,
+                    )
+                    self.stats.add_cost(cost.usd)
         if waiting is None:
             return
         for future in waiting.futures:

@@ -143,9 +143,11 @@ def _result(data: dict[str, Any], batch_id: str, advise: Advice | None) -> Resul
         raw = orjson.dumps(body) if body is not None else b""
         if status == 200:
             try:
-                return parse_completion(raw)
+                reply = parse_completion(raw)
             except Transient as exc:  # no second try inside a batch: the row's error, retried next run
                 return ItemFailure(f"{exc} {where}")
+            reply.batch = True  # paid at batch rates, recorded with it (in the cache too)
+            return reply
         if status == 400:
             filtered = content_filter_error(raw)
             if filtered is not None:

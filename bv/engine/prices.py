@@ -6,8 +6,10 @@ read from the provider's prompt cache, and `completion_tokens`, of which `reason
 reasoning. Each part is priced at its own rate where the source has one (a cached input token
 at the cached rate, a reasoning token at the reasoning rate), else at the rate of the whole it is
 part of. A model the source has no price for, a reply without usage, or usage that contradicts
-itself is priced `None` with the reason, so a total is never a silent undercount. The price file's
-format is in docs/formats.md ("Prices").
+itself is priced `None` with the reason, so a total is never a silent undercount. A reply that
+came from a Batch API job (`batch`) is priced at the source's batch rates, and is unknown where
+the source has none (never the online rate in silence). The price file's format is in
+docs/formats.md ("Prices").
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +27,8 @@ from bv.core.errors import BadConfig
 GENAI_PRICES = "genai-prices"  # the source named by the package rather than a file
 MAX_FILE_BYTES = 4 << 20
 RATE_NAMES = ("input", "output", "cached_input", "reasoning")  # USD per million tokens
+BATCH = "batch"  # a price file's key for a model's batch rates (an object of rates, or a fraction)
+BATCH_BASIS = " (batch)"  # how a price source names batch rates
 _PER_TOKEN = 1e-6
 
 
@@ -44,15 +48,31 @@ class Rates:
     output: float
     cached_input: float | None = None
     reasoning: float | None = None
+    batch: Rates | None = None  # the rates of a reply from a batch job; None: unknown
+
+    def scaled(self, fraction: float) -> Rates:
+        """These rates times `fraction` (a price file's `"batch": 0.5`)."""
+        return Rates(
+            self.input * fraction,
+            self.output * fraction,
+            None if self.cached_input is None else self.cached_input * fraction,
+            None if self.reasoning is None else self.reasoning * fraction,
+        )
 
 
 class Prices(Protocol):
-    """A price source: what one reply of `model` with `usage` cost."""
+    """A price source: what one reply of `model` with `usage` cost (`batch`: at batch rates)."""
 
     name: str
 
     def cost(
-        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+        self,
+        model: str,
+        usage: Mapping[str, Any],
+        *,
+        endpoint: str | None = None,
+        at: datetime | None = None,
+        batch: bool = False,
     ) -> Cost: ...
 
 
@@ -80,11 +100,21 @@ class PriceFile:
         self.rates = read_price_file(path)
 
     def cost(
-        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+        self,
+        model: str,
+        usage: Mapping[str, Any],
+        *,
+        endpoint: str | None = None,
+        at: datetime | None = None,
+        batch: bool = False,
     ) -> Cost:
         rates = self.rates.get(model)
         if rates is None:
             return Cost(None, f"unknown: no price for model {model!r} in {self.name}")
+        if batch:
+            if rates.batch is None:
+                return Cost(None, f"unknown: no batch price for model {model!r} in {self.name}")
+            rates = rates.batch
         counts = _counts(usage)
         if isinstance(counts, str):
             return Cost(None, f"unknown: {counts}")
@@ -95,7 +125,7 @@ class PriceFile:
             + (completion - reasoning) * rates.output
             + reasoning * (rates.output if rates.reasoning is None else rates.reasoning)
         ) * _PER_TOKEN
-        return Cost(usd, f"{self.name}: {model}")
+        return Cost(usd, f"{self.name}: {model}{BATCH_BASIS if batch else ''}")
 
 
 def read_price_file(path: Path) -> dict[str, Rates]:
@@ -120,12 +150,14 @@ def read_price_file(path: Path) -> dict[str, Rates]:
     return {str(model): _rates(path, str(model), entry) for model, entry in table.items()}
 
 
-def _rates(path: Path, model: str, entry: Any) -> Rates:
-    where = f"the price file {path}, model {model!r}"
+def _rates(path: Path, model: str, entry: Any, batch: bool = False) -> Rates:
+    where = f"the price file {path}, model {model!r}" + (f", its {BATCH!r} rates" if batch else "")
     if not isinstance(entry, dict):
         raise BadConfig(
             f'{where}: rates must be an object such as {{"input": 2.5, "output": 10}}', option="prices"
         )
+    entry = dict(entry)
+    batch_rates = entry.pop(BATCH, None) if not batch else None
     unknown = sorted(set(entry) - set(RATE_NAMES))
     if unknown:
         raise BadConfig(
@@ -140,14 +172,27 @@ def _rates(path: Path, model: str, entry: Any) -> Rates:
                 f"{where}: {name!r} must be a number of USD per million tokens, not {value!r}",
                 option="prices",
             )
-    return Rates(**{name: float(value) for name, value in entry.items()})
+    given = {name: float(value) for name, value in entry.items()}
+    rates = Rates(given["input"], given["output"], given.get("cached_input"), given.get("reasoning"))
+    if batch_rates is None:
+        return rates
+    if batch_rates.__class__ in (int, float):
+        if not (math.isfinite(batch_rates) and 0 <= batch_rates <= 1):
+            raise BadConfig(
+                f"{where}: {BATCH!r} must be its batch rates (an object) or the fraction of these rates"
+                f" a batch costs (0.5 for half), not {batch_rates!r}",
+                option="prices",
+            )
+        return replace(rates, batch=rates.scaled(float(batch_rates)))
+    return replace(rates, batch=_rates(path, model, batch_rates, batch=True))
 
 
 class PackagePrices:
     """Prices from the genai-prices package (pydantic's maintained price database), imported
     only when a price is asked for. A model is looked up with the provider the endpoint's URL
     names (api.openai.com, Azure, OpenRouter, ...), else by its name alone; at the time of the
-    request, since prices change."""
+    request, since prices change. Batch rates are the package's `processing: batch` price
+    variant; a model without one has no known batch price."""
 
     def __init__(self) -> None:
         try:
@@ -162,7 +207,13 @@ class PackagePrices:
         self.name = f"{GENAI_PRICES} {genai_prices.__version__}"
 
     def cost(
-        self, model: str, usage: Mapping[str, Any], *, endpoint: str | None = None, at: datetime | None = None
+        self,
+        model: str,
+        usage: Mapping[str, Any],
+        *,
+        endpoint: str | None = None,
+        at: datetime | None = None,
+        batch: bool = False,
     ) -> Cost:
         counts = _counts(usage)
         if isinstance(counts, str):
@@ -175,18 +226,38 @@ class PackagePrices:
             output_reasoning_tokens=reasoning,
         )
         calc = self._package.calc_price
+        context = {"processing": "batch"} if batch else None
         try:
             try:
-                found = calc(used, model, provider_api_url=endpoint, genai_request_timestamp=at)
+                found = calc(
+                    used, model, provider_api_url=endpoint, genai_request_timestamp=at, price_context=context
+                )
             except LookupError:  # an endpoint of no known provider (a proxy, a local server)
                 if endpoint is None:
                     raise
-                found = calc(used, model, genai_request_timestamp=at)
+                found = calc(used, model, genai_request_timestamp=at, price_context=context)
         except LookupError:
             return Cost(None, f"unknown: no price for model {model!r} in {self.name}")
         except ValueError as exc:  # usage the package refuses
             return Cost(None, f"unknown: {exc}")
-        return Cost(float(found.total_price), f"{self.name}: {found.provider.id} {found.model.id}")
+        named = f"{found.provider.id} {found.model.id}"
+        if batch and not _has_batch_price(found, at):
+            return Cost(None, f"unknown: no batch price for {named} in {self.name}")
+        return Cost(float(found.total_price), f"{self.name}: {named}{BATCH_BASIS if batch else ''}")
+
+
+def _has_batch_price(found: Any, at: datetime | None) -> bool:
+    """Whether genai-prices priced `found` at a batch variant: the package falls back to the
+    standard prices when the model has none in force (or was found under another provider)."""
+    model, provider = found.model, found.provider
+    if not any(model is own for own in provider.models):
+        return False
+    when = at or datetime.now(UTC)
+    return any(
+        variant.when.get("processing") == "batch"
+        and (variant.constraint is None or variant.constraint.active(when))
+        for variant in model.price_variants or ()
+    )
 
 
 def load_prices(source: str | Path) -> Prices:
@@ -210,7 +281,8 @@ def reply_cost(
     prices: Prices, usage: Mapping[str, Any], model: str, served: Any = None, **where: Any
 ) -> Cost:
     """What one reply cost: priced by the model name the server answered with (a dated version,
-    when it names one), else by the name asked for."""
+    when it names one and the source prices it), else by the name asked for. `where`: the
+    endpoint, the time and the basis (`batch`) to price at."""
     if isinstance(served, str) and served and served != model:
         cost = prices.cost(served, usage, **where)
         if cost.usd is not None:
@@ -253,11 +325,20 @@ def row_cost(
     prices: Prices, turns: Iterable[Mapping[str, Any]], model: str, endpoint: str | None, started_at: Any
 ) -> Cost:
     """What a row's replies cost (cached ones too: they were paid for when made), at the price in
-    force when the row started; a row without replies cost nothing."""
+    force when the row started and on the basis each was paid at (a batch reply at batch rates,
+    from the cache too); a row without replies cost nothing."""
     at, where = request_time(started_at), first_url(endpoint)
     return total_cost(
         (
-            reply_cost(prices, t.get("usage") or {}, model, t.get("model"), endpoint=where, at=at)
+            reply_cost(
+                prices,
+                t.get("usage") or {},
+                model,
+                t.get("model"),
+                endpoint=where,
+                at=at,
+                batch=t.get("batch") is True,
+            )
             for t in turns
         ),
         none="no replies",

@@ -34,7 +34,7 @@ from bv.core.records import (
 from bv.core.rules import RULES_VERSION, Verdict, decide
 from bv.core.run_context import current
 from bv.core.templates import BV_TEMPLATES, Templates, fenced
-from bv.engine.backends import make_backend
+from bv.engine.backends import Reply, make_backend
 from bv.engine.caller import Caller, run_stage
 from bv.engine.endpoints import Endpoint
 from bv.engine.params import body_fields, with_defaults
@@ -92,8 +92,8 @@ def parse_verdict(reply: str) -> int | None:
     return None
 
 
-# What the LLM judge said of a row: hard, raw reply, error, and its reply's usage when it replied.
-LLMVerdict = tuple[int | None, str | None, str | None, dict[str, int] | None]
+# What the LLM judge said of a row: hard, raw reply, error, and its reply when it replied.
+LLMVerdict = tuple[int | None, str | None, str | None, Reply | None]
 
 
 @dataclass
@@ -109,19 +109,22 @@ class LLMJudge:
     def model(self) -> str:
         return self.caller.backend.model
 
-    def cost(self, usage: dict[str, int] | None) -> Cost | None:
-        """What a verdict's reply cost, when prices were asked for and it replied."""
-        if self.prices is None or usage is None:
+    def cost(self, reply: Reply | None) -> Cost | None:
+        """What a verdict's reply cost, when prices were asked for and it replied: priced as a
+        rollout's reply is, by the model the server named (else the one asked for), on the basis
+        it was paid at (batch or online)."""
+        if self.prices is None or reply is None:
             return None
         where = first_url(self.caller.backend.endpoint)
-        return reply_cost(self.prices, usage, self.model, endpoint=where)
+        return reply_cost(
+            self.prices, reply.usage, self.model, reply.model, endpoint=where, batch=reply.batch
+        )
 
     async def verdict(self, record: RolloutRow, extracted: str | None) -> LLMVerdict:
-        """(hard, raw reply, error, usage) from the LLM judge; usage is the reply's token counts,
-        None without a reply (a cached reply has the usage it was paid with, so a re-judge writes
-        the same rows). When the judge endpoint turns out unusable, the error is said once and
-        every later row goes out at once as a judge error: the judge stage still writes every
-        row, and exits 1."""
+        """(hard, raw reply, error, reply) from the LLM judge; the reply None without one (a cached
+        reply has the usage and basis it was paid with, so a re-judge writes the same rows). When
+        the judge endpoint turns out unusable, the error is said once and every later row goes
+        out at once as a judge error: the judge stage still writes every row, and exits 1."""
         if self.unusable is not None:
             return None, None, f"LLM judge unusable: {self.unusable}", None
         try:
@@ -141,7 +144,7 @@ class LLMJudge:
             return None, None, f"LLM judge unusable: {self.unusable}", None
         hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
         error = None if hard is not None else "judge reply is neither True nor False"
-        return hard, reply.content, error, dict(reply.usage)
+        return hard, reply.content, error, reply
 
 
 async def judge_one(
@@ -160,8 +163,8 @@ async def judge_one(
     row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
-        hard, reply, error, usage = await llm.verdict(row, extracted)
-        cost = llm.cost(usage)
+        hard, reply, error, answer = await llm.verdict(row, extracted)
+        cost, usage = llm.cost(answer), None if answer is None else dict(answer.usage)
         fields: JudgeFields = {
             "extracted": extracted,
             "judge_version": version,
@@ -179,6 +182,8 @@ async def judge_one(
         }
         if usage is not None:
             fields["judge_usage"] = usage
+        if answer is not None and answer.batch:
+            fields["judge_batch"] = True
         return _judged(row, fields, templates)
     return _judged(row, _by_rules(extracted, verdict, version, in_reasoning), templates)
 

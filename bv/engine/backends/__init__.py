@@ -32,6 +32,7 @@ class Reply:
     reasoning_details: list[dict[str, Any]] | None = None  # OpenRouter's entries, as sent
     refusal: str | None = None
     content_filter: str | None = None  # which categories a content filter stopped the reply for
+    batch: bool = False  # it came from a Batch API job (bv.engine.batch): priced at batch rates
 
     def to_json(self) -> ReplyFields:
         fields: ReplyFields = {
@@ -49,6 +50,8 @@ class Reply:
             fields["refusal"] = self.refusal
         if self.content_filter is not None:
             fields["content_filter"] = self.content_filter
+        if self.batch:
+            fields["batch"] = True
         return fields
 
     @classmethod
@@ -63,6 +66,7 @@ class Reply:
             reasoning_details=data.get("reasoning_details"),
             refusal=data.get("refusal"),
             content_filter=data.get("content_filter"),
+            batch=data.get("batch") is True,
         )
 
 
