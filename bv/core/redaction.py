@@ -67,7 +67,7 @@ class Secrets:
         With them, the shortest thing redacted (a piece, or a short secret itself): a shorter text
         is returned as it is, as most of a reply's fields are."""
         with self._lock:
-            plans = []
+            plans: list[tuple[str, list[str], list[str]]] = []
             for secret in sorted(self._secrets, key=len, reverse=True):
                 if len(secret) < 16:
                     plans.append((secret, [secret], []))
