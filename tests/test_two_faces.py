@@ -56,7 +56,10 @@ JUDGE = {
     "judge_model": ("jm", ["--judge-model", "jm"]),
     "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
     "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
-    "judge_params": ({"reasoning_effort": "minimal"}, ["--judge-param", "reasoning_effort=minimal"]),
+    "judge_params": (
+        {"reasoning_effort": "minimal", "max_tokens": 50},  # a token limit: --max-cost with --batch needs one
+        ["--judge-param", "reasoning_effort=minimal", "--judge-param", "max_tokens=50"],
+    ),
     "jobs": (3, ["-j", "3"]),
     "retries": (2, ["--retries", "2"]),
     "timeout": (30.0, ["--timeout", "30"]),
