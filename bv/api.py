@@ -341,7 +341,8 @@ def evaluate(
 ) -> EvalResult:
     """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
     `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are the fields of
-    bv.runs.config.EvalConfig (repeats, params, judge_model, judge_mode, limit, …). Calling it again
+    bv.runs.config.EvalConfig (repeats, params, judge_model, judge_mode, limit, prices, max_cost:
+    one budget for rollout and judge, batch, …). Calling it again
     with the same arguments resumes the run from the reply cache. Returns how the run went (its
     `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
     with other options raises ValueError, what stops the run raises as `rollout` does."""

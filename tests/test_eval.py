@@ -143,7 +143,7 @@ def test_eval_killed_then_rerun_sends_no_request_twice(sample_dir, server, tmp_p
     assert status == (-9 if signum == signal.SIGKILL else 143), err
     assert not (out / "results.jsonl").exists()  # an unfinished run leaves no results
     if signum == signal.SIGTERM:
-        assert "interrupted during the rollout; re-run the same command to finish" in err
+        assert "interrupted during the rollout; re-run the same command to go on" in err
     finished_before = collections.Counter(request_key(s) for s in server.finished())
 
     release.set()

@@ -22,11 +22,15 @@ except SystemExit:
     pass
 finally:
     with open(OUT, "w") as f:
-        f.write(" ".join(sorted(m.split(".")[0] for m in sys.modules)))
+        f.write(" ".join(sorted(sys.modules)))
 """
 
 
 def loaded_by(args: list[str], tmp_path) -> set[str]:
+    return {name.split(".")[0] for name in modules_loaded_by(args, tmp_path)}
+
+
+def modules_loaded_by(args: list[str], tmp_path) -> set[str]:
     out = tmp_path / "modules.txt"
     code = PROBE.replace("OUT", repr(str(out)))
     subprocess.run(
@@ -51,6 +55,27 @@ def judged(tmp_path, sample_dir):
 def test_help_loads_nothing_heavy(tmp_path):
     loaded = loaded_by(["--help"], tmp_path)
     assert "bv" in loaded and not loaded & (HEAVY | {"rich"})
+
+
+def test_help_imports_no_command_and_a_command_only_its_own(tmp_path):
+    """The listing comes from bv.cli.app.COMMANDS; `bv report --help` loads the report's module
+    and no other command's (tests/test_cli_listing.py holds the listing to the commands' help)."""
+    commands = {
+        "bv.cli." + module
+        for module in (
+            "request_commands",
+            "result_commands",
+            "data_commands",
+            "item_commands",
+            "cache_commands",
+            "template_commands",
+            "eval_command",
+            "optimize_command",
+        )
+    }
+    assert "bv.cli.app" in modules_loaded_by(["--help"], tmp_path)
+    assert not modules_loaded_by(["--help"], tmp_path) & (commands | {"bv.cli.common"})
+    assert modules_loaded_by(["report", "--help"], tmp_path) & commands == {"bv.cli.result_commands"}
 
 
 @pytest.mark.parametrize("format", ["json", "csv", "markdown"])

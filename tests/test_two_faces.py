@@ -1,16 +1,22 @@
 """One core under two faces: `bv rollout` / `bv judge` and `bv.api.rollout` / `api.judge` build
 the same typed config (bv/stages/rollout_config.py, judge_config.py) from the same settings, so
 every option means the same on both (`--seed` and `seed=` both go in the request). And a setting
-a backend does not use is refused (exit 2), never dropped in silence."""
+a backend does not use is refused (exit 2), never dropped in silence. `bv eval` and `api.evaluate`
+record the same run and make the same rows from the same settings, cost and batch ones included."""
 
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 
 import click
 import pytest
-from conftest import bv_inproc
+from conftest import Reply, bv_inproc, jsonl
+from fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from test_batch import comparable
+from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
+from test_eval_cost import command as eval_command
 
 from bv import api
 from bv.cli.common import SETTING_NAMES
@@ -248,3 +254,110 @@ def test_a_library_message_said_on_the_command_line_names_the_options(tmp_path: 
         assert worded("lower `max_pixels`") == "lower `max_pixels`"  # the library's own words
     prompts = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} --ids nope")
     assert prompts.returncode == 1 and "bv prompt: error: --ids: no item matches 'nope'" in prompts.stderr
+
+
+# bv eval and bv.api.evaluate: the same options record the same run (config.json) and make the same rows.
+EVAL_OPTIONS = (
+    "--style official --image-detail low --sample 6 --sample-seed 3 --limit 4 --repeats 2 --max-turns 2"
+    " --max-tokens 77 --temperature 0.5 --seed 11 -p top_k=20 --max-pixels 4096"
+    " --judge-param reasoning_effort=minimal -j 3 --retries 1 --timeout 30 --max-cost 5 --batch --skip-bad"
+)
+EVAL_KEYWORDS = {
+    "style": "official",
+    "image_detail": "low",
+    "sample": 6,
+    "sample_seed": 3,
+    "limit": 4,
+    "repeats": 2,
+    "max_turns": 2,
+    "params": {
+        "max_tokens": 77,
+        "temperature": 0.5,
+        "seed": 11,
+        "max_pixels": 4096,
+        "extra_body": {"top_k": 20},
+    },
+    "judge_params": {"reasoning_effort": "minimal"},
+    "jobs": 3,
+    "retries": 1,
+    "timeout": 30.0,
+    "max_cost": 5.0,
+    "batch": True,
+    "skip_bad": True,
+}
+
+
+@pytest.fixture
+def prices(tmp_path):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(RATES))
+    return path
+
+
+def _evaluate(sample_dir, url, out, **keywords):
+    return api.evaluate(
+        sample_dir / "meta_data.jsonl",
+        out,
+        model="m",
+        base_url=url,
+        api_key="sk-test",
+        judge_mode="llm",
+        judge_model="judge-m",
+        judge_base_url=url,
+        cache=out.parent / "cache.sqlite",
+        quiet=False,  # the command's default
+        **keywords,
+    )
+
+
+def _recorded(out) -> dict:
+    options = json.loads((out / "config.json").read_text())["options"]
+    return {k: v for k, v in options.items() if k not in ("out", "cache")}
+
+
+def test_eval_options_and_keywords_record_the_same_run_and_rows(sample_dir, batches, prices, tmp_path):
+    def respond(line: dict) -> Reply:  # the target boxes its answer only when asked again
+        body = line["body"]
+        boxed = "\\boxed{A}" if len(body["messages"]) > 1 else "A, I think"
+        return Reply(content="True" if is_judge(body) else boxed, usage=(1000, 500))
+
+    batches.responder = respond
+    cli_out, api_out = tmp_path / "cli" / "run", tmp_path / "api" / "run"
+    by_cli = bv_inproc(
+        eval_command(sample_dir, batches.base_url, cli_out, f"--prices {prices} {EVAL_OPTIONS}")
+    )
+    assert by_cli.returncode == 0, by_cli.stderr
+    result = _evaluate(sample_dir, batches.base_url, api_out, prices=prices, **EVAL_KEYWORDS)
+    assert result.status == 0 and result.rows == 8, result.stopped
+    assert _recorded(cli_out) == _recorded(api_out)
+    assert _recorded(api_out)["prices"] == str(prices) and _recorded(api_out)["batch"] is True
+    assert batches.chats == 0 and batches.creations == 2 * 3  # each face: rollout, refinements, judge
+    rows = [jsonl((out / "results.jsonl").read_text()) for out in (cli_out, api_out)]
+    assert [comparable(r) for r in rows[0]] == [comparable(r) for r in rows[1]]
+    assert all(len(r["turns"]) == 2 and r["hard"] == 1 for r in rows[1])
+    # at batch rates (half): two turns each, and the judge's reply
+    assert all(r["cost_usd"] == pytest.approx(2 * ROLLOUT_REPLY / 2) for r in rows[1])
+    assert all(r["judge_cost_usd"] == pytest.approx(JUDGE_REPLY / 2) for r in rows[1])
+    assert result.spent_usd == pytest.approx(
+        8 * 2 * ROLLOUT_REPLY / 2 + 4 * JUDGE_REPLY / 2
+    )  # 4 judge requests
+
+
+def test_eval_s_cost_limit_stops_both_faces_alike(sample_dir, server, prices, tmp_path):
+    priced(server)
+    cli_out, api_out = tmp_path / "cli" / "run", tmp_path / "api" / "run"
+    limit = 5 * ROLLOUT_REPLY
+    by_cli = bv_inproc(
+        eval_command(
+            sample_dir, server.base_url, cli_out, f"-j 1 --retries 0 --prices {prices} --max-cost {limit}"
+        )
+    )
+    result = _evaluate(sample_dir, server.base_url, api_out, jobs=1, retries=0, prices=prices, max_cost=limit)
+    assert by_cli.returncode == result.status == 130
+    assert (
+        result.stopped == f"stopped at the cost limit (${limit:.2f} spent of ${limit:g}) during the rollout"
+    )
+    assert result.stopped in by_cli.stderr
+    assert result.spent_usd == pytest.approx(limit)  # -j 1: exactly the fifth reply, none after
+    assert len(server.seen) == 2 * 5  # five requests from each face
+    assert _recorded(cli_out) == _recorded(api_out) and _recorded(api_out)["max_cost"] == limit

@@ -13,6 +13,7 @@ from bv.cli.common import (
     API_KEY,
     BACKEND,
     BASE_URLS,
+    BATCH,
     CACHE,
     EXEC_CMD,
     IDS,
@@ -24,12 +25,14 @@ from bv.cli.common import (
     JUDGE_MODEL,
     JUDGE_PARAM,
     LIMIT,
+    MAX_COST,
     MAX_PIXELS,
     MAX_TOKENS,
     MAX_TURNS,
     MODEL,
     NO_CACHE,
     PARAMS,
+    PRICES,
     PROMPTS_HELP,
     QUIET,
     REPEATS,
@@ -100,6 +103,9 @@ def default_out(backend: str, model: str | None) -> Path:
 @TIMEOUT
 @CACHE
 @NO_CACHE
+@PRICES
+@MAX_COST
+@BATCH
 @QUIET
 @SKIP_BAD
 def eval_(
@@ -137,6 +143,9 @@ def eval_(
     timeout: float,
     cache_path: Path | None,
     no_cache: bool,
+    prices: str | None,
+    max_cost: float | None,
+    batch: bool,
     quiet: bool,
     skip_bad: bool,
 ) -> None:
@@ -145,10 +154,11 @@ def eval_(
     ITEMS is a meta_data.jsonl (default: the set `bv data` wrote). The folder gets
     results.jsonl, config.json (every option, the endpoints, bv's version; never a key),
     report.md, report.html and logs/ (what each stage said). Options are those of bv prompt,
-    bv rollout and bv judge (--mode is the judge's). Stopped (Ctrl-C, SIGTERM, a kill, a
-    failed request), re-run the same command: finished replies come from the reply cache,
-    so only what did not finish is sent again. Exit status as the stages': 0, 1 when rows
-    failed, 2 usage error, 130 Ctrl-C, 143 SIGTERM.
+    bv rollout and bv judge (--mode is the judge's); --max-cost bounds the rollout's and the
+    judge's spend together, --batch sends both as batch jobs. Stopped (Ctrl-C, SIGTERM, a
+    kill, a failed request, --max-cost), re-run the same command: finished replies come from
+    the reply cache, so only what did not finish is sent again. Exit status as the stages':
+    0, 1 when rows failed, 2 usage error, 130 Ctrl-C or --max-cost, 143 SIGTERM.
 
     \b
     Examples:
@@ -156,6 +166,7 @@ def eval_(
       bv eval data/meta_data.jsonl -m Qwen/Qwen2.5-VL-7B-Instruct \\
         --base-url http://localhost:8000/v1 --repeats 3 -o runs/qwen-7b
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
+      bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --max-cost 20
     """
     from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig
@@ -202,6 +213,9 @@ def eval_(
         retries=retries,
         timeout=timeout,
         cache=None if no_cache else cache_path or default_cache(),
+        prices=prices,
+        max_cost=max_cost,
+        batch=batch,
         quiet=quiet,
         skip_bad=skip_bad,
     )
@@ -220,10 +234,11 @@ def say_result(result: Any) -> None:
     from bv.core.stats import counted
 
     current().stage = "eval"
+    spent = "" if result.spent_usd is None else f"${result.spent_usd:.2f} spent; "
     if result.stopped is not None:
-        again = "re-run the same command to finish (finished replies come from the cache)"
-        say(f"{result.stopped}; {again}; no results written to {result.folder}")
+        again = "re-run the same command to go on (finished replies come from the cache, at no cost)"
+        say(f"{result.stopped}; {spent}{again}; no results written to {result.folder}")
         return
     accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"
     files = ", ".join([*result.written[1:], "config.json", "logs/"])
-    say(f"{counted(result.rows, 'row')}{accuracy}; wrote {result.folder}/: {files}")
+    say(f"{counted(result.rows, 'row')}{accuracy}; {spent}wrote {result.folder}/: {files}")

@@ -134,6 +134,9 @@ class Outcome:
     cached: int | None = None  # rows a re-run takes from the cache; None when there is no cache
     bad_lines: int = 0  # input lines that could not be used, each said on stderr
     missing_files: int = 0  # inputs that could not be opened
+    # USD the run's replies cost, with prices: the earlier stages' spend included (a stage's
+    # `spent_before`), so that a face running several stages reads its whole run's spend here
+    spent_usd: float = 0.0
 
     @property
     def interrupted(self) -> bool:

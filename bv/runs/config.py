@@ -55,6 +55,9 @@ class EvalConfig:
     judge_api_key: str | None = field(default=None, repr=False)
     judge_params: Mapping[str, Any] = field(default_factory=dict)  # --judge-param: sent as written
     # how it runs, not what it computes: a re-run may change these
+    prices: str | None = None  # a price file, or "genai-prices": rows record their cost
+    max_cost: float | None = None  # USD, the rollout's and the judge's spend together (needs prices)
+    batch: bool = False  # the rollout's and the LLM judge's requests as batch jobs
     jobs: int = 8
     retries: int = 5
     timeout: float = 600.0
@@ -75,8 +78,12 @@ class EvalConfig:
         options: Mapping[str, Any],
     ) -> EvalConfig:
         """The config of bv.api.evaluate's arguments (`options`: the other fields; the item
-        selections as any sequence)."""
-        selections = {name: tuple(options[name]) for name in ("ids", "types", "subtypes") if name in options}
+        selections as any sequence, `prices` a path or a string, as bv.api.rollout takes them)."""
+        given: dict[str, Any] = {
+            name: tuple(options[name]) for name in ("ids", "types", "subtypes") if name in options
+        }
+        if options.get("prices") is not None:
+            given["prices"] = str(options["prices"])
         return cls(
             items=Path(items),
             out=Path(out),
@@ -85,12 +92,23 @@ class EvalConfig:
             base_urls=base_urls,
             cache=cache,
             quiet=quiet,
-            **{**options, **selections},
+            **{**options, **given},
         )
 
 
 SECRETS = ("api_key", "judge_api_key")
-HOW_IT_RUNS = ("out", "jobs", "retries", "timeout", "cache", "quiet", "skip_bad")
+HOW_IT_RUNS = (
+    "out",
+    "prices",
+    "max_cost",
+    "batch",
+    "jobs",
+    "retries",
+    "timeout",
+    "cache",
+    "quiet",
+    "skip_bad",
+)
 
 
 def _plain(value: Any) -> Any:

@@ -10,10 +10,16 @@ Each stage is its own runner (bv.stages, bv.reporting), called in this process a
 `bv prompt | bv rollout | bv judge` runs them, with the same exit statuses. Resuming is re-running:
 finished replies and verdicts come from the reply cache, so a run stopped by Ctrl-C, SIGTERM or a
 kill sends again only what had not finished. An interrupted run writes no results.
+
+With prices, rows record their cost as the stages' do; `max_cost` bounds the rollout's and the
+judge's spend together (the judge starts with the rollout's spend counted), and reaching it stops
+the run as a first Ctrl-C does. `batch` sends the rollout's requests, and the LLM judge's when
+there is one, as batch jobs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -45,6 +51,7 @@ class EvalResult:
     accuracy: float | None = None  # overall Avg@k, once the report is written
     written: list[str] = field(default_factory=list)  # the files the run wrote
     stopped: str | None = None  # why it stopped before the report, if it did
+    spent_usd: float | None = None  # what its replies cost, with prices (cached ones cost nothing now)
 
 
 class _Interrupted(Exception):
@@ -89,6 +96,8 @@ def plan(config: EvalConfig) -> _Plan:
         "retries": config.retries,
         "timeout": config.timeout,
         "cache": config.cache,
+        "prices": config.prices,
+        "max_cost": config.max_cost,
     }
     rollout = RolloutConfig(
         backend=config.backend,
@@ -101,6 +110,7 @@ def plan(config: EvalConfig) -> _Plan:
         max_turns=config.max_turns,
         templates=templates,
         ordered=True,
+        batch=config.batch,
         **named,
         **run,
     )
@@ -113,6 +123,8 @@ def plan(config: EvalConfig) -> _Plan:
         templates=templates,
         **run,
     )
+    if config.batch and judge.endpoint is not None:  # rules decide the rest: nothing to batch
+        judge = dataclasses.replace(judge, batch=True)
     selection = Selection(
         parse_ids(config.ids), config.types, config.subtypes, config.sample, config.sample_seed, config.limit
     )
@@ -164,11 +176,12 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
     current().stage = "rollout"
     with logged(logs / "rollout.log", config.quiet):
-        rows, rollout = _rollout(prompts, config, checked)
-    result.status = worst(result.status, rollout)
+        rows, outcome = _rollout(prompts, checked)
+        rollout = finish(outcome, None, config.skip_bad)  # its summary in its log
+    result.status, result.spent_usd = worst(result.status, rollout), _spent(config, outcome)
     if rollout > 128 or rows is None:
         result.stopped = (
-            "interrupted during the rollout"
+            _stopped(outcome, "the rollout")
             if rollout > 128
             else "the rollout stopped (see logs/rollout.log)"
         )
@@ -176,10 +189,11 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
     current().stage = "judge"
     with logged(logs / "judge.log", config.quiet):
-        judged = _judge(rows, config, checked)
-    result.status = worst(result.status, judged)
+        outcome = _judge(rows, config, dataclasses.replace(checked.judge, spent_before=outcome.spent_usd))
+        judged = finish(outcome, None, config.skip_bad)
+    result.status, result.spent_usd = worst(result.status, judged), _spent(config, outcome)
     if judged > 128:
-        result.stopped = "interrupted during the judge"
+        result.stopped = _stopped(outcome, "the judge")
         return result
     result.written.append(RESULTS)
     result.rows = len(rows)
@@ -214,32 +228,39 @@ def _prompt(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int
     return prompts, worst(status, outcomes.ROWS_FAILED if unmatched else outcomes.OK)
 
 
-def _rollout(
-    prompts: list[PromptRecord], config: EvalConfig, checked: _Plan
-) -> tuple[list[RolloutRow] | None, int]:
+def _spent(config: EvalConfig, outcome: Outcome) -> float | None:
+    return outcome.spent_usd if config.prices is not None else None
+
+
+def _stopped(outcome: Outcome, stage: str) -> str:
+    """Why an interrupted stage stopped: a signal, or the cost limit (its words say the spend)."""
+    return f"{outcome.stopped} during {stage}" if outcome.stopped else f"interrupted during {stage}"
+
+
+def _rollout(prompts: list[PromptRecord], checked: _Plan) -> tuple[list[RolloutRow] | None, Outcome]:
     from bv.stages.rollout import run_rollout
 
     rows: list[RolloutRow] = []
     outcome = run_rollout(prompts, checked.rollout, lambda row: rows.append(cast(RolloutRow, dict(row))))
-    status = finish(outcome, None, config.skip_bad)
-    return (None if outcome.fatal else rows), status
+    return (None if outcome.fatal else rows), outcome
 
 
-def _judge(rows: list[RolloutRow], config: EvalConfig, checked: _Plan) -> int:
+def _judge(rows: list[RolloutRow], config: EvalConfig, judge: JudgeConfig) -> Outcome:
+    """Judge the rows into results.jsonl, written whole, or not at all when the judge is stopped."""
     from bv.stages.judge import run_judge
 
     outcome = Outcome()
-    notice = checked.judge.no_judge_notice
+    notice = judge.no_judge_notice
     if notice:
         say(notice)
     try:
         with atomic_output(config.out / RESULTS) as stream:
-            outcome = run_judge(rows, checked.judge, JsonlWriter(stream).write)
+            outcome = run_judge(rows, judge, JsonlWriter(stream).write)
             if outcome.signal is not None:
                 raise _Interrupted()  # a partial results file would look like a result
     except _Interrupted:
         pass
-    return finish(outcome, None, config.skip_bad)
+    return outcome
 
 
 def _report(config: EvalConfig) -> tuple[int, float | None]:

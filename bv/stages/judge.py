@@ -323,7 +323,7 @@ def run_judge(
     settings = config.settings
     if total is None and isinstance(records, Sized):
         total = len(records)
-    stats = Stats(total=total)
+    stats = Stats(total=total, spent_usd=config.spent_before)
     stopping = asyncio.Event()
     caller: Caller | None = None
     runner = run_stage
@@ -377,7 +377,7 @@ def run_judge(
             drain_on_interrupt=True,
         )
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
-    outcome.failed_what = "got a judge error"
+    outcome.failed_what, outcome.spent_usd = "got a judge error", stats.spent_usd
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return outcome

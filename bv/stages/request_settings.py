@@ -30,6 +30,9 @@ class RequestSettings:
     batch: bool = False  # the requests as batch jobs (bv.engine.batch)
     prices: str | None = None  # a price file, or "genai-prices" (bv.engine.prices); None: not priced
     max_cost: float | None = None  # USD: once this run has spent it, no new request starts
+    # USD the run spent before this stage (bv eval's rollout before its judge, bv optimize's
+    # earlier stages): counted in the spend that `max_cost` bounds and the progress line shows
+    spent_before: float = 0.0
     dry_run: bool = False  # nothing will be sent: no key is needed
     # The prices `prices` names, read by the config's __post_init__ (bv.engine.prices.price_book).
     price_book: Prices | None = field(default=None, init=False, repr=False, compare=False)

@@ -172,7 +172,7 @@ def run_rollout(
     elif total is None and isinstance(records, Sized):
         total = len(records)
     artifacts = None if config.artifacts is None else Artifacts(config.artifacts)
-    stats = Stats(total=None if total is None else total * config.repeats)
+    stats = Stats(total=None if total is None else total * config.repeats, spent_usd=config.spent_before)
     stopping = asyncio.Event()
     settings = config.settings
     runner = run_stage
@@ -202,7 +202,7 @@ def run_rollout(
     finally:
         if artifacts is not None:
             artifacts.finish()
-    outcome.rows, outcome.failed = stats.done, stats.errors
+    outcome.rows, outcome.failed, outcome.spent_usd = stats.done, stats.errors, stats.spent_usd
     outcome.cached = stats.done - stats.errors if caller.cache is not None else None
     return outcome
 

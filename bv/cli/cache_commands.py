@@ -1,0 +1,122 @@
+"""`bv cache`: inspect or clear the reply cache (registered on the group in bv.cli.app)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from bv.cli.common import CACHE, Finite, default_cache, reader_may_leave
+from bv.core.terminal import printable
+
+
+@click.group()
+def cache() -> None:
+    """Inspect or clear the reply cache.
+
+    \b
+    Examples:
+      bv cache stats
+      bv cache list --model gpt-4o -n 5
+      bv cache clear --model gpt-4o
+    """
+
+
+@cache.command("stats")
+@CACHE
+def cache_stats(cache_path: Path | None) -> None:
+    """Replies cached, per backend and model, as JSON.
+
+    \b
+    Example:
+      bv cache stats --cache build/cache.sqlite
+    """
+    import json
+
+    from bv.engine.cache import ReplyCache
+
+    path = cache_path or default_cache()
+    stats = ReplyCache(path).stats() if path.exists() else {"path": str(path), "replies": 0, "models": []}
+    with reader_may_leave():
+        click.echo(json.dumps(stats, indent=2))
+
+
+@cache.command("clear")
+@CACHE
+@click.option("--model", help="Only this model's replies.")
+@click.option("--older-than", type=Finite(min=0), help="Only replies older than this many days.")
+@click.option("--all", "everything", is_flag=True, help="Every reply; needed when no filter is given.")
+def cache_clear(
+    cache_path: Path | None, model: str | None, older_than: float | None, everything: bool
+) -> None:
+    """Delete cached replies (one model's, old ones, or --all).
+
+    \b
+    Examples:
+      bv cache clear --model gpt-4o
+      bv cache clear --older-than 30
+      bv cache clear --all
+    """
+    from bv.engine.cache import ReplyCache
+
+    path = cache_path or default_cache()
+    cache = ReplyCache(path) if path.exists() else None
+    if cache is not None and model is None and older_than is None and not everything:
+        replies = cache.stats()["replies"]
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise click.UsageError(
+                f"this would delete all {replies} cached replies in {path}; add --all to do so,"
+                " or choose some with --model or --older-than"
+            )
+        if not click.confirm(f"Delete all {replies} cached replies in {path}?", err=True):
+            click.echo("bv cache: nothing deleted", err=True)
+            return
+    deleted = cache.clear(model, None if older_than is None else older_than * 86400) if cache else 0
+    click.echo(f"bv cache: deleted {deleted} {'reply' if deleted == 1 else 'replies'} from {path}", err=True)
+    if cache is not None and model is not None and deleted == 0 and older_than is None:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )
+
+
+@cache.command("list")
+@CACHE
+@click.option("--model", help="Only this model's replies.")
+@click.option(
+    "-n", "--limit", type=click.IntRange(0), default=20, show_default=True, help="The newest N (0: all)."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per reply: created, backend, model, reply."
+)
+def cache_list(cache_path: Path | None, model: str | None, limit: int, as_json: bool) -> None:
+    """Browse stored replies, newest first: when (UTC), backend, model and the reply's start.
+
+    \b
+    Examples:
+      bv cache list
+      bv cache list --model gpt-4o -n 50
+      bv cache list --json -n 0 | jq -r .reply.content
+    """
+    import json
+
+    from bv.engine.cache import ReplyCache
+
+    path = cache_path or default_cache()
+    if not path.exists():
+        click.echo(f"bv cache: no cache at {path}", err=True)
+        return
+    cache = ReplyCache(path)
+    entries = cache.entries(model, limit)
+    with reader_may_leave():
+        for entry in entries:
+            if as_json:
+                click.echo(json.dumps(entry, ensure_ascii=False))
+                continue
+            content = " ".join(str(entry["reply"].get("content") or "").split())
+            start = content[:100] + ("…" if len(content) > 100 else "")
+            click.echo(printable(f"{entry['created']}  {entry['backend']}  {entry['model']}  {start}"))
+    if model is not None and not entries:
+        click.echo(
+            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
+        )

@@ -1,0 +1,188 @@
+"""The commands over items: `bv prompt` (items into chat requests), `bv synth` (a sample set) and
+`bv import` (official files into bv records); registered on the group in bv.cli.app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bv.cli import ending
+from bv.cli.common import (
+    IDS,
+    IMAGE_DETAIL,
+    INPUTS,
+    LIMIT,
+    PROMPTS,
+    SKILL,
+    SKIP_BAD,
+    STYLE,
+    SUBTYPES,
+    TYPES,
+    cli_words,
+    error,
+)
+from bv.cli.ending import finish_rows
+from bv.core.errors import BadConfig
+
+
+@click.command()
+@INPUTS
+@STYLE
+@PROMPTS
+@SKILL
+@IMAGE_DETAIL
+@click.option(
+    "--image-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder image paths are relative to, for items read from stdin. [default: .]",
+)
+@click.option("--allow-any-path", is_flag=True, help="Allow absolute image paths and paths outside the root.")
+@click.option("--diagnostic-instruction", help="Text appended to each question under '## Training Readout'.")
+@click.option(
+    "--trace-context",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
+)
+@IDS
+@TYPES
+@SUBTYPES
+@click.option(
+    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
+@LIMIT
+@SKIP_BAD
+def prompt(
+    inputs: tuple[str, ...],
+    style: str,
+    templates: Any,
+    skill: Path | None,
+    image_detail: str,
+    image_root: Path | None,
+    allow_any_path: bool,
+    diagnostic_instruction: str | None,
+    trace_context: Path | None,
+    ids: tuple[str, ...],
+    types: tuple[str, ...],
+    subtypes: tuple[str, ...],
+    sample: int | None,
+    seed: int,
+    limit: int | None,
+    skip_bad: bool,
+) -> None:
+    """Turn items (official meta_data.jsonl or bv's own) into chat requests.
+
+    Try a few items first with --limit, --ids, --type/--subtype or --sample (docs/data.md).
+
+    \b
+    Examples:
+      bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
+      bv prompt data/meta_data.jsonl --style official > paper-prompts.jsonl
+      bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
+      bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
+    """
+    from bv.core.items import parse_item
+    from bv.core.jsonl import JsonlWriter, Problems, read_records
+    from bv.core.selection import Selection, parse_ids
+    from bv.stages.prompt import PromptOptions, Skill, load_traces, run_prompt
+
+    loaded_skill = Skill.load(skill) if skill else None
+    traces = load_traces(trace_context) if trace_context else None
+    try:
+        options = PromptOptions(
+            style=style,
+            templates=templates,
+            skill=loaded_skill,
+            detail=image_detail,
+            diagnostic=diagnostic_instruction,
+            traces=traces,
+            image_root=image_root,
+            allow_any_path=allow_any_path,
+        )
+    except BadConfig as exc:  # options that do not go together
+        raise click.UsageError(cli_words(str(exc))) from None
+    from bv.engine.progress import stdin_notice
+
+    stdin_notice(inputs, "items")
+    selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
+    problems = Problems()
+    unmatched = run_prompt(
+        read_records(inputs, problems, parse_item),
+        options,
+        selection,
+        JsonlWriter().write,
+        problems,
+        cli_words,
+    )
+    for message in unmatched:
+        error(message)
+    finish_rows(problems, skip_bad)
+    if unmatched:
+        sys.exit(ending.ROWS_FAILED)
+
+
+@click.command()
+@click.option(
+    "-n", "--n", "count", type=click.IntRange(1), default=40, show_default=True, help="Number of items."
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for meta_data.jsonl and images/.",
+)
+def synth(count: int, seed: int, out: Path) -> None:
+    """Write a deterministic BabyVision-style sample set with exact answers.
+
+    \b
+    Example:
+      bv synth --n 40 --seed 0 --out data/ && bv prompt data/meta_data.jsonl | head -1
+    """
+    from bv.data.synth import write_sample_set
+
+    written = write_sample_set(out, count, seed)
+    click.echo(f"bv synth: wrote {written} items to {out / 'meta_data.jsonl'}", err=True)
+
+
+@click.command("import")
+@click.argument(
+    "inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
+)
+@click.option("--run", type=click.IntRange(1), help="K of a result file whose name has no run_K (1-based).")
+@click.option("--model", help="Model name recorded on imported result rows.")
+@click.option(
+    "--items",
+    "items_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="meta_data.jsonl, to give imported results their answer type, choices and images.",
+)
+@SKIP_BAD
+def import_(
+    inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
+) -> None:
+    """Import official BabyVision files (or stdin) into bv records.
+
+    Result files (model_results_run_K.json) become judged rows with run K-1 and the official
+    verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
+    `bv judge` can re-judge them; meta_data.jsonl becomes bv items.
+
+    \b
+    Examples:
+      bv import model_results_run_1.json model_results_run_2.json model_results_run_3.json | bv report
+      bv import model_results_run_*.json | bv judge --mode rules | bv report
+      bv import data/meta_data.jsonl > data/items.jsonl
+      cat results.json | bv import --run 1 | bv report
+    """
+    from bv.core.jsonl import JsonlWriter, Problems
+    from bv.data.official import import_files
+    from bv.engine.progress import stdin_notice
+
+    stdin_notice([str(path) for path in inputs], "official results or items")
+    problems = Problems()
+    paths = list(inputs) or [Path("-")]
+    import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path)
+    finish_rows(problems, skip_bad)
