@@ -260,7 +260,8 @@ def test_a_library_message_said_on_the_command_line_names_the_options(tmp_path: 
 EVAL_OPTIONS = (
     "--style official --image-detail low --sample 6 --sample-seed 3 --limit 4 --repeats 2 --max-turns 2"
     " --max-tokens 77 --temperature 0.5 --seed 11 -p top_k=20 --max-pixels 4096"
-    " --judge-param reasoning_effort=minimal -j 3 --retries 1 --timeout 30 --max-cost 5 --batch --skip-bad"
+    " --judge-param reasoning_effort=minimal --judge-param max_tokens=9"
+    " -j 3 --retries 1 --timeout 30 --max-cost 5 --batch --skip-bad"
 )
 EVAL_KEYWORDS = {
     "style": "official",
@@ -277,7 +278,7 @@ EVAL_KEYWORDS = {
         "max_pixels": 4096,
         "extra_body": {"top_k": 20},
     },
-    "judge_params": {"reasoning_effort": "minimal"},
+    "judge_params": {"reasoning_effort": "minimal", "max_tokens": 9},  # --max-cost with --batch needs it
     "jobs": 3,
     "retries": 1,
     "timeout": 30.0,
