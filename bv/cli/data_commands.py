@@ -121,7 +121,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
     stdin_notice(inputs, "judged rows")
     problems, export = Problems(), Export()
-    stream_rows = exported_rows(read_records(inputs, problems, check_judged_row), problems, export)
+    stream_rows = exported_rows(read_records(inputs, problems, check_judged_row, fast=True), problems, export)
     first = next(stream_rows, None)
     if first is None:  # as bv report refuses it: a header alone is not an export
         where = "stdin" if not inputs or inputs == ("-",) else ", ".join(inputs)

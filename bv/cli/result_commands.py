@@ -41,7 +41,7 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     check_inputs(inputs)
     stdin_notice(inputs, "rows")
     problems = Problems()
-    result = merge_rows(read_records(inputs, problems, check_row), problems)
+    result = merge_rows(read_records(inputs, problems, check_row, fast=True), problems)
     if output is not None and problems.count and not skip_bad:
         problems.finish()
         error(

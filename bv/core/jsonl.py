@@ -125,8 +125,8 @@ def read_json_lines(
     paths: Iterable[str], problems: Problems, fast: bool = False
 ) -> Iterator[tuple[Source, Any]]:
     """Yield (source, parsed JSON value) for every good line of every path ("-" is stdin).
-    `fast`: parse with orjson (see `_parse_stream`), for readers whose record checks refuse a
-    number beyond ±2^63 in every field they read."""
+    `fast`: parse with orjson where it gives the very value `parse_json` does (see
+    `_parse_stream`): 3x faster, the same values and the same messages."""
     for path in paths or [STDIN]:
         try:
             stream, name, folder = _open(path)
@@ -146,10 +146,13 @@ def _parse_stream(
     """Parse each line with `parse_json`; with `fast`, with orjson first (3x faster), keeping its
     value when it is an object. Whatever orjson refuses (NaN, Infinity, 1e999, a lone surrogate,
     invalid UTF-8, nesting past 1024, a blank or torn line) goes the `parse_json` way, so every
-    message is the same. orjson alone does not refuse an integer beyond ±2^63 (it gives a
-    float, or an int below 2^64): the record checks of a fast reader do, for the fields it reads."""
+    message is the same. orjson alone does not refuse an integer beyond ±2^63 (it gives a float,
+    or an int below 2^64), so a line with a run of 19 digits anywhere (a number that may be one,
+    or a text that holds one) goes the `parse_json` way too: found by one `translate` and one
+    substring search over the bytes (a regular expression cost 20x that)."""
     number, offset = 0, 0
     loads = orjson.loads if fast else None
+    nines, long_number = _DIGITS_AS_NINES, _LONG_NUMBER
     for raw, too_long in _lines(stream):
         number += 1
         where = Source(name, number, folder, offset)
@@ -160,7 +163,7 @@ def _parse_stream(
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             problems.warn(where, "UTF-8 byte order mark ignored")
             raw = raw[3:]
-        if loads is not None:
+        if loads is not None and long_number not in raw.translate(nines):
             try:
                 value = loads(raw)
             except orjson.JSONDecodeError:
@@ -201,6 +204,11 @@ def _parse_stream(
             problems.warn(where, warning)
         yield where, value
 
+
+# Every digit as a 9, then a run of 19 nines: a run of 19 digits, which every integer beyond ±2^63
+# (and every number orjson would read otherwise than `parse_json`) holds; shorter ones are below 10^18.
+_DIGITS_AS_NINES = bytes.maketrans(b"012345678", b"999999999")
+_LONG_NUMBER = b"9" * 19
 
 R = TypeVar("R")  # the record type a parser makes (bv.core.records' checks return TypedDicts)
 

@@ -306,7 +306,7 @@ def run_by_rules(
 
 def read_rollout_rows(inputs: tuple[str, ...], problems: Problems) -> Iterator[RolloutRow]:
     """The rollout rows of JSONL files ("-": stdin), checked, lazily; bad lines to `problems`."""
-    return (row for _, row in read_records(inputs, problems, check_rollout_record))
+    return (row for _, row in read_records(inputs, problems, check_rollout_record, fast=True))
 
 
 def run_judge(
