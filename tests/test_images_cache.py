@@ -4,6 +4,7 @@ images kept per file version, and request bodies made by orjson the JSON of the 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -14,7 +15,15 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from bv.core.image_header import jpeg_header, png_header, webp_header
-from bv.core.images import EncodedImages, ImageError, ImageOptions, encode_image, inline_images, url_path
+from bv.core.images import (
+    EncodedImages,
+    ImageError,
+    ImageOptions,
+    encode_image,
+    inline_images,
+    inline_images_async,
+    url_path,
+)
 from bv.engine.backends.openai_compat import body_json
 
 
@@ -198,3 +207,23 @@ def test_request_body_is_the_json_of_the_request(tmp_path):
     assert body["messages"][1]["content"][3]["image_url"]["url"] == encode_image(path)
     odd = {"model": "m", "messages": [{"role": "user", "content": "lone \ud800"}], "seed": 2**70}
     assert body_json(odd) == json.dumps(odd).encode()  # what orjson refuses, json.dumps writes
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open files in /proc")
+def test_a_request_whose_image_cannot_be_sent_leaves_no_file_open(tmp_path):
+    good, bad = tmp_path / "a.png", tmp_path / "folder.png"
+    good.write_bytes(png())
+    bad.mkdir()
+    images = EncodedImages()
+
+    def message(*paths: Path) -> list[dict]:
+        parts = [{"type": "image_url", "image_url": {"url": p.as_uri()}} for p in paths]
+        return [{"role": "user", "content": parts}]
+
+    before = len(os.listdir("/proc/self/fd"))
+    for order in [(good, bad), (bad, good), (good, good, bad)]:
+        with pytest.raises(ImageError, match="not a regular file"):
+            asyncio.run(inline_images_async(message(*order), ImageOptions(), images))
+    sent = asyncio.run(inline_images_async(message(good, good), ImageOptions(), images))
+    assert [part["image_url"]["url"] for part in sent[0]["content"]] == [encode_image(good)] * 2
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -33,3 +33,12 @@ def test_short_secrets_are_redacted_whole_and_text_without_them_is_unchanged():
     assert redaction.redact("login pw-4821 ok") == "login *** ok"
     text = "Let me look at the picture carefully. " * 50 + "\\boxed{A}"
     assert redaction.redact(text) == text
+
+
+def test_a_text_as_short_as_a_piece_is_still_redacted_and_a_later_shorter_secret_counts():
+    key = "sk-" + "abcdefghijklmnopqrstuvwxyz0123"
+    redaction.register(key)
+    assert redaction.redact(key[5:17]) == "***"  # exactly one piece long
+    assert redaction.redact("stop") == "stop"
+    redaction.register("pin7")  # shorter than any piece: texts of 4 characters are scanned from now on
+    assert redaction.redact("pin7") == "***"

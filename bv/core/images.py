@@ -286,8 +286,12 @@ class EncodedImages:
         self._size = 0
         self._lock = threading.Lock()  # big images are encoded in worker threads
 
-    def __call__(self, path: str, options: ImageOptions) -> str:
-        fd, info = _open_checked(path)
+    def __call__(
+        self, path: str, options: ImageOptions, opened: tuple[int, os.stat_result] | None = None
+    ) -> str:
+        """The image's data URI; `opened`: its descriptor and status from `_open_checked`, which
+        this call closes (else the file is opened here)."""
+        fd, info = opened or _open_checked(path)
         key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, options)
         with self._lock:
             uri = self._kept.get(key)
@@ -296,7 +300,11 @@ class EncodedImages:
         if uri is not None:
             os.close(fd)
             return uri
-        uri = _encode(path, read_image(path, os.fdopen(fd, "rb")), options)
+        try:
+            data = _read_opened(fd, info.st_size, path)
+        finally:
+            os.close(fd)
+        uri = _encode(path, data, options)
         if len(uri) <= self.largest:
             with self._lock:
                 if key not in self._kept:
@@ -305,6 +313,22 @@ class EncodedImages:
                 while self._size > self.budget:
                     self._size -= len(self._kept.popitem(last=False)[1])
         return uri
+
+
+def _read_opened(fd: int, size: int, path: str) -> bytes:
+    """The bytes of a file `_open_checked` opened, `size` its status said: read straight from the
+    descriptor (a buffered file object read it in 1 MB blocks, and then once more for the end),
+    never past MAX_IMAGE_BYTES, and no further than `size` (the version the status names)."""
+    parts, total = [], 0
+    while total < size:
+        block = os.read(fd, size - total)
+        if not block:
+            break  # the file shrank since its status: what is there
+        parts.append(block)
+        total += len(block)
+    if total > MAX_IMAGE_BYTES:  # never: `size` is checked against it when opened
+        raise ImageError(f"{_name(path)}: over the image size limit of {MAX_IMAGE_BYTES} bytes")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _image_urls(messages: list[dict]) -> list[tuple[int, int, str]]:
@@ -362,18 +386,42 @@ ENCODE_IN_LOOP_BYTES = 512 * 1024
 async def inline_images_async(
     messages: list[dict], options: ImageOptions = ImageOptions(), encoded: EncodedImages | None = None
 ) -> list[dict]:
-    """`inline_images`, in a worker thread when the images are big enough to stall the loop."""
+    """`inline_images`, in a worker thread when the images are big enough to stall the loop. Each
+    image is opened once: its status gives both the size that decides where it is encoded and the
+    key of the run's kept data URIs (a separate `stat` per image and request cost more than the
+    rest of the look-up)."""
     found = _image_urls(messages)
     if not found:
         return messages
-    size = 0
-    for _, _, url in found:
-        try:
-            size += os.stat(url_path(url)).st_size
-        except (OSError, ValueError):
-            pass  # inline_images says what is wrong with the file
-    if size < ENCODE_IN_LOOP_BYTES:
-        return inline_images(messages, options, encoded)
-    import asyncio
+    encoded = encoded or EncodedImages()
+    paths = [url_path(url) for _, _, url in found]
+    opened = _open_all(paths)
+    if sum(info.st_size for _, info in opened) >= ENCODE_IN_LOOP_BYTES:
+        _close_all(opened)  # the thread opens them again (a hand-over cancelled first would leak them)
+        import asyncio
 
-    return await asyncio.to_thread(inline_images, messages, options, encoded)
+        return await asyncio.to_thread(inline_images, messages, options, encoded)
+    uris: list[str] = []
+    try:
+        for path, opened_image in zip(paths, opened, strict=True):
+            uris.append(encoded(path, options, opened_image))
+    finally:
+        _close_all(opened[len(uris) + 1 :])  # each one `encoded` was handed it closed
+    return _with_urls(messages, found, uris)
+
+
+def _open_all(paths: list[str]) -> list[tuple[int, os.stat_result]]:
+    """Each path opened by `_open_checked`; if one cannot be, those opened are closed again."""
+    opened: list[tuple[int, os.stat_result]] = []
+    try:
+        for path in paths:
+            opened.append(_open_checked(path))
+    except BaseException:
+        _close_all(opened)
+        raise
+    return opened
+
+
+def _close_all(opened: list[tuple[int, os.stat_result]]) -> None:
+    for fd, _ in opened:
+        os.close(fd)

@@ -26,6 +26,7 @@ from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
+from bv.engine.deadlines import Deadlines
 from bv.engine.prices import Prices, first_url, reply_cost
 from bv.engine.progress import ProgressDisplay, Stats, duration
 from bv.engine.retry import RATE_LIMIT_PATIENCE_S, ConcurrencyLimit, RetryPolicy
@@ -69,6 +70,7 @@ class Caller:
     _in_flight: set[asyncio.Task] = field(default_factory=set)  # the tasks awaiting a request
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
+    _backstop: Deadlines | None = None  # the engine's own timeout per try (made on first use)
 
     async def _abandon_after_stop(self) -> None:
         """After Ctrl-C and the grace period, give up the requests still in flight: each call
@@ -93,9 +95,11 @@ class Caller:
             if self.limit is not None:
                 ticket = await self.limit.acquire()
             self.stats.sending()
+            if self._backstop is None:
+                self._backstop = Deadlines(self.timeout_s + BACKSTOP_S)
             try:
                 # The backend's own timeouts name what timed out; this one is the backstop.
-                async with asyncio.timeout(self.timeout_s + BACKSTOP_S):
+                with self._backstop.start():
                     reply = await self.backend.complete(messages, run=run, **params)
             except (NoReply, TimeoutError, asyncio.CancelledError):
                 self.stats.sent(answered=False)

@@ -31,6 +31,7 @@ from bv.engine.backends.replies import (
     parse_completion,
     read_body,
 )
+from bv.engine.deadlines import Deadline, Deadlines
 from bv.engine.endpoints import (
     CONNECT_TIMEOUT_S,
     Endpoint,
@@ -76,6 +77,8 @@ class OpenAIBackend:
         self._session: Any = None
         self._diagnosis: asyncio.Future | None = None
         self._images = EncodedImages()  # an item's repeats and turns send its image again
+        self._first_byte = Deadlines(endpoint.first_byte_timeout_s or endpoint.timeout_s)
+        self._read = Deadlines(endpoint.read_timeout_s or endpoint.timeout_s)
 
     @classmethod
     def from_config(
@@ -168,12 +171,11 @@ class OpenAIBackend:
         (--first-byte-timeout), read the rest of it (--read-timeout); each named when it runs out."""
         import aiohttp
 
-        first_byte_s = self.config.first_byte_timeout_s or self.config.timeout_s
-        read_s = self.config.read_timeout_s or self.config.timeout_s
-        phase, deadline = "first byte", None
+        first_byte: Deadline | None = None
+        read: Deadline | None = None
         try:
             session = self._open()
-            async with asyncio.timeout(first_byte_s) as deadline:
+            with self._first_byte.start() as first_byte:
                 async with session.post(
                     replica.chat_url,
                     data=data,
@@ -182,13 +184,15 @@ class OpenAIBackend:
                     proxy_auth=replica.proxy_auth,
                 ) as response:
                     replica.answered = True
-                    phase = "read"
-                    deadline.reschedule(asyncio.get_running_loop().time() + read_s)
-                    status, headers = response.status, response.headers
-                    raw = await (read_body(response) if status < 400 else error_body(response))
+                    first_byte.stop()
+                    with self._read.start() as read:
+                        status, headers = response.status, response.headers
+                        raw = await (read_body(response) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
-            if deadline is not None and deadline.expired():
-                raise NoReply(self._timed_out(replica, phase, first_byte_s, read_s)) from None
+            if first_byte is not None and first_byte.expired:
+                raise NoReply(self._timed_out(replica, "first byte")) from None
+            if read is not None and read.expired:
+                raise NoReply(self._timed_out(replica, "read")) from None
             what, unreachable = describe_transport_error(exc, replica.url, self.config.connect_timeout_s)
             if unreachable and not replica.answered:
                 replica.unreachable += 1
@@ -199,14 +203,16 @@ class OpenAIBackend:
             raise await self._status_error(replica, status, headers, raw)
         return parse_completion(raw)
 
-    def _timed_out(self, replica: Replica, phase: str, first_byte_s: float, read_s: float) -> str:
+    def _timed_out(self, replica: Replica, phase: str) -> str:
         where = host_port(replica.url)
         if phase == "first byte":
             return (
-                f"first-byte timeout: {where} sent no reply within {first_byte_s:g} s of the request"
-                " (`first_byte_timeout`)"
+                f"first-byte timeout: {where} sent no reply within {self._first_byte.seconds:g} s of"
+                " the request (`first_byte_timeout`)"
             )
-        return f"read timeout: {where} did not finish its reply within {read_s:g} s (`read_timeout`)"
+        return (
+            f"read timeout: {where} did not finish its reply within {self._read.seconds:g} s (`read_timeout`)"
+        )
 
     def _fail_fast(self) -> None:
         """Stop the run when no replica has ever answered and each keeps failing to connect."""
