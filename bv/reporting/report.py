@@ -44,6 +44,7 @@ __all__ = [
 # replaced templates, and who judged. `prompts` is the replaced templates of every stage.
 BY_FIELDS = ("model", "skill", "style", "prompts", "judge_version")
 _TEMPLATE_FIELDS = ("templates", "rollout_templates", "judge_templates")
+_MADE_BY_FIELDS = ("model", "skill", "style", "judge_version", *_TEMPLATE_FIELDS)  # made_by_of's
 _PLURALS = {
     "model": "models",
     "skill": "skills",
@@ -55,9 +56,8 @@ _SHOWN_DUPLICATES = 5
 
 
 def made_by_of(get: Callable[[str], Any]) -> tuple[Any, ...]:
-    """How a row was made, as far as pooling goes: its model, skill, style, judge version and
-    replaced templates (_TEMPLATE_FIELDS), in one tuple made without a loop (`get` is row.get;
-    this runs for every row)."""
+    """How a row was made, as far as pooling goes: the values of _MADE_BY_FIELDS, in its order,
+    in one tuple made without a loop (`get` is row.get; this runs for every row)."""
     return (
         get("model"),
         get("skill"),
