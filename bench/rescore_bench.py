@@ -51,12 +51,14 @@ def gate_pass(
     return rows, {"gate": decision, "current": estimate(current), "candidate": estimate(candidate)}
 
 
-def timed_passes(passes: int, run: Any) -> tuple[list[float], list[float]]:
-    """Wall and CPU seconds of each pass (CPU too: on a shared machine the wall time waits for a core)."""
+def timed_passes(passes: int, run: Any, prepare: Any = None) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each pass (CPU too: on a shared machine the wall time waits for a
+    core); `prepare`'s result, made before each pass and not timed, is the pass's argument."""
     walls, cpus = [], []
     for _ in range(passes):
+        given = () if prepare is None else (prepare(),)
         started, cpu = time.perf_counter(), time.process_time()
-        run()
+        run(*given)
         walls.append(time.perf_counter() - started)
         cpus.append(time.process_time() - cpu)
     return walls, cpus
@@ -107,15 +109,20 @@ def main() -> None:
         server.wait()
     current = scores(judged)
     n = len(judged)
-    gates: list[list[dict[str, Any]]] = []
+    last_gate: list[dict[str, Any]] = []  # the latest gate's rows (earlier ones are let go, as the loop does)
+    failed = sent = 0
 
     def gate() -> None:
-        gates.append(gate_pass(items, skill, engines, args.repeats, current)[0])
+        nonlocal failed, sent
+        rows = gate_pass(items, skill, engines, args.repeats, current)[0]
+        failed += sum(1 for r in rows if r.get("error")) + (len(rows) != n)
+        sent += sum(1 for r in rows for t in r.get("turns") or [] if not t.get("cached"))
+        last_gate[:] = rows
 
-    def judge_and_compare() -> None:
-        # The gate's own call with the prompts and the rollout taken as done (the rows a gate's
-        # rollout returned): only judging and the comparison remain.
-        rollout_rows = [{k: v for k, v in row.items() if k not in JUDGE_FIELDS} for row in gates[-1]]
+    def judge_and_compare(rollout_rows: list[dict[str, Any]]) -> None:
+        # The gate's own call with the prompts and the rollout taken as done: `rollout_rows` are
+        # the rows a gate's rollout returned, parsed anew for each pass (fresh objects, as the
+        # cache gives them), outside the timing; only judging and the comparison remain.
         saved = runs.prompts, runs._rollout
         runs.prompts = lambda *a, **k: []  # type: ignore[assignment]
         runs._rollout = lambda *a, **k: rollout_rows  # type: ignore[assignment]
@@ -126,13 +133,18 @@ def main() -> None:
         if len(judged) != n:
             sys.exit(f"judge + comparison: {len(judged)} rows judged of {n}")
 
+    def rollout_rows() -> list[dict[str, Any]]:
+        return json.loads(
+            json.dumps([{k: v for k, v in row.items() if k not in JUDGE_FIELDS} for row in last_gate])
+        )
+
     results = {}
-    for name, run in (
-        ("gate (cache + judge + comparison)", gate),
-        ("judge + comparison", judge_and_compare),
+    for name, run, prepare in (
+        ("gate (cache + judge + comparison)", gate, None),
+        ("judge + comparison", judge_and_compare, rollout_rows),
     ):
         print(f"timing {name}: {args.passes} passes of {n} rows", file=sys.stderr)
-        walls, cpus = timed_passes(args.passes, run)
+        walls, cpus = timed_passes(args.passes, run, prepare)
         median, cpu = statistics.median(walls), statistics.median(cpus)
         results[name] = {
             "rows": n,
@@ -142,8 +154,6 @@ def main() -> None:
             "cpu_s": cpu,
             "rows_per_cpu_s": n / cpu,
         }
-    failed = sum(1 for rows in gates for r in rows if r.get("error")) + sum(len(rows) != n for rows in gates)
-    sent = sum(1 for rows in gates for r in rows for t in r.get("turns") or [] if not t.get("cached"))
     load = (load_before, os.getloadavg()[0])
     target = results["judge + comparison"]["rows_per_s"]
     verdict = "PASS" if target >= TARGET_ROWS_PER_S and not failed and not sent else "MISS"

@@ -7,6 +7,8 @@ answered with. Every expected cost is worked out here from the rates, apart from
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,149 @@ def test_judge_batch_is_priced_at_batch_rates(batches, prompts, tmp_path):
     assert again.returncode == 0 and batches.chats == chats
     kept = ("judge_cost_usd", "judge_price_source", "judge_batch", "judge_usage")
     assert [{k: r[k] for k in kept} for r in jsonl(again.stdout)] == [{k: r[k] for k in kept} for r in judged]
+
+
+def dry_costs(err: str) -> list[float]:
+    """The dollar figures of a dry run's cost line."""
+    line = next(line for line in err.splitlines() if line.strip().startswith("cost:"))
+    return [float(x.replace(",", "")) for x in re.findall(r"\$([\d,]+\.\d\d)", line)]
+
+
+def test_dry_run_batch_shows_the_batch_rate_range_beside_the_online_one(server, prompts, tmp_path):
+    prices = tmp_path / "prices.json"
+    online = {"input": 400.0, "output": 800.0}  # dear, so that cents do not hide the ratio
+    prices.write_text(json.dumps({"m": {**online, "batch": {"input": 100.0, "output": 200.0}}, "o": online}))
+    common = f"--base-url {server.base_url} --repeats 2 --max-tokens 100 --prices {prices} --dry-run"
+    cache = f"--cache {tmp_path / 'c.sqlite'}"
+    plain = bv_inproc(f"bv rollout -m m {common} {cache} {prompts}")
+    batch = bv_inproc(f"bv rollout -m m {common} {cache} --batch {prompts}")
+    assert plain.returncode == 0 and batch.returncode == 0 and server.seen == [], batch.stderr
+    low, high = dry_costs(plain.stderr)
+    assert "at batch rates" not in plain.stderr and "at batch rates" in batch.stderr
+    b_low, b_high, o_low, o_high = dry_costs(batch.stderr)
+    assert (o_low, o_high) == (low, high)  # the online figure, beside
+    assert b_low == pytest.approx(low / 4, abs=0.01) and b_high == pytest.approx(high / 4, abs=0.01)
+    unknown = bv_inproc(f"bv rollout -m o {common} {cache} --batch {prompts}")
+    assert f"cost:          unknown: no batch price for model 'o' in {prices}" in unknown.stderr
+    # the judge's dry run too
+    rolled = tmp_path / "r.jsonl"
+    server.responder = lambda seen: Reply(usage=(PROMPT, COMPLETION))
+    assert bv_inproc(f"bv rollout -m m --base-url {server.base_url} -q {prompts} > {rolled}").returncode == 0
+    judge = (
+        f"bv judge --mode llm --judge-model m --judge-base-url {server.base_url} --prices {prices} {cache}"
+    )
+    judge += f" --judge-param max_tokens=10 --dry-run {rolled}"
+    j_plain, j_batch = bv_inproc(judge), bv_inproc(f"{judge} --batch")
+    assert j_batch.returncode == 0 and "at batch rates" in j_batch.stderr, j_batch.stderr
+    low, high = dry_costs(j_plain.stderr)
+    b_low, b_high, o_low, o_high = dry_costs(j_batch.stderr)
+    assert (o_low, o_high) == (low, high) and b_high == pytest.approx(high / 4, abs=0.01) and b_high > 0
+
+
+@pytest.fixture
+def dear_output(tmp_path: Path) -> Path:
+    """Batch rates under which a request's worst case is exactly its token limit's completion:
+    $1 for 1,000 completion tokens, prompts free (so the test need not bound prompt tokens)."""
+    path = tmp_path / "dear.json"
+    path.write_text(json.dumps({"gpt-4o": {**ONLINE, "batch": {"input": 0, "output": 1000}}}))
+    return path
+
+
+def test_max_cost_under_batch_submits_only_what_fits_and_stops_at_the_limit(
+    batches, prompts, dear_output, tmp_path
+):
+    priced(batches)  # each reply: 500 completion tokens, $0.50 at these rates; its worst case $1
+    cache = tmp_path / "c.sqlite"
+    common = f"--batch --prices {dear_output} --max-tokens 1000"
+    status, rows, err = rollout(batches, prompts, cache, common, "--max-cost 5.5")
+    assert status == 130, err  # as an interrupted run
+    assert batches.creations == 1 and len(batches.jobs[max(batches.jobs)].lines) == 5  # 5 x $1 fit
+    assert len(rows) == 5 and all(r["cost_usd"] == pytest.approx(0.5) for r in rows)
+    assert "stopped at the cost limit ($2.50 spent of $5.5; 7 requests not sent" in err
+    assert "re-run the same command to go on" in err
+    # the same command with room for the rest sends exactly those
+    status, rows, err = rollout(batches, prompts, cache, common, "--max-cost 100")
+    assert status == 0, err
+    assert batches.creations == 2 and len(batches.jobs[max(batches.jobs)].lines) == 7
+    assert len(rows) == 12 and sum(t["cached"] for r in rows for t in r["turns"]) == 5
+    assert "$3.50 spent of $100 at most" in err
+
+
+def test_max_cost_under_batch_checks_each_refinement_batch_against_what_is_left(
+    batches, prompts, dear_output, tmp_path
+):
+    batches.responder = lambda line: Reply(
+        content="thinking..." if len(line["body"]["messages"]) <= 2 else "so \\boxed{A}",
+        usage=(PROMPT, COMPLETION),
+    )
+    status, rows, err = rollout(
+        batches,
+        prompts,
+        tmp_path / "c.sqlite",
+        f"--batch --prices {dear_output} --max-tokens 1000",
+        "--max-turns 2 --max-cost 15",
+    )
+    # first turns: 12 x $1 worst case fit in $15, and cost $6; then $9 is left: 9 refinement turns
+    assert status == 130, err
+    assert [len(job.lines) for job in batches.jobs.values()] == [12, 9]
+    assert len(rows) == 9 and all(len(r["turns"]) == 2 for r in rows)
+    assert "stopped at the cost limit ($10.50 spent of $15; 3 requests not sent" in err
+
+
+def test_max_cost_under_batch_sends_nothing_that_cannot_fit_or_be_priced(batches, prompts, tmp_path):
+    priced(batches)
+    dear_input = tmp_path / "in.json"  # $1,000 per million prompt tokens: any prompt passes $0.001
+    dear_input.write_text(json.dumps({"gpt-4o": {**ONLINE, "batch": {"input": 1000, "output": 0}}}))
+    common = "--batch --max-tokens 10"
+    status, rows, err = rollout(
+        batches, prompts, tmp_path / "a.sqlite", common, f"--prices {dear_input} --max-cost 0.001"
+    )
+    assert status == 130 and rows == [] and batches.creations == 0 and batches.files == {}
+    assert "stopped at the cost limit ($0.00 spent of $0.001; 12 requests not sent" in err
+    online_only = tmp_path / "o.json"
+    online_only.write_text(json.dumps({"gpt-4o": ONLINE}))
+    status, rows, err = rollout(
+        batches, prompts, tmp_path / "b.sqlite", common, f"--prices {online_only} --max-cost 100"
+    )
+    assert status == 130 and rows == [] and batches.creations == 0
+    assert "stopped: a batch request's worst-case cost is unknown: no batch price for model 'gpt-4o'" in err
+    assert "so the cost limit cannot be kept" in err
+
+
+def test_max_cost_under_batch_needs_a_token_limit(batches, prompts, dear_output, tmp_path):
+    status, _, err = rollout(
+        batches, prompts, tmp_path / "c.sqlite", f"--batch --prices {dear_output} --max-cost 5"
+    )
+    assert status == 2 and batches.seen == []
+    assert "--max-cost with --batch needs --max-tokens" in err
+    rolled = tmp_path / "r.jsonl"
+    rolled.write_text("")
+    judge = bv_inproc(
+        f"bv judge --mode llm --judge-model gpt-4o --judge-base-url {batches.base_url} --judge-api-key k"
+        f" --cache {tmp_path / 'c.sqlite'} --batch --prices {dear_output} --max-cost 5 {rolled}"
+    )
+    assert judge.returncode == 2 and batches.seen == []
+    assert "--max-cost with --batch needs --judge-param max_tokens" in judge.stderr, judge.stderr
+
+
+def test_the_prompt_token_bound_counts_text_bytes_and_the_larger_image_rule(tmp_path):
+    from PIL import Image
+
+    from bv.stages.estimate import prompt_token_bound
+
+    small, large = tmp_path / "s.png", tmp_path / "l.png"
+    Image.new("RGB", (1024, 1024)).save(small)
+    Image.new("RGB", (4000, 3000)).save(large)
+
+    def image(path: Path) -> dict:
+        return {"type": "image_url", "image_url": {"url": path.as_uri()}}
+
+    text = "héllo ✓"  # 7 characters, 10 UTF-8 bytes
+    messages = [
+        {"role": "system", "content": text},
+        {"role": "user", "content": [{"type": "text", "text": text}, image(small), image(large)]},
+    ]
+    # text: 2 x 10 bytes; chat format: 4 a message and 3; the 1024 px square: 32 x 32 patches x 2.46
+    # (the tile rule says 85 + 4 x 170 = 765); the 4000 x 3000 one: 1,536 patches at most x 2.46
+    expected = 20 + 2 * 4 + 3 + math.ceil(1024 * 2.46) + math.ceil(1536 * 2.46)
+    assert prompt_token_bound(None)(messages) == expected

@@ -87,3 +87,17 @@ def test_text_reports_load_no_event_loop_client_or_rich(tmp_path, judged, format
 def test_the_table_loads_rich_and_nothing_else_heavy(tmp_path, judged):
     loaded = loaded_by(["report", str(judged)], tmp_path)
     assert "rich" in loaded and not loaded & HEAVY
+
+
+def test_the_table_starts_without_statistics_or_emoji_codes(tmp_path, judged):
+    """What a report of files does not need stays unloaded: `statistics` (the power plans import
+    it when they run), `tempfile` (only stdin is spooled) and rich's emoji table, as a
+    `:name:` in a file name is data, shown as written."""
+    named = tmp_path / "a:smile:b.jsonl"
+    named.write_bytes(judged.read_bytes())
+    loaded = modules_loaded_by(["report", str(named)], tmp_path)
+    assert "rich.console" in loaded and not loaded & {"statistics", "tempfile", "rich._emoji_codes"}
+    shown = subprocess.run(
+        [sys.executable, "-m", "bv", "report", str(named)], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0 and "bv report: a:smile:b" in shown.stdout

@@ -12,6 +12,7 @@ import pytest
 
 from bv.core.power import PowerPlan, paired_power, single_power
 from bv.core.stats import (
+    Z95,
     benjamini_hochberg,
     clustered_se,
     estimate_over_items,
@@ -23,6 +24,10 @@ from bv.core.stats import (
     sign_flip_exact,
     wilson,
 )
+
+
+def test_z95_is_the_normal_distributions_975_point():
+    assert Z95 == statistics.NormalDist().inv_cdf(0.975)
 
 
 def brute_force_p(diffs: list[float], alternative: str = "two-sided") -> float:

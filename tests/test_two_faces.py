@@ -62,7 +62,10 @@ JUDGE = {
     "judge_model": ("jm", ["--judge-model", "jm"]),
     "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
     "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
-    "judge_params": ({"reasoning_effort": "minimal"}, ["--judge-param", "reasoning_effort=minimal"]),
+    "judge_params": (
+        {"reasoning_effort": "minimal", "max_tokens": 50},  # a token limit: --max-cost with --batch needs one
+        ["--judge-param", "reasoning_effort=minimal", "--judge-param", "max_tokens=50"],
+    ),
     "jobs": (3, ["-j", "3"]),
     "retries": (2, ["--retries", "2"]),
     "timeout": (30.0, ["--timeout", "30"]),
@@ -257,7 +260,8 @@ def test_a_library_message_said_on_the_command_line_names_the_options(tmp_path: 
 EVAL_OPTIONS = (
     "--style official --image-detail low --sample 6 --sample-seed 3 --limit 4 --repeats 2 --max-turns 2"
     " --max-tokens 77 --temperature 0.5 --seed 11 -p top_k=20 --max-pixels 4096"
-    " --judge-param reasoning_effort=minimal -j 3 --retries 1 --timeout 30 --max-cost 5 --batch --skip-bad"
+    " --judge-param reasoning_effort=minimal --judge-param max_tokens=9"
+    " -j 3 --retries 1 --timeout 30 --max-cost 5 --batch --skip-bad"
 )
 EVAL_KEYWORDS = {
     "style": "official",
@@ -274,7 +278,7 @@ EVAL_KEYWORDS = {
         "max_pixels": 4096,
         "extra_body": {"top_k": 20},
     },
-    "judge_params": {"reasoning_effort": "minimal"},
+    "judge_params": {"reasoning_effort": "minimal", "max_tokens": 9},  # --max-cost with --batch needs it
     "jobs": 3,
     "retries": 1,
     "timeout": 30.0,

@@ -133,7 +133,9 @@ MAX_COST = click.option(
     "--max-cost",
     type=Finite(min=0),
     metavar="USD",
-    help="Stop starting requests once this run has spent this much (as a first Ctrl-C; needs --prices).",
+    help="Stop starting requests once this run has spent this much (as a first Ctrl-C; needs --prices)."
+    " With --batch it also needs a token limit, and submits only the requests whose worst case fits"
+    " (docs/batch.md).",
 )
 BATCH = click.option(
     "--batch",

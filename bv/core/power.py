@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from bv.core.stats import mean, sample_variance
 
@@ -29,6 +28,8 @@ class PowerPlan:
 
     @property
     def z(self) -> float:
+        from statistics import NormalDist  # here: `bv report` starts without it (and fractions, decimal)
+
         dist = NormalDist()
         return dist.inv_cdf(1 - self.alpha / 2) + dist.inv_cdf(self.power)
 

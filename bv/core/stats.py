@@ -10,14 +10,14 @@ Also here: the population std over runs (the official run-to-run spread) and how
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Literal
 
 Alternative = Literal["two-sided", "greater"]
-Z95 = NormalDist().inv_cdf(0.975)
+# The normal distribution's 97.5% point, NormalDist().inv_cdf(0.975) (tests/test_stats.py checks
+# it): a constant, so that `bv report` does not import `statistics` (and fractions, decimal) to start.
+Z95 = 1.9599639845400536
 MONTE_CARLO_RESAMPLES = 20_000
 MONTE_CARLO_SEED = 20  # fixed: the same data gives the same p-value on every machine
 _EXACT_BITS = 1 << 26  # the exact permutation distribution is held in one int of at most this many bits
@@ -191,6 +191,8 @@ def sign_flip_monte_carlo(
     if not values:
         return 1.0
     observed = sum(values)
+    import random  # only here: `bv report` starts without it
+
     rng = random.Random(MONTE_CARLO_SEED)
     n = len(values)
     extreme = 0

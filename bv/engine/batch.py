@@ -27,6 +27,7 @@ from bv.core.outcome import Outcome, say
 from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
 from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.batch_budget import BatchBudget, Messages
 from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
 from bv.engine.batch_state import BatchRecord, BatchState, folder_for
 from bv.engine.cache import ReplyCache
@@ -79,11 +80,23 @@ class BatchCaller(Caller):
     _changed: asyncio.Event | None = None
     _coordinator: asyncio.Future | None = None
     _shown: dict[str, str] = field(default_factory=dict)  # batch id: how it stands
+    budget: BatchBudget | None = None  # `max_cost`, kept before each batch (bv.engine.batch_budget)
+    _held: dict[str, Waiting] = field(default_factory=dict)  # held back by the budget
+    _unpriced: str | None = None  # why a collected reply's cost is unknown (the limit cannot be kept)
 
     @classmethod
     def for_batches(
-        cls, backend: Backend, settings: RunSettings, stats: Stats, stopping: asyncio.Event, stage: str
+        cls,
+        backend: Backend,
+        settings: RunSettings,
+        stats: Stats,
+        stopping: asyncio.Event,
+        stage: str,
+        max_tokens: int | None = None,
+        prompt_tokens: Callable[[Messages], int] | None = None,
     ) -> BatchCaller:
+        """`max_tokens` and `prompt_tokens` (an upper bound of a request's prompt tokens) bound
+        each request's cost for `max_cost` (the stage's config has refused `max_cost` without them)."""
         endpoint = getattr(backend, "config", None)
         if settings.cache_path is None or endpoint is None or not hasattr(backend, "request_body"):
             raise BadConfig(
@@ -92,6 +105,13 @@ class BatchCaller(Caller):
         policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
         stats.endpoint = backend.endpoint or backend.name
         stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
+        budget = None
+        if settings.max_cost is not None and settings.prices is not None:
+            assert max_tokens is not None and prompt_tokens is not None
+            where = first_url(backend.endpoint)
+            budget = BatchBudget(
+                settings.prices, settings.max_cost, backend.model, where, max_tokens, prompt_tokens
+            )
         return cls(
             backend,
             ReplyCache(settings.cache_path),
@@ -105,6 +125,7 @@ class BatchCaller(Caller):
             state=BatchState(folder_for(settings.cache_path)),
             stage=stage,
             poll_s=environment.number("BV_BATCH_POLL_S", POLL_S),
+            budget=budget,
         )
 
     async def call(
@@ -122,7 +143,7 @@ class BatchCaller(Caller):
         if cached is not None:
             self.stats.cache_hits += 1
             return Reply.from_json(cached), True
-        if self.stopping.is_set():
+        if self.stopping.is_set() or self.stats.limit_reached is not None:
             raise Interrupted()
         self._keep = keep
         future: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -168,7 +189,8 @@ class BatchCaller(Caller):
                 all_started = self._started >= self._expected
                 if all_started and self._active == 0:
                     return
-                if all_started and self._waiting and self._blocked >= self._active:
+                sending = self.stats.limit_reached is None  # nothing more once at the cost limit
+                if sending and all_started and self._waiting and self._blocked >= self._active:
                     batch, self._waiting = self._waiting, {}
                     job = asyncio.ensure_future(self._send_batch(batch))
                     await asyncio.wait({job, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -192,11 +214,11 @@ class BatchCaller(Caller):
                 f"batch {', '.join(running)} goes on on the server; run the same command again to collect"
                 f" its results (recorded in {self.state.folder})"
             )
-        for waiting in [*self._waiting.values(), *self._current.values()]:
+        for waiting in [*self._waiting.values(), *self._current.values(), *self._held.values()]:
             for future in waiting.futures:
                 if not future.done():
                     future.set_exception(Interrupted())
-        self._waiting, self._current = {}, {}
+        self._waiting, self._current, self._held = {}, {}, {}
 
     def _deliver(self, key: str, result: Result | Fatal) -> None:
         """A batch's result for one request: into the cache (a reply its row keeps), to its rows."""
@@ -223,6 +245,8 @@ class BatchCaller(Caller):
                         batch=True,
                     )
                     self.stats.add_cost(cost.usd)
+                    if cost.usd is None:
+                        self._unpriced = self._unpriced or cost.source
         if waiting is None:
             return
         for future in waiting.futures:
@@ -245,11 +269,39 @@ class BatchCaller(Caller):
             jobs.append((self._resume(record, mine), mine))
             taken |= mine
         rest = [key for key in batch if key not in taken]
+        fit = None
+        if self.budget is not None:
+            resumed = self.budget.reserved(batch[key].messages for key in taken)
+            fit = self.budget.fit(rest, lambda key: batch[key].messages, self.stats.spent_usd + resumed)
+            rest = fit.send
+            for key in fit.held:
+                self._held[key] = self._current.pop(key)
         for file in await self._input_files(rest):
             jobs.append((self._submit(file), set(file.keys)))
         await asyncio.gather(*(self._guarded(job, keys) for job, keys in jobs))
         for key in [key for key in batch if key in self._current]:  # a bug must not leave a row hanging
             self._deliver(key, ItemFailure("the batch gave no result for this request; run again"))
+        if self.budget is not None and fit is not None:
+            self._keep_budget(self.budget, fit.held, fit.unknown)
+
+    def _keep_budget(self, budget: BatchBudget, held: list[str], unknown: str | None) -> None:
+        """After a batch: stop at the cost limit (as the online run does) when requests were held
+        back, a cost is unknown, or the limit is spent; the rows still waiting stop (not written,
+        redone by the next run; what they were paid for is in the cache)."""
+        if unknown is not None:
+            unknown = f"a batch request's worst-case cost is {unknown}"
+        elif self._unpriced is not None:
+            unknown = f"a reply's cost is {self._unpriced}"
+        reason = budget.stopped(self.stats.spent_usd, len(held), unknown)
+        if reason is None:
+            return
+        self.stats.limit_reached = reason
+        for waiting in [*self._held.values(), *self._waiting.values()]:
+            for future in waiting.futures:
+                if not future.done():
+                    future.set_exception(Interrupted())
+            self._blocked -= len(waiting.futures)
+        self._held, self._waiting = {}, {}
 
     async def _guarded(self, job: Awaitable[None], keys: set[str]) -> None:
         """One batch's job; whatever stops it is the error of its requests still unanswered."""

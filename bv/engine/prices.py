@@ -302,15 +302,29 @@ def total_cost(costs: Iterable[Cost], none: str = "no replies") -> Cost:
     return Cost(round(usd, 8), "; ".join(sources) or none)
 
 
-def price_book(source: str | None, max_cost: float | None) -> Prices | None:
+def price_book(
+    source: str | None,
+    max_cost: float | None,
+    batch: bool = False,
+    max_tokens: Any = None,
+    max_tokens_name: str = "`max_tokens`",
+) -> Prices | None:
     """A stage's prices from its settings: None when none are asked for; BadConfig for a cost
-    limit that cannot be kept (no prices to count it in, or not a number of dollars)."""
+    limit that cannot be kept (no prices to count it in, not a number of dollars, or under
+    `batch` with no token limit to bound each request by: bv.engine.batch_budget)."""
     if max_cost is not None:
         if not (isinstance(max_cost, int | float) and math.isfinite(max_cost) and max_cost >= 0):
             raise BadConfig(f"`max_cost` must be a number of USD, not {max_cost!r}", option="max_cost")
         if source is None:
             raise BadConfig(
                 "`max_cost` needs `prices` (a price file, or genai-prices) to count the spend in",
+                option="max_cost",
+            )
+        if batch and not (max_tokens.__class__ is int and max_tokens > 0):
+            raise BadConfig(
+                f"`max_cost` with `batch` needs {max_tokens_name}: a batch cannot be stopped once"
+                " submitted, so bv submits only the requests whose worst case (their prompt and the"
+                " token limit of completion, at batch rates) fits the limit",
                 option="max_cost",
             )
     return None if source is None else load_prices(source)

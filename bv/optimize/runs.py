@@ -129,7 +129,8 @@ def rollout_and_judge(
         **engines.run(),
     )
     judged: list[JudgedRow] = []
-    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
+    # kept as written, no copy: each judged row is a new dict (the judge copies its input row)
+    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)))
     return _ended(outcome, judged, what)
 
 

@@ -289,17 +289,18 @@ def render_table(report: Built, stream: Any) -> None:
             raise StdoutClosed()
 
     # On a terminal the table fits the window (bv.reporting.table_fit); in a pipe or a file it is
-    # as wide as it needs, never cut (long group names, many side-by-side columns).
+    # as wide as it needs, never cut (long group names, many side-by-side columns). No emoji
+    # codes: a `:name:` in a file or group name is data, shown as written.
     summaries = summaries_of(report)
     headers, rows, levels = grid(report)
     brief = False
     if stream.isatty():
-        console = QuietConsole(file=stream)
+        console = QuietConsole(file=stream, emoji=False)
         brief = len(summaries) > 1 and not fits(headers, rows, console.width)
         if brief:
             headers, rows, levels = grid(report, brief=True)
     else:
-        console = QuietConsole(file=stream, width=max(240, natural_width(headers, rows, levels)))
+        console = QuietConsole(file=stream, emoji=False, width=max(240, natural_width(headers, rows, levels)))
     title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
     table = fitted_table(title, headers, rows, levels, console.width)
     for row, level in zip(rows, levels, strict=True):

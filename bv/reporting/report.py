@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +145,8 @@ def _read_input(
     columns: dict[tuple[str, ...], Column] = {}
     spool = None
     if source.path == "-" and spool_stdin and source.rows is None:
+        import tempfile  # only for stdin: a report of files starts without it
+
         spool = tempfile.NamedTemporaryFile("w", prefix="bv-report-", suffix=".jsonl", delete=False)
         source.spool = Path(spool.name)
     try:

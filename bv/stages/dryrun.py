@@ -9,7 +9,7 @@ an estimate of their prompt tokens. Nothing is sent and nothing is written to th
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,10 +73,10 @@ class ImageCosts:
         return self._known[path]
 
 
-def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[int, int]:
-    """(image bytes, estimated prompt tokens) of one request."""
-    text = sum(len(message_text(m.get("content"))) for m in messages)
-    tokens, data = math.ceil(text / CHARS_PER_TOKEN), 0
+def request_images(
+    messages: list[dict[str, Any]], costs: ImageCosts
+) -> Iterator[tuple[int, tuple[int, int], str]]:
+    """(bytes as sent, (width, height) as sent, detail) of each image of one request."""
     details = [
         (part.get("image_url") or {}).get("detail", "auto")
         for m in messages
@@ -85,7 +85,15 @@ def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[in
         if isinstance(part, dict) and part.get("type") == "image_url"
     ]
     for path, detail in zip(image_paths(messages), details, strict=False):
-        size, (width, height) = costs(path)
+        size, dimensions = costs(path)
+        yield size, dimensions, detail
+
+
+def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[int, int]:
+    """(image bytes, estimated prompt tokens) of one request."""
+    text = sum(len(message_text(m.get("content"))) for m in messages)
+    tokens, data = math.ceil(text / CHARS_PER_TOKEN), 0
+    for size, (width, height), detail in request_images(messages, costs):
         data += size
         tokens += image_tokens(width, height, detail)
     return data, tokens

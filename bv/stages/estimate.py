@@ -10,11 +10,21 @@ token limit nor earlier replies there is no high end: the range says so rather t
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from bv.core.records import message_text
 from bv.core.stats import counted, human_count
 from bv.engine.cache import ReplyCache
 from bv.engine.prices import Prices
+from bv.stages.dryrun import ImageCosts, image_tokens, request_images
+
+TOKENS_PER_MESSAGE = 4  # OpenAI's chat format counts 3 per message (role, delimiters); 1 to spare
+REPLY_PRIMING = 3  # and 3 that start the reply
+MAX_PATCHES = 1536  # OpenAI's patch-counted models (gpt-4.1-mini, o4-mini, gpt-5-mini, ...)
+PATCH_MULTIPLIER = 2.46  # the largest of their published multipliers (gpt-4.1-nano, gpt-5-nano)
 
 
 @dataclass(frozen=True)
@@ -52,8 +62,10 @@ def cost_lines(
     may_send: int,
     prompt_tokens: int,
     completions: Completions,
+    batch: bool = False,
 ) -> list[str]:
-    """The dry run's lines on completions and cost."""
+    """The dry run's lines on completions and cost; with `batch`, at batch rates, beside the
+    online figure (what the batch saves)."""
     lines = [f"completions:   {completions.source}"]
     if prices is None:
         return [*lines, "cost:          not estimated: give `prices` (a price file, or genai-prices)"]
@@ -62,27 +74,74 @@ def cost_lines(
     name = model or ""
     per_prompt = prompt_tokens / to_send
 
-    def price(requests: float, prompt: float, completion: float) -> float | None:
-        usage = {"prompt_tokens": round(requests * prompt), "completion_tokens": round(requests * completion)}
-        return prices.cost(name, usage, endpoint=endpoint).usd
+    def cost_range(at_batch: bool) -> tuple[float, float | None] | str:
+        """(low, high) in USD (high None: no bound), or why the price is unknown."""
 
-    floor = price(to_send, per_prompt, completions.typical or 0)
-    if floor is None:
-        why = prices.cost(name, {"prompt_tokens": 0, "completion_tokens": 0}, endpoint=endpoint).source
-        return [*lines, f"cost:          {why}"]
-    if completions.most is None:
+        def price(requests: float, prompt: float, completion: float) -> float | None:
+            usage = {
+                "prompt_tokens": round(requests * prompt),
+                "completion_tokens": round(requests * completion),
+            }
+            return prices.cost(name, usage, endpoint=endpoint, batch=at_batch).usd
+
+        floor = price(to_send, per_prompt, completions.typical or 0)
+        if floor is None:
+            zero = {"prompt_tokens": 0, "completion_tokens": 0}
+            return prices.cost(name, zero, endpoint=endpoint, batch=at_batch).source
+        most = completions.most
+        if most is None:
+            return floor, None
+        ceiling = (price(to_send, per_prompt, most) or 0) + (
+            price(may_send, per_prompt + most, most) or 0  # a refinement turn resends the reply before
+        )
+        return floor, ceiling
+
+    def spelt(found: tuple[float, float | None] | str) -> str:
+        if isinstance(found, str):
+            return found
+        floor, ceiling = found
+        return f"at least ${floor:,.2f}" if ceiling is None else f"${floor:,.2f} to ${ceiling:,.2f}"
+
+    found = cost_range(batch)
+    if isinstance(found, str):
+        return [*lines, f"cost:          {found}"]
+    basis = " at batch rates" if batch else ""
+    online = f"; online: {spelt(cost_range(False))}" if batch else ""
+    if found[1] is None:
         return [
             *lines,
-            f"cost:          at least ${floor:,.2f} ({prices.name}); no upper bound: no token limit"
+            f"cost:          {spelt(found)}{basis} ({prices.name}{online}); no upper bound: no token limit"
             " and no earlier replies of this model in the cache",
         ]
     most = completions.most
-    ceiling = (price(to_send, per_prompt, most) or 0) + (
-        price(may_send, per_prompt + most, most) or 0  # a refinement turn resends the reply before
-    )
     turns = f", with {counted(may_send, 'refinement turn')}" if may_send else ""
     return [
         *lines,
-        f"cost:          ${floor:,.2f} to ${ceiling:,.2f} ({prices.name}; the high end: every completion"
-        f" at {human_count(most)} tokens{turns})",
+        f"cost:          {spelt(found)}{basis} ({prices.name}; the high end: every completion"
+        f" at {human_count(most or 0)} tokens{turns}{online})",
     ]
+
+
+def image_token_bound(width: int, height: int, detail: str) -> int:
+    """The most prompt tokens OpenAI's published rules give an image: the larger of the tile rule
+    (gpt-4o, gpt-4.1, o1, o3) and the 32-pixel-patch rule (at most 1536 patches, times the largest
+    multiplier)."""
+    patches = min(MAX_PATCHES, math.ceil(width / 32) * math.ceil(height / 32))
+    return max(image_tokens(width, height, detail), math.ceil(patches * PATCH_MULTIPLIER))
+
+
+def prompt_token_bound(max_pixels: int | None) -> Callable[[list[dict[str, Any]]], int]:
+    """An upper bound of a request's prompt tokens, for `max_cost` under `batch`: its text at
+    one token per UTF-8 byte (a byte-level BPE token, as OpenAI's, is at least one byte), the chat
+    format's tokens per message, and each image at `image_token_bound`. Images that cannot be
+    read raise ImageError or OSError (their request fails anyway)."""
+    costs = ImageCosts(max_pixels)
+
+    def bound(messages: list[dict[str, Any]]) -> int:
+        text = sum(len(message_text(m.get("content")).encode()) for m in messages)
+        tokens = text + TOKENS_PER_MESSAGE * len(messages) + REPLY_PRIMING
+        for _, (width, height), detail in request_images(messages, costs):
+            tokens += image_token_bound(width, height, detail)
+        return tokens
+
+    return bound

@@ -329,8 +329,11 @@ def run_judge(
     runner = run_stage
     if backend is not None and config.batch:
         from bv.engine.batch import BatchCaller, run_batch_stage
+        from bv.stages.estimate import prompt_token_bound
 
-        caller, runner = BatchCaller.for_batches(backend, settings, stats, stopping, "judge"), run_batch_stage
+        limit, bound = config.token_limit, prompt_token_bound(None)
+        caller = BatchCaller.for_batches(backend, settings, stats, stopping, "judge", limit, bound)
+        runner = run_batch_stage
     elif backend is not None:
         caller = Caller.for_run(backend, settings, stats, stopping)
     templates = config.templates
@@ -395,11 +398,11 @@ def dry_run_judge(records: Iterable[RolloutRow], config: JudgeConfig) -> list[st
     lines = judge_plan_lines(plan, backend, where)
     if backend is None:
         return lines
-    limit = config.judge_params.get("max_tokens")
+    limit = config.token_limit
     completions = guess_completions(
         cache, backend.name, backend.model, limit if isinstance(limit, int) else None
     )
     url = first_url(backend.endpoint)
     return lines + cost_lines(
-        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions
+        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch
     )

@@ -59,7 +59,15 @@ class JudgeConfig(RequestSettings):
                 raise BadConfig("`batch` sends the LLM judge's requests: give `judge_model`", option="batch")
             check_batchable("openai", self.cache)
         object.__setattr__(self, "endpoint", endpoint)
-        object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
+        limit_name = "`judge_params` max_tokens"
+        book = price_book(self.prices, self.max_cost, self.batch, self.token_limit, limit_name)
+        object.__setattr__(self, "price_book", book)
+
+    @property
+    def token_limit(self) -> Any:
+        """The most a judge reply may use, as its parameters say (None: no limit given)."""
+        params = self.judge_params
+        return params.get("max_tokens", params.get("max_completion_tokens"))
 
     @property
     def settings(self) -> RunSettings:

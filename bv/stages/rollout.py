@@ -180,8 +180,12 @@ def run_rollout(
     runner = run_stage
     if config.batch:
         from bv.engine.batch import BatchCaller, run_batch_stage
+        from bv.stages.estimate import prompt_token_bound
 
-        caller: Caller = BatchCaller.for_batches(backend, settings, stats, stopping, "rollout")
+        bound = prompt_token_bound(config.request_params.get("max_pixels"))
+        caller: Caller = BatchCaller.for_batches(
+            backend, settings, stats, stopping, "rollout", config.max_tokens, bound
+        )
         runner = run_batch_stage
     else:
         caller = Caller.for_run(backend, settings, stats, stopping)
@@ -220,5 +224,12 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
     where = first_url(backend.endpoint)
     return lines + cost_lines(
-        config.price_book, backend.model, where, plan.to_send, plan.may_send, plan.prompt_tokens, completions
+        config.price_book,
+        backend.model,
+        where,
+        plan.to_send,
+        plan.may_send,
+        plan.prompt_tokens,
+        completions,
+        batch=config.batch,
     )

@@ -82,7 +82,8 @@ class RolloutConfig(RequestSettings):
                 raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
-        object.__setattr__(self, "price_book", price_book(self.prices, self.max_cost))
+        book = price_book(self.prices, self.max_cost, self.batch, self.max_tokens)
+        object.__setattr__(self, "price_book", book)
         if self.batch:
             from bv.engine.batch import check_batchable
 
