@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from bv.cli.common import (
     JUDGE_MODE,
     JUDGE_MODEL,
     JUDGE_PARAM,
+    MAX_COST,
     MAX_TOKENS,
     MAX_TURNS,
     MODEL,
@@ -182,6 +184,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @TIMEOUT
 @waits
 @PRICES
+@MAX_COST
 @CACHE
 @NO_CACHE
 @click.option(
@@ -236,6 +239,7 @@ def optimize(
     read_timeout: float | None,
     stall_notice: float,
     prices: str | None,
+    max_cost: float | None,
     cache_path: Path | None,
     no_cache: bool,
     dry_run: bool,
@@ -247,6 +251,8 @@ def optimize(
 
     Re-run the same command after a crash, Ctrl-C or kill: it goes on from the last finished
     step, and the reply cache answers every request already paid for (docs/optimize.md).
+    --max-cost bounds every role's spend (target, judge, optimizer) over the run: reached, it
+    stops as a first Ctrl-C does (exit 130; history.jsonl and report.md say where).
 
     \b
     Examples:
@@ -258,6 +264,7 @@ def optimize(
     from bv import api
     from bv.cli import ending
     from bv.core import outcome
+    from bv.core.errors import Interrupted
     from bv.engine.endpoints import BadEndpoint
     from bv.optimize.loop import OptimizeError
     from bv.optimize.report import gepa_lines, headline
@@ -315,6 +322,7 @@ def optimize(
         read_timeout=read_timeout,
         stall_notice=stall_notice,
         prices=prices,
+        max_cost=max_cost,
         search=search,
         max_metric_calls=max_metric_calls,
         cache=None if no_cache else cache_path or api.DEFAULT_CACHE,
@@ -330,6 +338,10 @@ def optimize(
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
+    except Interrupted as exc:  # a first Ctrl-C or SIGTERM, or the cost limit: the run resumes
+        again = "re-run the same command to go on (finished steps are kept, paid replies cached)"
+        outcome.say(f"{exc}; {again}")
+        sys.exit(outcome.status_for(exc.signal or signal.SIGINT))
     from bv.optimize.gepa_adapter import GepaResult
 
     for line in gepa_lines(result) if isinstance(result, GepaResult) else headline(result):

@@ -5,7 +5,9 @@ compare the best skill with the seed on the test split, which nothing before has
 
 Every step is a pure function of the run's settings and the replies (which the reply cache
 keeps), and its history row is written once it is finished: a re-run after a crash or a kill
-reads the rows back and goes on from the first unfinished step, with no paid request sent twice."""
+reads the rows back and goes on from the first unfinished step, with no paid request sent twice.
+A run stopped before its end (Ctrl-C, SIGTERM, the cost limit: every role's spend over the run)
+writes a `stopped` row to the history and an incomplete report, and raises Interrupted again."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
@@ -166,6 +169,28 @@ class _Loop:
         if before is None:
             self.folder.write_json("split.json", self.split.to_json())
         return self.folder.history()
+
+    def stopped(self, exc: Interrupted, history: list[dict[str, Any]]) -> Interrupted:
+        """A stop before the end, said in the history (a `stopped` row, which a re-run passes over)
+        and in an incomplete report.md and report.html; the Interrupted to raise, saying where."""
+        from bv.optimize.report import write_incomplete
+
+        done = max(len(history) - 1, 0)
+        if not history:
+            where = "before the seed skill's selection score was finished"
+        else:
+            where = f"{done} of {self.total} steps finished"
+            where += "; the test comparison was not" if done == self.total else ""
+        self.folder.append_history(
+            {
+                "kind": "stopped",
+                "after_step": len(history) - 1 if history else None,
+                "why": str(exc),
+                "spent_usd": self.engines.spend.usd if self.engines.prices is not None else None,
+            }
+        )
+        write_incomplete(self.folder, history, self.identity, self.split, [str(exc), where])
+        return Interrupted(f"{exc}; {where}", signal=exc.signal)
 
     def skill_of(self, ref: Mapping[str, Any]) -> Skill:
         return Skill(Path(ref["file"]).stem, self.folder.read_skill(ref["file"], ref["sha256"]))
@@ -350,18 +375,21 @@ def optimize(
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
     history = loop.open_folder()
     say(f"split: {loop._sizes()}; {loop.total} steps, {max(len(history) - 1, 0)} already finished")
-    if not history:
-        history.append(loop.seed_row())
-        folder.append_history(history[-1])
-        say(seed_line(history[-1]))
-    for step in range(len(history), loop.total + 1):
-        row = loop.step_row(step, history)
-        folder.append_history(row)
-        history.append(row)
-        say(step_line(row, loop.total))
-    best_ref = history[-1]["best"]
-    best = loop.skill_of(best_ref)
-    test = loop.final_test(best)
+    try:
+        if not history:
+            history.append(loop.seed_row())
+            folder.append_history(history[-1])
+            say(seed_line(history[-1]))
+        for step in range(len(history), loop.total + 1):
+            row = loop.step_row(step, history)
+            folder.append_history(row)
+            history.append(row)
+            say(step_line(row, loop.total))
+        best_ref = history[-1]["best"]
+        best = loop.skill_of(best_ref)
+        test = loop.final_test(best)
+    except Interrupted as exc:
+        raise loop.stopped(exc, history) from None
     folder.write_text("best.md", best.text + "\n")
     result = OptimizeResult(
         out=out,

@@ -111,8 +111,10 @@ def _step_token_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
-    out = [
+def markdown(
+    result: OptimizeResult, identity: Mapping[str, Any], split: Split, stops: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    head = [
         f"# bv optimize: {_cell(result.out, 200)}",
         "",
         "## Headline",
@@ -122,13 +124,28 @@ def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) 
         "```",
         "",
     ]
-    out += ["## Steps", ""]
+    steps = [*result.history, result.test]
+    return _document(head, result.history, (result.tokens, "whole run", steps), identity, split, stops)
+
+
+def _document(
+    head: list[str],
+    history: Sequence[Mapping[str, Any]],
+    tokens: tuple[Mapping[str, Mapping[str, float]], str, Sequence[Mapping[str, Any]]],
+    identity: Mapping[str, Any],
+    split: Split,
+    stops: Sequence[Mapping[str, Any]],
+) -> str:
+    """report.md under its `head`: the steps, the edits, `tokens` (by role, what they cover, the
+    rows by step), the run's settings and where it stopped before its end."""
+    by_role, covers, by_step = tokens
+    out = [*head, "## Steps", ""]
     out += [
         "| step | epoch | train acc | proposed | applied | current (selection) | candidate (selection) "
         "| diff [95% CI] | p | decision |",
         "|---:|---:|---:|---:|---:|---|---|---|---:|---|",
     ]
-    for row in result.history:
+    for row in history:
         if row["kind"] == "seed":
             s = row["selection"]
             out.append(f"| 0 | | | | | seed {_f(s['accuracy'])} {_ci(s['ci95'])} | | | | |")
@@ -151,7 +168,7 @@ def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) 
         "| step | status | op | target | content | why |",
         "|---:|---|---|---|---|---|",
     ]
-    for row in result.history:
+    for row in history:
         for reflection in row.get("reflections", []):
             if reflection["status"] != "ok":
                 out.append(
@@ -166,9 +183,9 @@ def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) 
                 f"| {_cell(edit.get('target', ''), 80)} "
                 f"| {_cell(edit.get('content', edit.get('raw', '')), 120)} | {_cell(edit.get('why', ''))} |"
             )
-    out += ["", "## Tokens by role (whole run)", "", *_token_lines(result.tokens), ""]
+    out += ["", f"## Tokens by role ({covers})", "", *_token_lines(by_role), ""]
     out += ["## Tokens by step (requests, prompt / completion tokens)", ""]
-    out += [*_step_token_lines([*result.history, result.test]), ""]
+    out += [*_step_token_lines(by_step), ""]
     out += [
         "## Run",
         "",
@@ -179,9 +196,33 @@ def markdown(result: OptimizeResult, identity: Mapping[str, Any], split: Split) 
         f"- judge: {_cell(identity['judge'], 300)}",
         f"- options: {_cell(identity['options'], 400)}",
         f"- reflection template sha256: {identity['templates']['reflect']}",
+        *(f"- stopped before its end after step {s['after_step']}: {_cell(s['why'], 300)}" for s in stops),
         "",
     ]
     return "\n".join(out)
+
+
+def write_incomplete(
+    folder: RunFolder,
+    history: Sequence[Mapping[str, Any]],
+    identity: Mapping[str, Any],
+    split: Split,
+    why: list[str],
+) -> None:
+    """report.md and report.html of a run stopped before its end: `why` it stopped and where,
+    then the finished steps as a finished run's report shows them; no test comparison."""
+    from bv.optimize.results import add_tokens
+
+    lines = ["INCOMPLETE: " + why[0], *why[1:], "re-run the same command to go on: finished steps are kept,"
+             " and the reply cache answers every reply already paid for"]  # fmt: skip
+    head = [f"# bv optimize: {_cell(folder.path, 200)} (incomplete)", "", "## Incomplete", "", "```"]
+    head += [*lines, "```", ""]
+    body = _document(
+        head, history, (add_tokens(history), "finished steps", history), identity, split, folder.stops()
+    )
+    folder.write_text("report.md", body)
+    chart = "<h2>Selection accuracy per step</h2>" + _svg(history) if history else ""
+    folder.write_text("report.html", _page("bv optimize (incomplete)", lines, chart, body))
 
 
 def _svg(history: Sequence[Mapping[str, Any]]) -> str:
@@ -248,7 +289,9 @@ def _page(title: str, head: list[str], chart: str, body: str) -> str:
     )
 
 
-def page(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> str:
+def page(
+    result: OptimizeResult, identity: Mapping[str, Any], split: Split, stops: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """report.html: the selection score per step as inline SVG, under the headline."""
     chart = (
         "<h2>Selection accuracy per step</h2>"
@@ -256,7 +299,7 @@ def page(result: OptimizeResult, identity: Mapping[str, Any], split: Split) -> s
         + "<p>line: the current skill with its 95% interval;"
         " dots: candidates (green accepted, red rejected)</p>"
     )
-    return _page("bv optimize", headline(result), chart, markdown(result, identity, split))
+    return _page("bv optimize", headline(result), chart, markdown(result, identity, split, stops))
 
 
 def gepa_page(result: GepaResult, identity: Mapping[str, Any]) -> str:
@@ -266,8 +309,8 @@ def gepa_page(result: GepaResult, identity: Mapping[str, Any]) -> str:
 def write_reports(
     folder: RunFolder, result: OptimizeResult, identity: Mapping[str, Any], split: Split
 ) -> None:
-    folder.write_text("report.md", markdown(result, identity, split))
-    folder.write_text("report.html", page(result, identity, split))
+    folder.write_text("report.md", markdown(result, identity, split, folder.stops()))
+    folder.write_text("report.html", page(result, identity, split, folder.stops()))
 
 
 def gepa_lines(result: GepaResult) -> list[str]:

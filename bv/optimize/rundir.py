@@ -4,7 +4,8 @@
                    with other settings is refused, not mixed in
     split.json     the item ids of train, selection and test
     skills/        every skill version, step-NNN-<sha12>.md
-    history.jsonl  one row per finished step (step 0: the seed skill's selection score)
+    history.jsonl  one row per finished step (step 0: the seed skill's selection score), and a
+                   `stopped` row wherever a run stopped before its end (Ctrl-C, SIGTERM, the cost limit)
     test.json      the final comparison on the test split
     best.md, report.md, report.html
 
@@ -23,6 +24,7 @@ from bv.core.atomic import atomic_output
 from bv.core.errors import BadRecord
 
 MAX_HISTORY_LINE = 64 * 1024 * 1024
+STOPPED = "stopped"  # the kind of a history row that says where and why a run stopped early
 
 
 class RunFolder:
@@ -73,6 +75,13 @@ class RunFolder:
 
     def history(self) -> list[dict[str, Any]]:
         """The finished steps' rows; a partial last line (a kill during its write) is cut off."""
+        return [row for row in self._rows() if row.get("kind") != STOPPED]
+
+    def stops(self) -> list[dict[str, Any]]:
+        """Where runs in this folder stopped before their end, and why (the `stopped` rows)."""
+        return [row for row in self._rows() if row.get("kind") == STOPPED]
+
+    def _rows(self) -> list[dict[str, Any]]:
         path = self.history_path
         if not path.exists():
             return []
@@ -82,6 +91,7 @@ class RunFolder:
             with path.open("r+b") as f:
                 f.truncate(end)
         rows: list[dict[str, Any]] = []
+        stops: list[dict[str, Any]] = []
         for number, line in enumerate(data[:end].splitlines(), 1):
             try:
                 row = json.loads(line)
@@ -89,10 +99,13 @@ class RunFolder:
                 raise BadRecord(
                     f"{path}:{number}: not a history row; remove the run folder to start over"
                 ) from None
+            if isinstance(row, dict) and row.get("kind") == STOPPED:
+                stops.append(row)
+                continue
             if not isinstance(row, dict) or row.get("step") != len(rows):
                 raise BadRecord(f"{path}:{number}: expected the row of step {len(rows)}")
             rows.append(row)
-        return rows
+        return rows + stops
 
     def append_history(self, row: dict[str, Any]) -> None:
         line = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bv.core.errors import BadRecord, Fatal, Interrupted
+from bv.core.outcome import SIGNAL_NAMES
 from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.stages.judge import run_judge
@@ -33,6 +34,13 @@ class Model:
     def recorded(self) -> dict[str, Any]:
         """What must stay the same for a run folder to resume: not the key, not the endpoint."""
         return {"model": self.model, "backend": self.backend, "params": dict(self.params)}
+
+
+@dataclass
+class Spend:
+    """What the run's replies have cost so far (USD, with prices), over all its stages and roles."""
+
+    usd: float = 0.0
 
 
 WAITS = ("rate_limit_patience", "connect_timeout", "first_byte_timeout", "read_timeout", "stall_notice")
@@ -58,6 +66,8 @@ class Engines:
     # them); absent: their defaults
     waits: Mapping[str, Any] = field(default_factory=dict)
     prices: str | None = None  # every role's replies priced (bv.engine.prices); None: not priced
+    max_cost: float | None = None  # USD: one budget for every role's replies over the run (needs prices)
+    spend: Spend = field(default_factory=Spend, compare=False)  # counted toward max_cost, stage by stage
 
     def run(self) -> dict[str, Any]:
         """How every stage of the loop runs: the settings its rollout and judge configs share."""
@@ -68,15 +78,19 @@ class Engines:
             "cache": self.cache_path,
             "quiet": self.quiet,
             "prices": self.prices,
+            "max_cost": self.max_cost,
+            "spent_before": self.spend.usd,  # each stage starts with the run's spend so far
             **self.waits,
         }
 
 
-def _ended(outcome: Any, rows: list[Any], what: str) -> list[Any]:
+def _ended(outcome: Any, rows: list[Any], what: str, engines: Engines) -> list[Any]:
+    engines.spend.usd = outcome.spent_usd
     if outcome.fatal is not None:
         raise Fatal(f"{what}: {outcome.fatal}")
     if outcome.signal is not None:
-        raise Interrupted(f"{what} interrupted; run the same command again to resume", signal=outcome.signal)
+        why = outcome.stopped or f"interrupted by {SIGNAL_NAMES.get(outcome.signal, 'a signal')}"
+        raise Interrupted(f"{why}, in {what}", signal=outcome.signal)
     return rows
 
 
@@ -108,7 +122,7 @@ def _rollout(
     )
     rows: list[RolloutRow] = []
     outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
-    return _ended(outcome, rows, what)
+    return _ended(outcome, rows, what, engines)
 
 
 def rollout_and_judge(
@@ -131,7 +145,7 @@ def rollout_and_judge(
     judged: list[JudgedRow] = []
     # kept as written, no copy: each judged row is a new dict (the judge copies its input row)
     outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)))
-    return _ended(outcome, judged, what)
+    return _ended(outcome, judged, what, engines)
 
 
 def ask_optimizer(requests: Sequence[tuple[str, str]], engines: Engines) -> list[RolloutRow]:

@@ -14,11 +14,15 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
     its `cache` keyword resolved by bv.api to `cache_path`."""
     from bv.core import environment
     from bv.core.templates import Templates
+    from bv.engine.prices import price_book
     from bv.optimize.loop import OptimizeOptions
     from bv.optimize.runs import WAITS, Engines, Model
     from bv.stages.prompt import Skill
 
     o = options
+    price_book(
+        o["prices"], o["max_cost"]
+    )  # a price file or budget that cannot work: BadConfig, before any work
     seed_skill = o["skill"] if not isinstance(o["skill"], (str, Path)) else Skill.load(Path(o["skill"]))
     templates = o["templates"]
     if templates is None and o["prompts"] is not None:
@@ -53,6 +57,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
         quiet=o["quiet"],
         waits={name: o[name] for name in WAITS},
         prices=o["prices"],
+        max_cost=o["max_cost"],
     )
     split = o["split"]
     loop_options = OptimizeOptions(

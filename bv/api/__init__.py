@@ -1,0 +1,58 @@
+"""bv as a library: the stages as Python functions over iterables of records (docs/api.md).
+
+    from bv import api
+    prompts = list(api.prompt(items, skill="skills/v2.md"))
+    rows = api.judge(api.rollout(prompts, model="gpt-4o", repeats=3), mode="rules")
+    print(api.report({"v2": rows}).accuracy["v2"])
+
+Each function is what its command does, minus the files: `api.rollout` runs the same engine as
+`bv rollout` (concurrency, retries, the reply cache, and so resume: calling it again with the same
+arguments sends only what did not finish). Rows come back in input order; a row whose requests
+failed is returned with `error` set, as the command writes it. What stops a whole run raises a
+bv.core.errors.BVError: Fatal (an unusable endpoint), BadConfig (settings that cannot work),
+BadRecord (a bad input record, named by its index), and Interrupted after a Ctrl-C or SIGTERM once
+the requests in flight have finished and been cached. No call ends the process, and each runs in
+a run context of its own (bv.core.run_context): its secrets, notes and limits are its own, so
+calls on several threads do not see each other's.
+
+Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
+`api.arollout` / `api.ajudge` there, which run the same stage on a thread of its own with its own
+loop. Cancelling the awaiting task (`task.cancel()`, a timeout of `asyncio.wait_for`) stops the run
+as Ctrl-C stops the command: nothing new is sent, the requests in flight finish (within the grace
+period, 10 s) and are cached, then the await raises CancelledError, the thread gone; calling again
+resumes from the cache.
+
+The functions live by what they are: bv/api/stages.py the stages over records (prompt, rollout,
+judge, merge, report), bv/api/runs.py the whole runs into a folder (evaluate, optimize); this
+module is the one name to import them by.
+"""
+
+from bv.api.runs import evaluate, optimize, plan_optimize
+from bv.api.stages import (
+    DEFAULT_CACHE,
+    ajudge,
+    arollout,
+    judge,
+    merge,
+    prompt,
+    report,
+    rollout,
+)
+from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
+from bv.api.stages import _rollout_config as _rollout_config  # (tests/test_two_faces.py)
+from bv.reporting.report_view import Report
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "Report",
+    "ajudge",
+    "arollout",
+    "evaluate",
+    "judge",
+    "merge",
+    "optimize",
+    "plan_optimize",
+    "prompt",
+    "report",
+    "rollout",
+]
