@@ -326,3 +326,24 @@ def test_the_prompt_token_bound_counts_text_bytes_and_the_larger_image_rule(tmp_
     # (the tile rule says 85 + 4 x 170 = 765); the 4000 x 3000 one: 1,536 patches at most x 2.46
     expected = 20 + 2 * 4 + 3 + math.ceil(1024 * 2.46) + math.ceil(1536 * 2.46)
     assert prompt_token_bound(None)(messages) == expected
+
+
+def test_the_judge_s_max_cost_under_batch_writes_every_row_and_stops(batches, prompts, dear_output, tmp_path):
+    cache = tmp_path / "c.sqlite"
+    _, rows, _ = rollout(batches, prompts, cache, "--batch")
+    rolled = tmp_path / "rows.jsonl"
+    rolled.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    batches.responder = lambda line: Reply(content="True", usage=(PROMPT, COMPLETION))
+    created = batches.creations
+    judged = bv_inproc(
+        f"bv judge --mode llm --judge-model gpt-4o --judge-base-url {batches.base_url} --judge-api-key k"
+        f" --cache {cache} --batch --prices {dear_output} --max-cost 4.5 --judge-param max_tokens=1000"
+        f" {rolled}"
+    )
+    assert judged.returncode == 130, judged.stderr
+    assert batches.creations == created + 1 and len(batches.jobs[max(batches.jobs)].lines) == 4  # 4 x $1
+    verdicts = jsonl(judged.stdout)
+    assert len(verdicts) == 12  # the judge writes every row: those not sent as judge errors to redo
+    assert [r["decided_by"] for r in verdicts].count("llm") == 4
+    assert all(r["judge_cost_usd"] == pytest.approx(0.5) for r in verdicts if r["decided_by"] == "llm")
+    assert "stopped at the cost limit ($2.00 spent of $4.5; 8 requests not sent" in judged.stderr
