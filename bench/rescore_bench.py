@@ -23,8 +23,10 @@ would fail its row, and every row must come back without error and from the cach
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +86,7 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bv-rescore-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)  # the items and the cache, on any exit
     data = work / "data"
     synth = [BV, "synth", "--n", str(args.items), "--seed", "0", "--out", str(data)]
     subprocess.run(synth, check=True, capture_output=True)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import signal
 import sqlite3
+import time
 
 import pytest
 from conftest import bv_inproc
-from test_optimize import Models, command, data_dir  # noqa: F401 (a fixture)
+from test_optimize import Models, _finished_steps, _run, command, data_dir  # noqa: F401 (a fixture)
 
 from bv import api
 from bv.core.errors import BadConfig, Interrupted
@@ -131,3 +133,33 @@ def test_the_api_stops_alike_and_the_budget_needs_prices(data_dir, models, price
     assert [r["kind"] for r in rows_of(out)] == ["seed", "step", "stopped"]
     refused = bv_inproc("bv " + command(data_dir, models, tmp_path / "cli", "--max-cost 1"))
     assert refused.returncode == 2 and "--max-cost needs --prices" in refused.stderr
+
+
+def test_a_first_ctrl_c_is_recorded_as_the_cost_limit_is(data_dir, tmp_path):  # noqa: F811
+    """SIGINT while step 2's requests are in flight: exit 130, a `stopped` row saying Ctrl-C, an
+    incomplete report; the same command then finishes the run."""
+    out = tmp_path / "run"
+    frozen = {"on": True}
+    models = Models(data_dir, hold=lambda: frozen["on"] and _finished_steps(out) >= 2)
+    try:
+        first = _run(command(data_dir, models, out, "--steps 3"))
+        deadline = time.monotonic() + 60
+        while not (_finished_steps(out) >= 2 and len(models.target.seen) > len(models.target.finished())):
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        first.send_signal(signal.SIGINT)  # the held requests never answer: the grace period ends them
+        assert first.wait(60) == 130
+        err = first.stderr.read()  # type: ignore[union-attr]
+        assert (
+            "interrupted by Ctrl-C, in step 2: train; 1 of 3 steps finished; re-run the same command" in err
+        )
+        rows = rows_of(out)
+        assert rows[-1]["kind"] == "stopped" and rows[-1]["after_step"] == 1
+        assert rows[-1]["why"] == "interrupted by Ctrl-C, in step 2: train" and rows[-1]["spent_usd"] is None
+        assert "INCOMPLETE: interrupted by Ctrl-C" in (out / "report.md").read_text()
+        frozen["on"] = False
+        again = bv_inproc("bv " + command(data_dir, models, out, "--steps 3"))
+        assert again.returncode == 0, again.stderr
+        assert [r.get("step") for r in rows_of(out) if r["kind"] != "stopped"] == [0, 1, 2, 3]
+    finally:
+        models.stop()
