@@ -170,28 +170,6 @@ class _Loop:
             self.folder.write_json("split.json", self.split.to_json())
         return self.folder.history()
 
-    def stopped(self, exc: Interrupted, history: list[dict[str, Any]]) -> Interrupted:
-        """A stop before the end, said in the history (a `stopped` row, which a re-run passes over)
-        and in an incomplete report.md and report.html; the Interrupted to raise, saying where."""
-        from bv.optimize.report import write_incomplete
-
-        done = max(len(history) - 1, 0)
-        if not history:
-            where = "before the seed skill's selection score was finished"
-        else:
-            where = f"{done} of {self.total} steps finished"
-            where += "; the test comparison was not" if done == self.total else ""
-        self.folder.append_history(
-            {
-                "kind": "stopped",
-                "after_step": len(history) - 1 if history else None,
-                "why": str(exc),
-                "spent_usd": self.engines.spend.usd if self.engines.prices is not None else None,
-            }
-        )
-        write_incomplete(self.folder, history, self.identity, self.split, [str(exc), where])
-        return Interrupted(f"{exc}; {where}", signal=exc.signal)
-
     def skill_of(self, ref: Mapping[str, Any]) -> Skill:
         return Skill(Path(ref["file"]).stem, self.folder.read_skill(ref["file"], ref["sha256"]))
 
@@ -369,7 +347,7 @@ def optimize(
     say: Callable[[str], None] = lambda line: None,
 ) -> OptimizeResult:
     """Run (or resume) the loop in the run folder `out` and return what it found."""
-    from bv.optimize.report import write_reports
+    from bv.optimize.report import record_stop, write_reports
 
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
@@ -388,8 +366,10 @@ def optimize(
         best_ref = history[-1]["best"]
         best = loop.skill_of(best_ref)
         test = loop.final_test(best)
-    except Interrupted as exc:
-        raise loop.stopped(exc, history) from None
+    except Interrupted as exc:  # said in the history (a `stopped` row) and an incomplete report
+        spent = loop.engines.spend.usd if loop.engines.prices is not None else None
+        where = record_stop(folder, history, loop.identity, loop.split, loop.total, str(exc), spent)
+        raise Interrupted(f"{exc}; {where}", signal=exc.signal) from None
     folder.write_text("best.md", best.text + "\n")
     result = OptimizeResult(
         out=out,

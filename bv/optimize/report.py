@@ -202,6 +202,29 @@ def _document(
     return "\n".join(out)
 
 
+def record_stop(
+    folder: RunFolder,
+    history: Sequence[Mapping[str, Any]],
+    identity: Mapping[str, Any],
+    split: Split,
+    total: int,
+    why: str,
+    spent_usd: float | None,
+) -> str:
+    """A run stopped before its end (Ctrl-C, SIGTERM, the cost limit), said in the history (a
+    `stopped` row, which a re-run passes over) and in an incomplete report; where it stopped, in words."""
+    done = max(len(history) - 1, 0)
+    if not history:
+        where = "before the seed skill's selection score was finished"
+    else:
+        where = f"{done} of {total} steps finished"
+        where += "; the test comparison was not" if done == total else ""
+    after = len(history) - 1 if history else None
+    folder.append_history({"kind": "stopped", "after_step": after, "why": why, "spent_usd": spent_usd})
+    write_incomplete(folder, history, identity, split, [why, where])
+    return where
+
+
 def write_incomplete(
     folder: RunFolder,
     history: Sequence[Mapping[str, Any]],
