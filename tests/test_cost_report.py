@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from conftest import bv_inproc
 
+from bv.core.stats import dollars
 from bv.reporting.report import summarize
 
 
@@ -79,3 +80,31 @@ def test_json_table_and_html_show_each_inputs_cost_and_the_total(judged, tmp_pat
     (tmp_path / "plain.jsonl").write_text("".join(json.dumps(r) + "\n" for r in judged))
     assert "cost" not in bv_inproc("bv report plain.jsonl --html p2.html", cwd=tmp_path).stdout
     assert "cost (USD)" not in (tmp_path / "p2.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("amount", "text"),
+    [
+        (0, "$0.00"),
+        (0.000075, "$0.000075"),  # a cheap run's spend: never "$0.00" beside the limit it reached
+        (0.0003, "$0.0003"),
+        (0.000375, "$0.00038"),
+        (0.021888, "$0.022"),
+        (0.0996, "$0.10"),  # rounds up into cents
+        (0.2298, "$0.23"),
+        (0.9996, "$1.00"),
+        (1234.5, "$1,234.50"),
+        (5e-324, "under $0.000001"),  # bounded, however small
+    ],
+)
+def test_dollars_reads_as_people_read_money(amount, text):
+    assert dollars(amount) == text
+
+
+def test_a_small_spend_is_shown_beside_the_limit_it_reached():
+    """The progress summary and the stop line name the spend in significant digits."""
+    from bv.engine.progress import Stats
+
+    stats = Stats()
+    stats.priced, stats.spent_usd, stats.cost_limit = True, 0.000375, 0.0003
+    assert stats.spend_text().startswith("$0.00038 spent of $0.0003 at most")

@@ -10,6 +10,8 @@ import re
 import pytest
 from conftest import Reply, bv_inproc, jsonl
 
+from bv.core.stats import dollars
+
 # USD per million tokens; the loopback server answers 1,000 prompt and 500 completion tokens.
 RATES = {"fake-model": {"input": 1.0, "output": 2.0}}
 PER_REPLY = (1000 * 1.0 + 500 * 2.0) / 1e6  # $0.002
@@ -45,7 +47,7 @@ def test_rows_record_their_cost_and_its_source_and_the_report_sums_them(server, 
     for row in rows:
         assert row["cost_usd"] == pytest.approx(PER_REPLY)
         assert row["price_source"] == f"{prices}: fake-model"
-    assert f"${24 * PER_REPLY:.2f} spent" in first.stderr  # the summary line: this run's spend
+    assert f"{dollars(24 * PER_REPLY)} spent" in first.stderr  # the summary line: this run's spend
     # a re-run takes every reply from the cache: the rows cost what their replies cost, the run nothing
     again = bv_inproc(f"{rollout} {prompts} > {tmp_path / 'again.jsonl'}")
     assert len(server.seen) == 24 and "$0.00 spent" in again.stderr
@@ -55,7 +57,7 @@ def test_rows_record_their_cost_and_its_source_and_the_report_sums_them(server, 
     report = json.loads(bv_inproc(f"bv report {tmp_path / 'r.jsonl'} --format json").stdout)
     usage = report["inputs"][0]["usage"]
     assert usage["cost_usd"] == pytest.approx(24 * PER_REPLY) and usage["cost_unknown"] == 0
-    assert f"cost ${24 * PER_REPLY:.2f}" in bv_inproc(f"bv report {tmp_path / 'r.jsonl'}").stdout
+    assert f"cost {dollars(24 * PER_REPLY)}" in bv_inproc(f"bv report {tmp_path / 'r.jsonl'}").stdout
 
 
 def test_the_price_package_prices_a_known_model(server, prompts, tmp_path):
@@ -104,7 +106,7 @@ def test_dry_run_without_a_key_sends_nothing_and_prints_a_cost_range(server, pri
     assert server.seen == []  # no request reached the server
     assert "requests:      24 (12 rows × 2 repeats)" in dry.stderr
     # no earlier replies: prompts only at the low end (free here), every completion at 100 at the high
-    assert f"cost:          $0.00 to ${24 * 100 * 1000 / 1e6:,.2f}" in dry.stderr
+    assert f"cost:          $0.00 to {dollars(24 * 100 * 1000 / 1e6)}" in dry.stderr
     # half the items run for real; the dry run then reads their replies' completion tokens
     half = tmp_path / "half.jsonl"
     half.write_text("".join(prompts.read_text().splitlines(keepends=True)[:6]))
@@ -113,14 +115,16 @@ def test_dry_run_without_a_key_sends_nothing_and_prints_a_cost_range(server, pri
     dry = bv_inproc(f"bv rollout {common} --dry-run {prompts}")
     assert server.seen == [] and "in the cache:  12 of these requests" in dry.stderr
     assert "~500 tokens per reply, the mean of 12 earlier replies in the cache" in dry.stderr
-    assert f"cost:          ${12 * 500 * 1000 / 1e6:,.2f} to ${12 * 100 * 1000 / 1e6:,.2f}" in dry.stderr
+    assert (
+        f"cost:          {dollars(12 * 500 * 1000 / 1e6)} to {dollars(12 * 100 * 1000 / 1e6)}" in dry.stderr
+    )
 
 
 def test_dry_run_needs_no_key_for_openai_itself(prompts):
     dry = bv_inproc(f"bv rollout -m gpt-4o --dry-run --max-tokens 1000 --prices genai-prices {prompts}")
     assert dry.returncode == 0, dry.stderr
     assert "gpt-4o (openai at https://api.openai.com/v1)" in dry.stderr
-    assert re.search(r"cost: +\$\d+\.\d\d to \$\d+\.\d\d \(genai-prices", dry.stderr), dry.stderr
+    assert re.search(r"cost: +\$\d+\.\d+ to \$\d+\.\d+ \(genai-prices", dry.stderr), dry.stderr
 
 
 def test_max_cost_stops_within_one_wave_of_requests(server, prices, prompts, tmp_path):
@@ -137,8 +141,8 @@ def test_max_cost_stops_within_one_wave_of_requests(server, prices, prompts, tmp
     assert len(server.seen) == served  # none started after
     rows = jsonl(out.read_text())
     assert len(rows) == served  # the rows in flight finished and were written
-    assert f"stopped at the cost limit (${5 * PER_REPLY:.2f} spent of ${limit:g})" in made.stderr
-    assert f"${served * PER_REPLY:.2f} spent of ${limit:g} at most" in made.stderr  # all it paid for
+    assert f"stopped at the cost limit ({dollars(5 * PER_REPLY)} spent of ${limit:g})" in made.stderr
+    assert f"{dollars(served * PER_REPLY)} spent of ${limit:g} at most" in made.stderr  # all it paid for
     assert "re-run the same command to go on" in made.stderr
     # they were cached: a dry run of the same command counts them
     dry = bv_inproc(f"bv rollout -m fake-model --base-url {server.base_url} --repeats 3 --dry-run {prompts}")
@@ -165,7 +169,7 @@ def test_the_llm_judge_is_priced_and_its_dry_run_needs_no_key(server, prices, pr
     dry = bv_inproc(f"{judge} --dry-run {tmp_path / 'r.jsonl'}")
     assert dry.returncode == 0 and server.seen == [], dry.stderr
     assert "to the LLM:    12" in dry.stderr and "to send:       12" in dry.stderr
-    assert re.search(r"cost: +\$\d+\.\d\d", dry.stderr), dry.stderr
+    assert re.search(r"cost: +\$\d+\.\d+", dry.stderr), dry.stderr
     judged = bv_inproc(f"{judge} {tmp_path / 'r.jsonl'} > {tmp_path / 'j.jsonl'}")
     assert judged.returncode == 0, judged.stderr
     rows = jsonl((tmp_path / "j.jsonl").read_text())

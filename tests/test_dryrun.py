@@ -47,7 +47,7 @@ def test_dry_run_follows_cached_refinement_turns(server, sample_dir, tmp_path):
     server.seen.clear()
     dry = bv_inproc(f"bv prompt {items} --limit 2 | {rollout} --dry-run")
     assert server.seen == [] and dry.returncode == 0
-    assert "requests:      2 (2 rows × 1 repeats; up to 6 with --max-turns 3)" in dry.stderr
+    assert "requests:      2 (2 rows × 1 repeat; up to 6 with --max-turns 3)" in dry.stderr
     assert "in the cache:  2 of these requests" in dry.stderr
     assert "to send:       1 (and up to 2 refinement turns)" in dry.stderr
     no_cache = bv_inproc(f"bv prompt {items} --limit 2 | {rollout} --dry-run --no-cache")

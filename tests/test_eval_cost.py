@@ -13,6 +13,8 @@ from conftest import Reply, bv_inproc, jsonl
 from fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
 from test_batch import comparable
 
+from bv.core.stats import dollars
+
 # USD per million tokens; every reply of the loopback server has 1,000 prompt and 500 completion tokens.
 # A batch reply costs half (the price file's `batch` fraction).
 RATES = {
@@ -75,11 +77,11 @@ def test_the_budget_covers_rollout_and_judge_and_the_rerun_goes_on(sample_dir, s
     assert all(s.finished is not None for s in server.seen)  # those in flight finished
     said = stopped.stderr
     assert (
-        f"bv eval: stopped at the cost limit (${rollout_spend + 3 * JUDGE_REPLY:.2f} spent of ${limit:g})"
+        f"bv eval: stopped at the cost limit ({dollars(rollout_spend + 3 * JUDGE_REPLY)} spent of ${limit:g})"
         in said
     )
     assert "during the judge" in said and "re-run the same command to go on" in said
-    assert f"${rollout_spend + judged * JUDGE_REPLY:.2f} spent" in said  # all it paid for, both stages
+    assert f"{dollars(rollout_spend + judged * JUDGE_REPLY)} spent" in said  # all it paid for, both stages
     assert not (out / "results.jsonl").exists()  # an incomplete run is no result
 
     done = bv_inproc(
@@ -87,7 +89,9 @@ def test_the_budget_covers_rollout_and_judge_and_the_rerun_goes_on(sample_dir, s
     )  # no limit now
     assert done.returncode == 0, done.stderr
     assert len(judge_requests(server)) == ITEMS and len(server.seen) == ITEMS + ITEMS  # only the rest sent
-    assert f"${(ITEMS - judged) * JUDGE_REPLY:.2f} spent" in done.stderr  # cached replies cost nothing now
+    assert (
+        f"{dollars((ITEMS - judged) * JUDGE_REPLY)} spent" in done.stderr
+    )  # cached replies cost nothing now
     rows = jsonl((out / "results.jsonl").read_text())
     assert len(rows) == ITEMS and all(r["decided_by"] == "llm" for r in rows)
     assert all(r["cost_usd"] == pytest.approx(ROLLOUT_REPLY) for r in rows)
@@ -96,7 +100,7 @@ def test_the_budget_covers_rollout_and_judge_and_the_rerun_goes_on(sample_dir, s
     assert {r["judge_price_source"] for r in rows} == {f"{prices}: judge-m"}
     report = json.loads(bv_inproc(f"bv report {out / 'results.jsonl'} --format json").stdout)
     assert report["inputs"][0]["usage"]["cost_usd"] == pytest.approx(ITEMS * (ROLLOUT_REPLY + JUDGE_REPLY))
-    assert f"${ITEMS * (ROLLOUT_REPLY + JUDGE_REPLY):.2f}" in (out / "report.md").read_text()
+    assert f"{dollars(ITEMS * (ROLLOUT_REPLY + JUDGE_REPLY))}" in (out / "report.md").read_text()
     assert json.loads((out / "config.json").read_text())["options"]["prices"] == str(prices)
 
 
@@ -109,8 +113,9 @@ def test_a_limit_reached_in_the_rollout_stops_within_one_wave(sample_dir, server
     )
     assert stopped.returncode == 130, stopped.stderr
     assert 5 <= len(server.seen) <= 5 + jobs - 1 and not judge_requests(server)  # the judge never asked
-    assert f"stopped at the cost limit (${5 * ROLLOUT_REPLY:.2f} spent of ${limit:g}) during the rollout" in (
-        stopped.stderr
+    assert (
+        f"stopped at the cost limit ({dollars(5 * ROLLOUT_REPLY)} spent of ${limit:g}) during the rollout"
+        in (stopped.stderr)
     )
     assert not (out / "results.jsonl").exists()
 

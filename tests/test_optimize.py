@@ -17,6 +17,7 @@ from conftest import BIN, bv_inproc
 from fakeopenai import FakeOpenAI, Reply
 from skillserver import ScriptedOptimizer, SkilledTarget, hint
 
+from bv.core.stats import dollars
 from bv.data.synth import TASK_FAMILIES
 
 SUBTYPES = [subtype for _, subtype, _ in TASK_FAMILIES]
@@ -184,7 +185,7 @@ def test_an_llm_judge_s_tokens_are_counted_per_step_and_its_options_pass_through
         assert (
             judge_cost > 0
             and f"| judge | {verdicts} | n/a | " in report
-            and f"${judge_cost:,.4f} |" in report
+            and f"{dollars(judge_cost)} |" in report
         )
         assert "| judge | " in report and " n/a " in report  # its cache hits are not recorded
         bad = bv_inproc("bv " + command(data_dir, models, tmp_path / "other", "--connect-timeout 0"))

@@ -231,10 +231,10 @@ def say_result(result: Any) -> None:
     """The closing line: what the folder holds, or why the run stopped and how to resume it."""
     from bv.core.outcome import say
     from bv.core.run_context import current
-    from bv.core.stats import counted
+    from bv.core.stats import counted, dollars
 
     current().stage = "eval"
-    spent = "" if result.spent_usd is None else f"${result.spent_usd:.2f} spent; "
+    spent = "" if result.spent_usd is None else f"{dollars(result.spent_usd)} spent; "
     if result.stopped is not None:
         again = "re-run the same command to go on (finished replies come from the cache, at no cost)"
         say(f"{result.stopped}; {spent}{again}; no results written to {result.folder}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Literal
 
 Alternative = Literal["two-sided", "greater"]
@@ -371,6 +372,18 @@ ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 def human_count(n: int) -> str:
     """A count as people read it in a summary line: 812, 12.3k, 1.20M."""
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
+
+
+def dollars(amount: float) -> str:
+    """USD as people read it: cents from ten cents up (`$1,234.50`, `$0.17`), else two significant
+    digits (`$0.022`, `$0.00038`), so a small run's spend never reads `$0.00` beside its limit."""
+    rounded = float(f"{amount:.2g}")
+    if rounded >= 0.1 or rounded <= 0:
+        return f"${amount:,.2f}"
+    if rounded < 1e-6:
+        return "under $0.000001"
+    whole, _, fraction = format(Decimal(f"{amount:.2g}"), "f").partition(".")
+    return f"${whole}.{fraction:0<2}"
 
 
 def counted(n: int, noun: str) -> str:

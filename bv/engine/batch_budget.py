@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bv.core.images import ImageError
-from bv.core.stats import counted
+from bv.core.stats import counted, dollars
 from bv.engine.prices import Prices
 
 Messages = list[dict[str, Any]]
@@ -81,10 +81,10 @@ class BatchBudget:
         if held:
             not_sent = counted(held, "request")
             return (
-                f"stopped at the cost limit (${spent:.2f} spent of ${self.limit:g}; {not_sent} not sent:"
+                f"stopped at the cost limit ({dollars(spent)} spent of ${self.limit:g}; {not_sent} not sent:"
                 f" each may cost up to its prompt and {self.max_tokens} completion tokens at batch"
                 " rates, more than was left)"
             )
         if spent >= self.limit:
-            return f"stopped at the cost limit (${spent:.2f} spent of ${self.limit:g})"
+            return f"stopped at the cost limit ({dollars(spent)} spent of ${self.limit:g})"
         return None

@@ -24,6 +24,7 @@ from bv.core import redaction
 from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited, Refused, Transient
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
+from bv.core.stats import dollars
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
@@ -212,7 +213,8 @@ class Caller:
                 f"stopped: a reply's cost is {cost.source}, so the cost limit cannot be kept"
             )
         elif stats.spent_usd >= limit:
-            stats.limit_reached = f"stopped at the cost limit (${stats.spent_usd:.2f} spent of ${limit:g})"
+            spent = dollars(stats.spent_usd)
+            stats.limit_reached = f"stopped at the cost limit ({spent} spent of ${limit:g})"
         if stats.limit_reached is not None:
             self.stopping.set()
 

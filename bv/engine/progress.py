@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from bv.core import environment
-from bv.core.stats import counted, human_count
+from bv.core.stats import counted, dollars, human_count
 from bv.core.terminal import printable
 
 if TYPE_CHECKING:  # asyncio is imported where a display runs: bv report and merge need none
@@ -81,7 +81,7 @@ class Stats:
         """`$1.23 spent` (`of $5 at most`, `3 replies unpriced`), when prices were asked for."""
         if not self.priced:
             return ""
-        text = f"${self.spent_usd:.2f} spent"
+        text = f"{dollars(self.spent_usd)} spent"
         if self.cost_limit is not None:
             text += f" of ${self.cost_limit:g} at most"
         if self.unpriced:

@@ -9,6 +9,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bv.core.stats import dollars
 from bv.optimize.edits import quote
 from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split
@@ -71,7 +72,7 @@ def cost_cell(counts: Mapping[str, float]) -> str:
     if "cost_usd" not in counts:
         return "n/a"
     unknown = int(counts.get("cost_unknown", 0))
-    return f"${counts['cost_usd']:,.4f}" + (f" (+{unknown} rows unknown)" if unknown else "")
+    return dollars(counts["cost_usd"]) + (f" (+{unknown} rows unknown)" if unknown else "")
 
 
 def _token_lines(tokens: Mapping[str, Mapping[str, float]]) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bv.core.stats import counted
+from bv.core.stats import counted, dollars
 from bv.reporting.report_types import Summary, UsageTotals
 
 COST_UNITS = 10**8  # costs are summed in hundred-millionths of a dollar (rows record 8 decimals)
@@ -42,7 +42,7 @@ def cost_text(usage: UsageTotals) -> str:
     """`cost $12.34`, `cost $12.34 (3 rows of unknown cost not counted)`; "" when no row has one."""
     if usage["cost_usd"] is None:
         return ""
-    text = f"cost ${usage['cost_usd']:,.2f}"
+    text = f"cost {dollars(usage['cost_usd'])}"
     if usage["cost_unknown"]:
         text += f" ({counted(usage['cost_unknown'], 'row')} of unknown cost not counted)"
     return text
@@ -54,5 +54,5 @@ def total_cost_text(summaries: Sequence[Summary]) -> str:
     if len(summaries) < 2 or not costs:
         return ""
     unknown = sum(s["usage"]["cost_unknown"] for s in summaries)
-    text = f"Total cost of the {len(summaries)} inputs: ${sum(costs):,.2f}"
+    text = f"Total cost of the {len(summaries)} inputs: {dollars(sum(costs))}"
     return text + (f" ({counted(unknown, 'row')} of unknown cost not counted)" if unknown else "")

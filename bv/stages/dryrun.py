@@ -175,7 +175,7 @@ def plan_lines(
     lines = [
         f"model:         {backend.model} ({backend.name}{where})",
         f"rows:          {plan.rows}",
-        f"requests:      {plan.requests} ({plan.rows} rows × {repeats} repeats{turns})",
+        f"requests:      {plan.requests} ({counted(plan.rows, 'row')} × {counted(repeats, 'repeat')}{turns})",
         f"in the cache:  {cache_line}",
         f"to send:       {plan.to_send}{later}",
         f"image bytes:   {plan.image_bytes:,} ({plan.image_bytes / 1e6:.1f} MB, base64 as sent)",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bv.core.records import message_text
-from bv.core.stats import counted, human_count
+from bv.core.stats import counted, dollars, human_count
 from bv.engine.cache import ReplyCache
 from bv.engine.prices import Prices
 from bv.stages.dryrun import ImageCosts, image_tokens, request_images
@@ -100,7 +100,7 @@ def cost_lines(
         if isinstance(found, str):
             return found
         floor, ceiling = found
-        return f"at least ${floor:,.2f}" if ceiling is None else f"${floor:,.2f} to ${ceiling:,.2f}"
+        return f"at least {dollars(floor)}" if ceiling is None else f"{dollars(floor)} to {dollars(ceiling)}"
 
     found = cost_range(batch)
     if isinstance(found, str):
