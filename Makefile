@@ -58,7 +58,7 @@ eval: $(VENV)/.installed
 	  $(if $(JUDGE_MODEL),--judge-model "$(JUDGE_MODEL)") --repeats $(REPEATS) -j $(JOBS) -o "$(EVAL_DIR)"
 
 # Figures, not tests, each beside its limit measured in the same run: throughput, memory and start-up
-# of bv, an optimize gate over cached replies, judge/report/merge/export at 1M rows (bench/README.md; ~30 minutes, ~20 of them the rows).
+# of bv, an optimize gate over cached replies, judge/report/merge/export at 1M rows (bench/README.md; 22 minutes on a quiet machine, 18 of them the rows).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/rollout_bench.py
 	$(BIN)/python bench/startup_bench.py
