@@ -136,3 +136,18 @@ def test_any_names_give_rich_s_table_byte_for_byte(names, labels, long_label, ru
     ours, theirs = both(built)
     assert ours == theirs
     assert "\x1b" not in ours and "\x07" not in ours and "\u202e" not in ours
+
+
+def test_a_pipe_rich_is_told_to_colour_gets_rich_s_colours(monkeypatch):
+    """FORCE_COLOR (or TTY_COMPATIBLE=1) tells rich a pipe is a terminal: its table, as before."""
+    built, _ = build_report([("a", results())])
+    plain = io.StringIO()
+    render_table(built, plain)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    coloured = io.StringIO()
+    render_table(built, coloured)
+    assert "\x1b[1mOverall\x1b[0m" in coloured.getvalue() and "\x1b" not in plain.getvalue()
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")  # rich's own rule: this one wins
+    again = io.StringIO()
+    render_table(built, again)
+    assert again.getvalue() == plain.getvalue()

@@ -9,10 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
+from bv.core.environment import colour_forced
 from bv.core.stats import counted, human_count
 from bv.core.terminal import printable
 from bv.reporting.costs import cost_text, total_cost_text
@@ -136,7 +136,7 @@ def render_table(report: Built, stream: Any) -> None:
     file, bv writes the same table as plain text (bv.reporting.text_table): as wide as it needs,
     never cut, and without rich's start-up. A pipe that rich is told to treat as a terminal
     (FORCE_COLOR, TTY_COMPATIBLE=1) keeps rich's colours."""
-    if stream.isatty() or _rich_forced():
+    if stream.isatty() or colour_forced():
         from bv.reporting.table_fit import print_table
 
         print_table(report, notes(report), stream)
@@ -145,14 +145,6 @@ def render_table(report: Built, stream: Any) -> None:
 
     title = "bv report: " + ", ".join(s["name"] for s in summaries_of(report))
     write_table(stream, title, *grid(report), notes(report))
-
-
-def _rich_forced() -> bool:
-    """Whether rich would treat any stream as a terminal, by its environment variables."""
-    compatible = os.environ.get("TTY_COMPATIBLE", "")
-    if compatible in ("0", "1"):
-        return compatible == "1"
-    return bool(os.environ.get("FORCE_COLOR"))
 
 
 def render_markdown(report: Built, stream: Any) -> None:
