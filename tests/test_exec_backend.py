@@ -328,7 +328,9 @@ def test_pipeline_stops_when_the_first_agent_runs_fail_alike(sample_dir):
 def test_pipeline_timeout_gives_error_rows_and_leaves_no_process(sample_dir, tmp_path):
     cmd = agent_cmd("sleep", "--piddir", str(tmp_path / "pids"))
     started = time.monotonic()
-    result = bv_inproc(pipeline(sample_dir, cmd, "--timeout 1 --retries 0", items=2))
+    # 2 s, not 1: at a load of ~10 on 2 cores the agent (a Python start) once took over a second to
+    # write its pids, and was killed before it had a grandchild to leave behind.
+    result = bv_inproc(pipeline(sample_dir, cmd, "--timeout 2 --retries 0", items=2))
     assert result.returncode == 1, result.stderr  # rows failed; each is still written
     assert time.monotonic() - started < 10
     rows = jsonl(result.stdout)
