@@ -115,7 +115,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     from bv.core.records import check_judged_row
     from bv.core.stats import counted
     from bv.engine.progress import stdin_notice
-    from bv.reporting.export import Export, exported_rows, write_csv, write_official
+    from bv.reporting.export import SHOWN, Export, exported_rows, write_csv, write_official
 
     if fmt == "official" and out is None:
         raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
@@ -141,18 +141,18 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         for path, count in write_official(rows, out):
             click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
         if export.unjudged:
-            shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged[:10])
-            more = f" and {len(export.unjudged) - 10} more" if len(export.unjudged) > 10 else ""
+            shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged)
+            more = f" and {export.unjudged_count - SHOWN} more" if export.unjudged_count > SHOWN else ""
             error(
-                f"{counted(len(export.unjudged), 'row')} without a verdict (judge errors) written as false:"
+                f"{counted(export.unjudged_count, 'row')} without a verdict (judge errors) written as false:"
                 f" {shown}{more};"
                 " re-run bv judge on them, then export again"
             )
         if export.undecided:
-            shown = ", ".join(f"{i}#{run}" for i, run in export.undecided[:10])
-            more = f" and {len(export.undecided) - 10} more" if len(export.undecided) > 10 else ""
+            shown = ", ".join(f"{i}#{run}" for i, run in export.undecided)
+            more = f" and {export.undecided_count - SHOWN} more" if export.undecided_count > SHOWN else ""
             click.echo(
-                f"bv export: {counted(len(export.undecided), 'undecided row')} (no LLM judge decided them)"
+                f"bv export: {counted(export.undecided_count, 'undecided row')} (no LLM judge decided them)"
                 f" written as false, as bv report counts them: {shown}{more}; judge them with"
                 " bv judge --judge-model MODEL, then export again",
                 err=True,

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import shutil
-from collections import defaultdict
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,20 +30,59 @@ import orjson
 from bv.core.atomic import staging_folder, swap_in
 from bv.core.errors import Fatal
 from bv.core.jsonl import Problems
-from bv.core.records import JudgedRow, natural_key, row_key
+from bv.core.records import JudgedRow, row_key
+from bv.reporting.sorted_spool import SortedSpool, natural_bytes
 
 RESULT_NAME = "model_results_run_{k}.json"
 _RESULT_FILE = re.compile(r"model_results_run_(\d+)\.json")
+_RUN = struct.Struct(">Q")  # a run, first in its results' sort key (runs are >= 0 here)
 CSV_COLUMNS = ("id", "run", "type", "subtype", "gold", "extracted", "hard", "decided_by", "model")
+
+
+SHOWN = 10  # rows named in a message about rows without a verdict, or undecided ones
 
 
 @dataclass
 class Export:
-    """What an export saw: rows without a verdict (judge errors), for the message on stderr."""
+    """What an export saw, for the messages on stderr: how many rows without a verdict (judge
+    errors) and undecided (counted wrong: no judge decided), and the first `SHOWN` of each."""
 
     unjudged: list[tuple[str, int]] = field(default_factory=list)
-    undecided: list[tuple[str, int]] = field(default_factory=list)  # counted wrong: no judge decided
+    undecided: list[tuple[str, int]] = field(default_factory=list)
+    unjudged_count: int = 0
+    undecided_count: int = 0
     rows: int = 0
+
+
+class SeenKeys:
+    """The (id, run) pairs an export has seen, for its duplicate check, in memory that grows with
+    the ids, not the rows: a bit per run in a bytearray per id, for runs numbered as bv numbers
+    them (0, 1, 2, …); a run far beyond an id's others (the bitmap grows by 64 bytes a row at
+    most) goes in a set instead, so no input makes it cost more than that a row."""
+
+    def __init__(self) -> None:
+        self._bits: dict[str, bytearray] = {}
+        self._far: set[tuple[str, int]] = set()
+
+    def add(self, item: str, run: int) -> bool:
+        """Note (item, run); False when it was seen before."""
+        bits = self._bits.get(item)
+        if bits is None:
+            bits = self._bits[item] = bytearray()
+        byte, bit = run >> 3, 1 << (run & 7)
+        if 0 <= byte < len(bits) + 64:
+            if byte >= len(bits):
+                bits.extend(bytes(byte + 1 - len(bits)))
+            elif bits[byte] & bit:
+                return False
+            if self._far and (item, run) in self._far:  # noted before the bitmap reached it
+                return False
+            bits[byte] |= bit
+            return True
+        if (item, run) in self._far:
+            return False
+        self._far.add((item, run))
+        return True
 
 
 def official_id(item_id: Any) -> int | str:
@@ -101,27 +140,30 @@ def exported_rows(
     """The rows, once per (id, run), in input order and one at a time (an export holds no row
     in memory); rows without a verdict noted in `export`, and a second row for the same
     (id, run) reported as a bad line (`bv merge` says which to keep)."""
-    seen: set[tuple[str, int]] = set()
+    seen = SeenKeys()
     for source, row in records:
-        key = row_key(row)
-        if key in seen:
-            problems.report(source, f"a second row for id {key[0]} run {key[1]} (bv merge keeps one)")
+        item, run = row_key(row)
+        if not seen.add(item, run):
+            problems.report(source, f"a second row for id {item} run {run} (bv merge keeps one)")
             continue
-        seen.add(key)
         export.rows += 1
         if row.get("hard") is None:
-            export.unjudged.append(key)
+            export.unjudged_count += 1
+            if len(export.unjudged) < SHOWN:
+                export.unjudged.append((item, run))
         elif row.get("undecided"):
-            export.undecided.append(key)
+            export.undecided_count += 1
+            if len(export.undecided) < SHOWN:
+                export.undecided.append((item, run))
         yield row
 
 
 def write_official(rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path, int]]:
     """Write model_results_run_K.json for every run as one new folder that takes `out_dir`'s
     place once every file is complete (bv.core.atomic.swap_in): an interrupted export leaves the
-    old files or the new ones, never a new run 1 beside old runs 2 and 3. Rows are spooled to
-    disk per run as they come and each file is written in natural id order from its spool, so
-    memory holds each row's id and place, never the rows."""
+    old files or the new ones, never a new run 1 beside old runs 2 and 3. Results are spooled to
+    disk as they come (a SortedSpool under TMPDIR) and each file is written in natural id order
+    from there, so memory holds neither the rows nor their places."""
     _check_replaceable(out_dir)
     staged = staging_folder(out_dir)
     try:
@@ -164,37 +206,46 @@ def _check_no_stale_runs(out_dir: Path, names: set[str]) -> None:
 
 
 def _write_runs(rows: Iterable[JudgedRow], folder: Path) -> dict[int, int]:
-    """Each run's results spooled in `folder`, then written as its file there; counts by run."""
-    spools: dict[int, IO[bytes]] = {}
-    places: dict[int, list[tuple[str, int, int]]] = defaultdict(list)  # run -> (id, offset, size)
+    """Each run's results written as its file in `folder`, in natural id order, by way of a
+    SortedSpool (each result on disk until its file is written); counts by run."""
+    counts: dict[int, int] = {}
+    spool = SortedSpool()
+    out: IO[bytes] | None = None
     try:
         for row in rows:
             run = row.get("run", 0)
             if run < 0:
                 raise Fatal("rows with a negative run cannot be named model_results_run_K.json")
-            spool = spools.get(run)
-            if spool is None:
-                spool = spools[run] = open(folder / f".run-{run}.spool", "w+b")
-            data = _indented(official_result(row))
-            places[run].append((str(row["id"]), spool.tell(), len(data)))
-            spool.write(data)
-        for run, spool in spools.items():
-            spool.flush()
-            members = places[run]
-            members.sort(key=lambda member: natural_key(member[0]))
-            with open(folder / RESULT_NAME.format(k=run + 1), "xb") as out:
+            spool.add(_RUN.pack(run) + natural_bytes(str(row["id"])), _indented(official_result(row)))
+            counts[run] = counts.get(run, 0) + 1
+        current = -1
+        for key, data in spool.sorted():
+            run = _RUN.unpack_from(key)[0]
+            if out is None or run != current:
+                if out is not None:
+                    _finish(out)
+                out = open(folder / RESULT_NAME.format(k=run + 1), "xb", buffering=1 << 16)
                 out.write(b"[\n")
-                for n, (_, offset, size) in enumerate(members):
-                    spool.seek(offset)
-                    out.write((b",\n" if n else b"") + spool.read(size))
-                out.write(b"\n]")
-                out.flush()
-                os.fsync(out.fileno())
+                current = run
+            else:
+                out.write(b",\n")
+            out.write(data)
+        if out is not None:
+            _finish(out)
+            out = None
     finally:
-        for run, spool in spools.items():
-            spool.close()
-            (folder / f".run-{run}.spool").unlink(missing_ok=True)
-    return {run: len(members) for run, members in places.items()}
+        if out is not None:
+            out.close()
+        spool.close()
+    return counts
+
+
+def _finish(out: IO[bytes]) -> None:
+    """Close a run's file, synced."""
+    with out:
+        out.write(b"\n]")
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def _indented(result: dict[str, Any]) -> bytes:
