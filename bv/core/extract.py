@@ -25,6 +25,9 @@ EXTRACT_IN_LOOP_CHARS = 256 * 1024
 
 _THINK_TAG = re.compile(r"<(/?)think>", re.IGNORECASE)
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# A flat box (no brace or backslash inside), matched where the text's last backslash is: the
+# common reply's answer, found without a second search or a slice (docs/performance.md)
+_FLAT_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{([^{}\\]*)\}")
 _GLM_TAG = re.compile(r"<\|(begin|end)_of_box\|>")
 _WRAPPER = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{")
 _BRACE = re.compile(r"\\[{}]|[{}]")  # an escaped brace is content, not structure
@@ -118,7 +121,14 @@ def last_boxed(text: str) -> str | None:
     The last box is found from the end and tried first, scanning only the text after it (the
     answer is at the end, so that is a few characters); only when it does not close are all
     boxes found and all braces paired in one pass, so a reply of 20,000 unclosed boxes still
-    costs a few linear passes."""
+    costs a few linear passes. A flat last box that starts at the last backslash is taken at once:
+    no box can start after it, and it closes at its first `}`, as the scan below would find."""
+    at = text.rfind("\\")
+    if at < 0:  # every box starts with a backslash
+        return None
+    flat = _FLAT_BOX.match(text, at)
+    if flat is not None:
+        return flat.group(1)
     boxed = text.rfind("\\boxed")
     last = _BOX_START.match(text, max(boxed, text.rfind("\\fbox", boxed + 1), 0))
     if last is not None:  # the last box (matches cannot overlap: each starts with the only backslash)

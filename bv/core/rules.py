@@ -14,6 +14,7 @@ docs/judging.md lists every rule with examples; bump RULES_VERSION when one chan
 from __future__ import annotations
 
 import functools
+import operator
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -177,13 +178,16 @@ def decide(record: RolloutRow, extracted: str | None) -> Verdict:
     if len(extracted) <= _CACHED_CHARS:  # a verdict depends on the answer and the item alone
         choice = record["ans_type"] == "choice"
         try:
-            options = tuple((c["label"], c["text"]) for c in record["choices"]) if choice else ()
+            options = tuple(map(_LABEL_AND_TEXT, record["choices"])) if choice else ()
             return _item_verdict(extracted, choice, options, tuple(record["answer"]))
         except TypeError:  # a field that cannot be a key (not bv's shape): judged as it is
             pass
     if record["ans_type"] == "choice":
         return judge_choice(extracted, record["choices"], record["answer"][0])
     return judge_blank(extracted, record["answer"])
+
+
+_LABEL_AND_TEXT = operator.itemgetter("label", "text")  # an option as its memo key: no Python loop per row
 
 
 @functools.lru_cache(maxsize=8192)

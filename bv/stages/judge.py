@@ -184,8 +184,11 @@ async def judge_one(
             fields["judge_usage"] = usage
         if answer is not None and answer.batch:
             fields["judge_batch"] = True
-        return _judged(row, fields, templates)
-    return _judged(row, _by_rules(extracted, verdict, version, in_reasoning), templates)
+        if templates:
+            fields["judge_templates"] = templates
+        cast(dict[str, Any], row).update(fields)
+        return cast(JudgedRow, row)
+    return _by_rules(row, extracted, verdict, version, in_reasoning, templates)
 
 
 def final_reasoning(record: Mapping[str, Any]) -> str | None:
@@ -204,53 +207,30 @@ def reasoning_answer(record: Mapping[str, Any], extracted: str | None) -> str | 
     return extract_answer(final_reasoning(record)) if extracted is None else None
 
 
-def _by_rules(extracted: str | None, verdict: Verdict, version: str, in_reasoning: str | None) -> JudgeFields:
-    """The judge fields of a row the rules judged (undecided: counted wrong, and said so)."""
-    return {
-        "extracted": extracted,
-        "judge_version": version,
-        "judge_model": None,
-        "judge_params": None,
-        "judge_reply": None,
-        "judge_error": None,
-        "judge_cost_usd": None,
-        "judge_price_source": None,
-        "reasoning_answer": in_reasoning,
-        "hard": verdict.hard if verdict.hard is not None else 0,
-        "decided_by": "rules",
-        "undecided": verdict.hard is None,
-        "judge_reason": verdict.reason,
-    }
-
-
-def _rollout_failed(version: str) -> JudgeFields:
-    """The judge fields of a row whose rollout failed: wrong, counted with the rollout errors, and
-    never shown to an LLM judge (which could call a failed row right)."""
-    return {
-        "extracted": None,
-        "judge_version": version,
-        "judge_model": None,
-        "judge_params": None,
-        "judge_reply": None,
-        "judge_error": None,
-        "judge_cost_usd": None,
-        "judge_price_source": None,
-        "reasoning_answer": None,
-        "hard": 0,
-        "decided_by": "rollout_error",
-        "undecided": False,
-        "judge_reason": "not judged: the rollout failed (its `error` says why; re-run bv rollout)",
-    }
-
-
-def _judged(row: RolloutRow, fields: JudgeFields, templates: dict[str, str] | None) -> JudgedRow:
-    """The row (its judge fields already dropped, a copy of the input's) with these, in place
-    (`templates`: the replaced judge template recorded, by name and SHA-256)."""
+def _by_rules(
+    row: RolloutRow, extracted: str | None, verdict: Verdict, version: str, in_reasoning: str | None,
+    templates: dict[str, str] | None, decided_by: str = "rules",
+) -> JudgedRow:  # fmt: skip
+    """The row (a copy of the input's, its judge fields dropped) judged by the rules (undecided:
+    counted wrong, and said so). The fields are written into it, in JudgeFields' order, not
+    merged from a second dict: re-scoring judges every row again (docs/performance.md)."""
+    judged = cast(JudgedRow, row)
+    judged["extracted"] = extracted
+    judged["judge_version"] = version
+    judged["judge_model"] = judged["judge_params"] = judged["judge_reply"] = None
+    judged["judge_error"] = judged["judge_cost_usd"] = judged["judge_price_source"] = None
+    judged["reasoning_answer"] = in_reasoning
+    judged["hard"] = verdict.hard if verdict.hard is not None else 0
+    judged["decided_by"] = decided_by
+    judged["undecided"] = verdict.hard is None
+    judged["judge_reason"] = verdict.reason
     if templates:
-        fields["judge_templates"] = templates
-    judged = cast(dict[str, Any], row)
-    judged.update(fields)
-    return cast(JudgedRow, judged)
+        judged["judge_templates"] = templates
+    return judged
+
+
+# A row whose rollout failed: wrong, counted with the rollout errors, never shown to an LLM judge
+_ROLLOUT_FAILED = Verdict(0, "not judged: the rollout failed (its `error` says why; re-run bv rollout)")
 
 
 def judge_by_rules(record: RolloutRow, version: str, templates: dict[str, str] | None = None) -> JudgedRow:
@@ -258,10 +238,10 @@ def judge_by_rules(record: RolloutRow, version: str, templates: dict[str, str] |
     is not judged at all (it goes out wrong, as the rollout error it is)."""
     row = cast(RolloutRow, without_stage(record, "judge"))
     if record.get("error"):
-        return _judged(row, _rollout_failed(version), templates)
+        return _by_rules(row, None, _ROLLOUT_FAILED, version, None, templates, "rollout_error")
     extracted = extract_answer(record.get("response"))
     in_reasoning = reasoning_answer(record, extracted)
-    return _judged(row, _by_rules(extracted, decide(row, extracted), version, in_reasoning), templates)
+    return _by_rules(row, extracted, decide(row, extracted), version, in_reasoning, templates)
 
 
 def run_by_rules(
@@ -344,23 +324,31 @@ def run_judge(
             caller, params, body_fields(params, endpoint.rule), templates, prices=config.price_book
         )
     version, recorded = judge_version(templates), templates.recorded("judge")
-    carried = 0  # rows whose rollout failed: judged wrong, but not a result either
+    decided = stats.decided  # rows by who decided; a failed rollout's row is `rollout_error`
 
     def count(row: JudgedRow) -> JudgedRow:
-        nonlocal carried
         stats.done += 1
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
-        stats.decided["undecided" if row["undecided"] else row["decided_by"]] += 1
-        carried += bool(row.get("error"))
+        decided["undecided" if row["undecided"] else row["decided_by"]] += 1
         return row
 
     async def one(record: RolloutRow) -> JudgedRow:
         return count(await judge_one(record, config.mode, llm, version, recorded))
 
-    if llm is None:
-        judge_row = lambda record: count(judge_by_rules(record, version, recorded))  # noqa: E731
+    unanswered = 0
+    if llm is None:  # no progress display: `done` and `answered` are counted once at the end
+
+        def judge_row(record: RolloutRow) -> JudgedRow:
+            nonlocal unanswered
+            row = judge_by_rules(record, version, recorded)
+            decided["undecided" if row["undecided"] else row["decided_by"]] += 1
+            unanswered += row["extracted"] is None
+            return row
+
         outcome = run_by_rules(records, judge_row, write)
+        stats.done = decided.total()
+        stats.answered = stats.done - unanswered
         if not settings.quiet:
             say(stats.summary())  # what the progress display says at its end
     else:
@@ -376,7 +364,7 @@ def run_judge(
             caller=caller,
             drain_on_interrupt=True,
         )
-    outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, carried
+    outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, decided["rollout_error"]
     outcome.failed_what, outcome.spent_usd = "got a judge error", stats.spent_usd
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
