@@ -1,6 +1,7 @@
 """Short commands start fast because they import only what they use: `bv --help` and the report's
-text formats load no event loop, HTTP client, image library or SDK; only the table loads rich.
-Each case runs in a fresh interpreter (imports are per process) through the entry point."""
+text formats load no event loop, HTTP client, image library or SDK; only the table on a terminal
+loads rich (in a pipe or a file it is bv's own plain text). Each case runs in a fresh interpreter
+(imports are per process) through the entry point."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from terminal import on_terminal
 
 HEAVY = {"asyncio", "aiohttp", "openai", "PIL", "httpx"}
 
@@ -26,16 +28,20 @@ finally:
 """
 
 
-def loaded_by(args: list[str], tmp_path) -> set[str]:
-    return {name.split(".")[0] for name in modules_loaded_by(args, tmp_path)}
+def loaded_by(args: list[str], tmp_path, terminal: bool = False) -> set[str]:
+    return {name.split(".")[0] for name in modules_loaded_by(args, tmp_path, terminal)}
 
 
-def modules_loaded_by(args: list[str], tmp_path) -> set[str]:
+def modules_loaded_by(args: list[str], tmp_path, terminal: bool = False) -> set[str]:
+    """The modules `bv ARGS` loads, its stdout a pipe (or, `terminal`, a pseudo-terminal)."""
     out = tmp_path / "modules.txt"
     code = PROBE.replace("OUT", repr(str(out)))
-    subprocess.run(
-        [sys.executable, "-c", code, json.dumps(args)], capture_output=True, timeout=60, check=False
-    )
+    if terminal:
+        on_terminal([sys.executable, "-c", code, json.dumps(args)], 100)
+    else:
+        subprocess.run(
+            [sys.executable, "-c", code, json.dumps(args)], capture_output=True, timeout=60, check=False
+        )
     return set(out.read_text().split())
 
 
@@ -84,9 +90,11 @@ def test_text_reports_load_no_event_loop_client_or_rich(tmp_path, judged, format
     assert "bv" in loaded and not loaded & (HEAVY | {"rich"})
 
 
-def test_the_table_loads_rich_and_nothing_else_heavy(tmp_path, judged):
-    loaded = loaded_by(["report", str(judged)], tmp_path)
-    assert "rich" in loaded and not loaded & HEAVY
+def test_the_table_loads_rich_on_a_terminal_only(tmp_path, judged):
+    piped = loaded_by(["report", str(judged)], tmp_path)
+    assert "bv" in piped and not piped & (HEAVY | {"rich"})
+    shown = loaded_by(["report", str(judged)], tmp_path, terminal=True)
+    assert "rich" in shown and not shown & HEAVY
 
 
 def test_the_table_starts_without_statistics_or_emoji_codes(tmp_path, judged):
@@ -95,8 +103,12 @@ def test_the_table_starts_without_statistics_or_emoji_codes(tmp_path, judged):
     `:name:` in a file name is data, shown as written."""
     named = tmp_path / "a:smile:b.jsonl"
     named.write_bytes(judged.read_bytes())
-    loaded = modules_loaded_by(["report", str(named)], tmp_path)
+    loaded = modules_loaded_by(["report", str(named)], tmp_path, terminal=True)
     assert "rich.console" in loaded and not loaded & {"statistics", "tempfile", "rich._emoji_codes"}
+    status, seen, _ = on_terminal([sys.executable, "-m", "bv", "report", str(named)], 100)
+    assert status == 0 and "bv report: a:smile:b" in seen
+    piped = modules_loaded_by(["report", str(named)], tmp_path)
+    assert not piped & {"statistics", "tempfile", "rich"}
     shown = subprocess.run(
         [sys.executable, "-m", "bv", "report", str(named)], capture_output=True, text=True, timeout=60
     )

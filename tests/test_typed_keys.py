@@ -16,7 +16,7 @@ import pytest
 
 from bv import api
 from bv.core.records import JudgedRow
-from bv.reporting import export, html_items, html_parts, render, report, tally
+from bv.reporting import export, grid, html_items, html_parts, render, report, tally
 from bv.reporting.report_types import (
     Comparison,
     Difference,
@@ -39,14 +39,14 @@ MISSPELT = [
     (html_items.verdict, 'row.get("decided_by")', 'row.get("decided_bye")'),
     (html_parts.input_facts, "summary.get('models')", "summary.get('modles')"),
     (html_parts.input_facts, "overall['judge_errors']", "overall['judge_erors']"),
-    (render.difference_text, "diff['diff']", "diff['dif']"),
+    (grid.difference_text, "diff['diff']", "diff['dif']"),
     (tally.chance_of, 'row.get("ans_type")', 'row.get("anstype")'),
 ]
 HEADER = """\
 from bv.reporting.html_items import ShownRow
 from bv.core.records import JudgedRow
 from bv.reporting.report_types import Difference, Paired, Summary
-from bv.reporting.render import interval_text
+from bv.reporting.grid import interval_text
 from bv.core.stats import counted
 """
 

@@ -178,7 +178,8 @@ def report(
     from bv.core.terminal import printable
     from bv.engine.progress import stdin_notice
     from bv.reporting.advice import below, warnings
-    from bv.reporting.render import comparison_of, render_as, summaries_of
+    from bv.reporting.grid import comparison_of, summaries_of
+    from bv.reporting.render import render_as
     from bv.reporting.report import CompareOptions, Input, build_report, input_names, notices
 
     stdin_notice(inputs, "judged rows")

@@ -40,6 +40,15 @@ def text(name: str) -> str | None:
     return os.environ.get(name) or None
 
 
+def colour_forced() -> bool:
+    """FORCE_COLOR (non-empty) or TTY_COMPATIBLE=1, rich's own variables (TTY_COMPATIBLE=0 wins):
+    rich then treats a pipe as a terminal, so the report table is rich's, colours and all."""
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    return bool(os.environ.get("FORCE_COLOR"))
+
+
 def cache_home() -> Path:
     """$XDG_CACHE_HOME, else ~/.cache: where the reply cache lives."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser())

@@ -28,6 +28,7 @@ from bv.core.atomic import atomic_output
 from bv.core.errors import StdoutClosed
 from bv.core.records import JudgedRow, gold_text
 from bv.reporting.compare import notices
+from bv.reporting.grid import grid
 from bv.reporting.html_items import (
     CardRow,
     Item,
@@ -41,7 +42,6 @@ from bv.reporting.html_items import natural as _natural
 from bv.reporting.html_overview import overview
 from bv.reporting.html_parts import cap_note, comparison_section, input_facts
 from bv.reporting.html_thumbs import Thumbnails
-from bv.reporting.render import grid
 from bv.reporting.report_types import Comparison, ReportData, Summary
 
 VERDICTS = {  # verdict: (label, css class)

@@ -1,7 +1,7 @@
-"""Rendering report summaries as a terminal table, Markdown, CSV or JSON.
+"""Rendering report summaries as a table, Markdown, CSV or JSON.
 
-Table and Markdown share one layout (`grid`), for people; CSV is long and numeric, one line
-per input and group, for spreadsheets and pandas; JSON holds every figure.
+Table and Markdown share one layout (bv.reporting.grid), for people; CSV is long and numeric,
+one line per input and group, for spreadsheets and pandas; JSON holds every figure.
 """
 
 from __future__ import annotations
@@ -9,23 +9,24 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
-from bv.core.errors import StdoutClosed
+from bv.core.environment import colour_forced
 from bv.core.stats import counted, human_count
-from bv.core.terminal import markup_safe, printable
+from bv.core.terminal import printable
 from bv.reporting.costs import cost_text, total_cost_text
-from bv.reporting.report_types import (
-    Built,
-    Comparison,
-    Difference,
-    Figures,
-    Paired,
-    Provenance,
-    ReportData,
-    Summary,
+from bv.reporting.grid import (
+    REPLY_COLUMNS,
+    comparison_of,
+    finished_only,
+    grid,
+    group_difference,
+    ordered_groups,
+    reply_count,
+    summaries_of,
 )
+from bv.reporting.report_types import Built, Provenance, ReportData
 
 FIGURES = (
     "n",
@@ -64,155 +65,6 @@ DIFFERENCE = (
     "regressed",
     "unchanged",
 )
-_LEVEL_GROUP = {"type": "by_type", "subtype": "by_subtype", "ans_type": "by_ans_type"}
-# What replies were, beside right or wrong: columns of the table (one input) when any row has one,
-# and a sentence under it for each input.
-# (figure, column head, noun counted, the rest of the phrase)
-REPLY_COLUMNS = (
-    ("refusals", "refused", "refusal", ""),
-    ("content_filtered", "filtered", "row", " stopped by a content filter"),
-    ("cut_off", "cut off", "row", " cut off at the token limit with no answer"),
-    ("answer_in_reasoning", "ans. in reasoning", "row", " with the answer only in the reasoning"),
-)
-
-
-def reply_count(cell: Figures, key: str) -> int:
-    """One of a cell's REPLY_COLUMNS figures (0 in a report made before bv counted them)."""
-    value = cast(Mapping[str, Any], cell).get(key)
-    return value if isinstance(value, int) else 0
-
-
-def _groups(summary: Summary) -> list[tuple[str, str, str, Figures]]:
-    """(level, label, group name, cell) in display order: overall, then each type followed by
-    its subtypes, then the answer types."""
-    out: list[tuple[str, str, str, Figures]] = [("overall", "Overall", "", summary["overall"])]
-    for type_name, cell in summary["by_type"].items():
-        out.append(("type", type_name, type_name, cell))
-        for subtype, sub in summary["by_subtype"].items():
-            if sub.get("type") == type_name:
-                out.append(("subtype", subtype, subtype, sub))
-    for answer_type, cell in summary["by_ans_type"].items():
-        out.append(("ans_type", f"{answer_type} items", answer_type, cell))
-    return out
-
-
-def group_difference(pair: Paired, level: str, group: str) -> Difference | None:
-    """The pair's difference in one group ("overall" for the whole)."""
-    if level == "overall":
-        return pair
-    return pair[_LEVEL_GROUP[level]].get(group)  # type: ignore[literal-required]
-
-
-def pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def interval_text(ci: list[float] | None, sign: bool = False) -> str:
-    if not ci:
-        return "–"
-    return f"{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}" if sign else f"{pct(ci[0])}–{pct(ci[1])}"
-
-
-def accuracy_text(cell: Figures, brief: bool = False) -> str:
-    """`41.2 ± 2.1 [36.3–46.1]`: ± the run-to-run spread, [] the 95% interval over items
-    (left out when `brief`, for a narrow terminal)."""
-    if cell["accuracy"] is None:
-        return "–"
-    spread = f" ± {pct(cell['std'])}" if cell["std"] is not None else ""
-    return f"{pct(cell['accuracy'])}{spread}" + ("" if brief else f" [{interval_text(cell.get('ci95'))}]")
-
-
-def difference_text(diff: Difference | None) -> str:
-    """`+7.5 [-2.1, +17.1]`: the mean per-item difference in points and its 95% interval."""
-    if diff is None or diff["diff"] is None:
-        return "–"
-    return f"{100 * diff['diff']:+.1f} [{interval_text(diff['ci95'], sign=True)}]"
-
-
-def finished_only(summaries: list[Summary]) -> bool:
-    """Whether the accuracies are over finished rows only (--exclude-failed), which every format says."""
-    return any(str(s.get("accuracy_over", "")).startswith("finished") for s in summaries)
-
-
-def failures_text(cell: Figures) -> str:
-    return f"{cell['errors']}/{cell['judge_errors']}/{cell['undecided']}"
-
-
-def grid(report: Built, brief: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
-    """Headers, rows and each row's level, for the table and Markdown formats; `brief` leaves
-    the inputs' own intervals out of a comparison (a narrow terminal keeps the difference's)."""
-    summaries = summaries_of(report)
-    accuracy_label = "accuracy % (finished rows)" if finished_only(summaries) else "accuracy %"
-    if len(summaries) == 1:
-        s = summaries[0]
-        several = s["overall"]["runs"] > 1
-        headers = ["group", "n", "correct", accuracy_label, "95% CI (items)"]
-        headers += ["± std (runs)"] if several else []
-        headers += ["chance %", "errors", "judge err", "undecided"]
-        shown = [(key, head) for key, head, _, _ in REPLY_COLUMNS if reply_count(s["overall"], key)]
-        headers += [head for _, head in shown]
-        rows, levels = [], []
-        for level, label, _, cell in _groups(s):
-            row = [label, str(cell["n"]), f"{cell['correct']}/{cell.get('denominator', cell['rows'])}"]
-            row += [pct(cell["accuracy"]), interval_text(cell.get("ci95"))]
-            row += [pct(cell["std"])] if several else []
-            row += [
-                pct(cell["chance"]),
-                str(cell["errors"]),
-                str(cell["judge_errors"]),
-                str(cell["undecided"]),
-                *(str(reply_count(cell, key)) for key, _ in shown),
-            ]
-            rows.append(row)
-            levels.append(level)
-        return headers, rows, levels
-    comparison = comparison_of(report)
-    pairs = comparison["pairs"] if comparison else []
-    suffix = " % (finished)" if finished_only(summaries) else " %"
-    headers = ["group", "n"] + [f"{s['name']}{suffix}" for s in summaries]
-    adjusted = "p (" + (comparison["adjustment"].split(",")[0] if comparison else "") + ")"
-    for pair in pairs:
-        headers += (
-            ["Δ [95% CI]", adjusted]
-            if len(pairs) == 1
-            else [f"Δ {pair['b']} [95% CI]", f"{adjusted} {pair['b']}"]
-        )
-    # Failed rows side by side too (rollout errors/judge errors/undecided), when there are any.
-    show_failed = any(
-        s["overall"]["errors"] + s["overall"]["judge_errors"] + s["overall"]["undecided"] for s in summaries
-    )
-    if show_failed:
-        headers += [f"{s['name']} err/judge/und" for s in summaries]
-    rows, levels = [], []
-    for level, label, group, _ in _groups(summaries[0]):
-        cells = [_find(s, level, label) for s in summaries]
-        row = [label, "/".join(str(c["n"]) if c else "–" for c in cells)]
-        row += [accuracy_text(c, brief) if c else "–" for c in cells]
-        for pair in pairs:
-            diff = group_difference(pair, level, group)
-            row += [difference_text(diff), "–" if diff is None else f"{diff['p_adjusted']:.2g}"]
-        if show_failed:
-            row += [failures_text(c) if c else "–" for c in cells]
-        rows.append(row)
-        levels.append(level)
-    return headers, rows, levels
-
-
-def _find(summary: Summary, level: str, label: str) -> Figures | None:
-    for lvl, lab, _, cell in _groups(summary):
-        if lvl == level and lab == label:
-            return cell
-    return None
-
-
-def summaries_of(report: Built) -> list[Summary]:
-    """One summary per input (or --by group)."""
-    return report["inputs"] if "inputs" in report else [report]
-
-
-def comparison_of(report: Built) -> Comparison | None:
-    """How the inputs compare; None for one input."""
-    return report["comparison"] if "inputs" in report else None
 
 
 def notes(report: Built) -> list[str]:
@@ -280,46 +132,19 @@ def provenance_parts(provenance: Provenance) -> list[str]:
 
 
 def render_table(report: Built, stream: Any) -> None:
-    from rich.console import Console
+    """On a terminal, rich fits the table to the window (bv.reporting.table_fit); in a pipe or a
+    file, bv writes the same table as plain text (bv.reporting.text_table): as wide as it needs,
+    never cut, and without rich's start-up. A pipe that rich is told to treat as a terminal
+    (FORCE_COLOR, TTY_COMPATIBLE=1) keeps rich's colours."""
+    if stream.isatty() or colour_forced():
+        from bv.reporting.table_fit import print_table
 
-    from bv.reporting.table_fit import fits, fitted_table, natural_width
+        print_table(report, notes(report), stream)
+        return
+    from bv.reporting.text_table import write_table
 
-    class QuietConsole(Console):
-        def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
-            raise StdoutClosed()
-
-    # On a terminal the table fits the window (bv.reporting.table_fit); in a pipe or a file it is
-    # as wide as it needs, never cut (long group names, many side-by-side columns). No emoji
-    # codes: a `:name:` in a file or group name is data, shown as written.
-    summaries = summaries_of(report)
-    headers, rows, levels = grid(report)
-    brief = False
-    if stream.isatty():
-        console = QuietConsole(file=stream, emoji=False)
-        brief = len(summaries) > 1 and not fits(headers, rows, console.width)
-        if brief:
-            headers, rows, levels = grid(report, brief=True)
-    else:
-        console = QuietConsole(file=stream, emoji=False, width=max(240, natural_width(headers, rows, levels)))
-    title = "bv report: " + ", ".join(markup_safe(s["name"]) for s in summaries)
-    table = fitted_table(title, headers, rows, levels, console.width)
-    for row, level in zip(rows, levels, strict=True):
-        name = markup_safe(row[0])  # a type or subtype comes from data: never markup, never escapes
-        label = {
-            "overall": f"[bold]{name}[/]",
-            "type": f"[bold]{name}[/]",
-            "subtype": f"  {name}",
-            "ans_type": f"[dim]{name}[/]",
-        }[level]
-        table.add_row(label, *(markup_safe(cell) for cell in row[1:]), end_section=level in ("overall",))
-
-    console.print(table)
-    if brief:
-        console.print(
-            "Each input's own interval is left out to fit the terminal (the Markdown format shows it)."
-        )
-    for line in notes(report):  # whole lines in a pipe or file, as the table is
-        console.print(printable(line), markup=False, highlight=False, soft_wrap=not stream.isatty())
+    title = "bv report: " + ", ".join(s["name"] for s in summaries_of(report))
+    write_table(stream, title, *grid(report), notes(report))
 
 
 def render_markdown(report: Built, stream: Any) -> None:
@@ -345,7 +170,7 @@ def render_csv(report: Built, stream: Any) -> None:
     pairs = {pair["b"]: pair for pair in comparison["pairs"]} if comparison else {}
     for summary in summaries_of(report):
         pair = pairs.get(summary["name"])
-        for level, label, group, cell in _groups(summary):
+        for level, label, group, cell in ordered_groups(summary):
             ci = cell.get("ci95")
             figures: dict[str, Any] = {
                 **cell,

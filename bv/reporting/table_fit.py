@@ -1,4 +1,5 @@
-"""How the report table fits a terminal: figures are never cut, group names give way.
+"""The report table on a terminal, by rich, fitted to the window: figures are never cut, group
+names give way (a pipe or a file gets bv.reporting.text_table, the same table uncut).
 
 rich shrinks every column alike when a table is too wide, so at 80 columns it cut `100.0` to
 `10…`. Here each figure column gets the width of its widest cell (its header may wrap
@@ -10,6 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from bv.core.errors import StdoutClosed
+from bv.core.terminal import printable
+from bv.reporting.grid import grid, summaries_of
+from bv.reporting.report_types import Built
+from bv.reporting.text_table import cell_len
 
 MIN_LABEL = 16  # below this, the compact layout buys room for the group names
 
@@ -52,18 +59,22 @@ def fits(headers: list[str], rows: list[list[str]], width: int) -> bool:
 
 
 def natural_width(headers: list[str], rows: list[list[str]], levels: list[str]) -> int:
-    """The characters the table takes uncut: what a pipe or a file is given, however wide."""
+    """The cells the table takes uncut, its texts escaped: what a pipe or a file is given, however wide."""
     labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
     cells = [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)]
     columns = list(zip(*cells, strict=True)) if cells else [() for _ in headers]
-    natural = [max([len(h), *(len(c) for c in col)]) for h, col in zip(headers, columns, strict=True)]
+    natural = [
+        max([cell_len(printable(h)), *(cell_len(printable(c)) for c in col)])
+        for h, col in zip(headers, columns, strict=True)
+    ]
     return sum(natural) + _overhead(len(headers), compact=False)
 
 
-def fitted_table(title: str, headers: list[str], rows: list[list[str]], levels: list[str], width: int) -> Any:
+def fitted_table(title: Any, headers: list[str], rows: list[list[str]], levels: list[str], width: int) -> Any:
     """An empty rich Table with the report's columns laid out for `width` characters."""
     from rich.box import SIMPLE_HEAD
     from rich.table import Table
+    from rich.text import Text
 
     labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
     fit = fit_columns(headers, [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)], width)
@@ -73,10 +84,54 @@ def fitted_table(title: str, headers: list[str], rows: list[list[str]], levels: 
         table = Table(title=title, title_justify="left")
     for i, header in enumerate(headers):
         table.add_column(
-            header,
+            Text(printable(header)),  # input names are data: never markup, never escapes
             justify="left" if i == 0 else "right",
             no_wrap=i == 0,
             width=None if fit is None else fit.widths[i],
             overflow="ellipsis",
         )
     return table
+
+
+def print_table(report: Built, notes: list[str], stream: Any) -> None:
+    """The report table and the notes under it, by rich: fitted to a terminal's window, or (a
+    stream rich is told to colour though it is no terminal) as wide as it needs, never cut.
+    No emoji codes: a `:name:` in a file or group name is data, shown as written."""
+    from rich.console import Console
+    from rich.text import Text
+
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit 1; a closed stdout ends bv quietly
+            raise StdoutClosed()
+
+    summaries = summaries_of(report)
+    headers, rows, levels = grid(report)
+    terminal = stream.isatty()
+    brief = False
+    if terminal:
+        console = QuietConsole(file=stream, emoji=False)
+        brief = len(summaries) > 1 and not fits(headers, rows, console.width)
+        if brief:
+            headers, rows, levels = grid(report, brief=True)
+    else:
+        console = QuietConsole(file=stream, emoji=False, width=max(240, natural_width(headers, rows, levels)))
+    # Every text is a rich Text, never markup: names from the data are shown as written.
+    title = Text("bv report: " + ", ".join(printable(s["name"]) for s in summaries), style="table.title")
+    table = fitted_table(title, headers, rows, levels, console.width)
+    for row, level in zip(rows, levels, strict=True):
+        name = printable(row[0])
+        label = {
+            "overall": Text.assemble((name, "bold")),
+            "type": Text.assemble((name, "bold")),
+            "subtype": Text(f"  {name}"),
+            "ans_type": Text.assemble((name, "dim")),
+        }[level]
+        table.add_row(label, *(Text(printable(cell)) for cell in row[1:]), end_section=level == "overall")
+
+    console.print(table)
+    if brief:
+        console.print(
+            "Each input's own interval is left out to fit the terminal (the Markdown format shows it)."
+        )
+    for line in notes:  # whole lines in a pipe or file, as the table is
+        console.print(printable(line), markup=False, highlight=False, soft_wrap=not terminal)

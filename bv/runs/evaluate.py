@@ -268,8 +268,9 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     import sys
 
     from bv.reporting.advice import warnings
+    from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.html_page import write_html
-    from bv.reporting.render import comparison_of, render_markdown, render_table, summaries_of
+    from bv.reporting.render import render_markdown, render_table
     from bv.reporting.report import Input, build_report
 
     problems = Problems()
