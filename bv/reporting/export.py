@@ -14,6 +14,7 @@ runs), else its reasoning text as one `reasoning.text` entry. `csv`: one row per
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -216,7 +217,7 @@ def _write_runs(rows: Iterable[JudgedRow], folder: Path) -> dict[int, int]:
             run = row.get("run", 0)
             if run < 0:
                 raise Fatal("rows with a negative run cannot be named model_results_run_K.json")
-            spool.add(_RUN.pack(run) + natural_bytes(str(row["id"])), _indented(official_result(row)))
+            spool.add(_RUN.pack(run) + _id_key(str(row["id"])), _indented(official_result(row)))
             counts[run] = counts.get(run, 0) + 1
         current = -1
         for key, data in spool.sorted():
@@ -238,6 +239,9 @@ def _write_runs(rows: Iterable[JudgedRow], folder: Path) -> dict[int, int]:
             out.close()
         spool.close()
     return counts
+
+
+_id_key = functools.lru_cache(maxsize=1 << 12)(natural_bytes)  # ids repeat, once per run
 
 
 def _finish(out: IO[bytes]) -> None:
