@@ -42,6 +42,7 @@ from bv.cli.common import (
     default_cache,
     parse_params,
     parse_shard,
+    stdin_notice,
     waits,
 )
 from bv.cli.ending import finish
@@ -157,7 +158,7 @@ def rollout(
         --output-last-message {last_message} {prompt}'
     """
     from bv.core.jsonl import JsonlWriter, Problems
-    from bv.engine.progress import input_lines, stdin_notice
+    from bv.engine.progress import input_lines
     from bv.stages.rollout import dry_run_rollout, read_prompt_records, run_rollout
 
     config = rollout_config(click.get_current_context())
@@ -309,7 +310,7 @@ def judge(
       bv judge --mode llm --judge-model gpt-4o-mini --batch rollouts.jsonl > results.jsonl
     """
     from bv.core.jsonl import JsonlWriter, Problems
-    from bv.engine.progress import input_lines, stdin_notice
+    from bv.engine.progress import input_lines
     from bv.stages.judge import dry_run_judge, read_rollout_rows, run_judge
 
     config = judge_config(click.get_current_context())
