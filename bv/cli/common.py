@@ -18,19 +18,6 @@ from bv.core.errors import StdoutClosed
 from bv.engine.backends import BACKENDS
 
 
-def stdin_notice(inputs: tuple[str, ...] | list[str], what: str, quiet: bool = False) -> None:
-    """Say once, on a terminal, that the stage waits for records typed on stdin, not silently
-    (here, not in bv.engine.progress, whose import `bv report` and `bv merge` do not need)."""
-    if quiet or (inputs and "-" not in inputs):
-        return
-    try:
-        if sys.stdin.isatty():
-            sys.stderr.write(f"bv: reading {what} from stdin; pipe a file or Ctrl-D\n")
-            sys.stderr.flush()
-    except (ValueError, OSError):  # stdin closed
-        pass
-
-
 class Finite(click.FloatRange):
     """A float option that refuses NaN and infinities (which pass click's range checks)."""
 

@@ -23,10 +23,10 @@ from bv.cli.common import (
     TYPES,
     cli_words,
     error,
-    stdin_notice,
 )
 from bv.cli.ending import finish_rows
 from bv.core.errors import BadConfig
+from bv.core.terminal import stdin_notice
 
 
 @click.command()

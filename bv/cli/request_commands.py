@@ -42,12 +42,11 @@ from bv.cli.common import (
     default_cache,
     parse_params,
     parse_shard,
-    stdin_notice,
     waits,
 )
 from bv.cli.ending import finish
 from bv.core.outcome import Outcome
-from bv.core.terminal import printable
+from bv.core.terminal import printable, stdin_notice
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
