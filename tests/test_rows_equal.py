@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from bv.core.jsonl import Problems, _parse_stream, fitting_bytes, fitting_line
 from bv.reporting.report import summarize
-from bv.stages.judge import judge_by_rules, judge_version
+from bv.stages.judge import judge_by_rules, judge_version, run_judge
+from bv.stages.judge_config import JudgeConfig
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,27 @@ def test_judged_rows_are_what_json_dumps_wrote(made):
     for line, record in zip(written, rollout, strict=True):
         expected = json.loads(json.dumps(judge_by_rules(record, version), ensure_ascii=False))
         assert json.loads(line) == expected
+
+
+def test_judging_in_place_writes_the_rows_a_copy_would(made):
+    """`run_judge(in_place=True)` (bv optimize's re-scoring) judges into the records: the same
+    rows, fields and order as the copies bv judge wrote, a rejudged row's old judge fields
+    dropped and written again at the end, and a failed rollout's row not judged."""
+    config = JudgeConfig(mode="rules", quiet=True)
+    rollout = [json.loads(line) for line in made["rollout"].read_text().splitlines()]
+    rollout[1] = {**rollout[1], "response": None, "error": "HTTP 500"}
+    copied: list = []
+    run_judge([dict(row) for row in rollout], config, copied.append)
+    old = {"judge_reason": "stale", "hard": 1, "judge_usage": {"prompt_tokens": 1}}
+    stale = [{**old, **row} for row in rollout]  # judge fields first: the copy writes them last
+    for source in (rollout, stale):
+        records = [dict(row) for row in source]
+        out: list = []
+        outcome = run_judge(records, config, out.append, in_place=True)
+        assert all(a is b for a, b in zip(out, records, strict=True))
+        assert [list(row.items()) for row in out] == [list(row.items()) for row in copied]
+        assert (outcome.rows, outcome.carried) == (90, 1)
+    assert copied[1]["decided_by"] == "rollout_error" and "judge_usage" not in copied[0]
 
 
 def test_report_equals_a_json_loads_summary_whole_sharded_merged_and_piped(made):

@@ -143,8 +143,8 @@ def rollout_and_judge(
         **engines.run(),
     )
     judged: list[JudgedRow] = []
-    # kept as written, no copy: each judged row is a new dict (the judge copies its input row)
-    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)))
+    # kept as written, no copy: `rows` are this call's own, judged in place
+    outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)), in_place=True)
     return _ended(outcome, judged, what, engines)
 
 

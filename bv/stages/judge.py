@@ -29,6 +29,7 @@ from bv.core.records import (
     RolloutRow,
     check_rollout_record,
     choice_lines,
+    drop_stage,
     without_stage,
 )
 from bv.core.rules import RULES_VERSION, Verdict, decide
@@ -233,10 +234,12 @@ def _by_rules(
 _ROLLOUT_FAILED = Verdict(0, "not judged: the rollout failed (its `error` says why; re-run bv rollout)")
 
 
-def judge_by_rules(record: RolloutRow, version: str, templates: dict[str, str] | None = None) -> JudgedRow:
-    """One row judged by the rules alone (undecided rows count wrong); a row whose rollout failed
-    is not judged at all (it goes out wrong, as the rollout error it is)."""
-    row = cast(RolloutRow, without_stage(record, "judge"))
+def judge_by_rules(
+    record: RolloutRow, version: str, templates: dict[str, str] | None = None, in_place: bool = False
+) -> JudgedRow:
+    """One row judged by the rules alone (undecided rows count wrong; `in_place`: into the record,
+    not a copy); a row whose rollout failed is not judged (it goes out wrong, as the rollout error)."""
+    row = drop_stage(record, "judge") if in_place else cast(RolloutRow, without_stage(record, "judge"))
     if record.get("error"):
         return _by_rules(row, None, _ROLLOUT_FAILED, version, None, templates, "rollout_error")
     extracted = extract_answer(record.get("response"))
@@ -295,9 +298,10 @@ def run_judge(
     write: Callable[[Mapping[str, Any]], None],
     *,
     total: int | None = None,
+    in_place: bool = False,
 ) -> Outcome:
     """The whole stage: judge every row, each to `write` in input order. `total`: how many rows
-    there are, for the progress display (a list's own length by default)."""
+    there are, for progress (a list's own length by default); `in_place`: the rules judge into them."""
     endpoint = config.endpoint
     backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
     settings = config.settings
@@ -341,7 +345,7 @@ def run_judge(
 
         def judge_row(record: RolloutRow) -> JudgedRow:
             nonlocal unanswered
-            row = judge_by_rules(record, version, recorded)
+            row = judge_by_rules(record, version, recorded, in_place)
             decided["undecided" if row["undecided"] else row["decided_by"]] += 1
             unanswered += row["extracted"] is None
             return row
