@@ -57,3 +57,24 @@ def test_a_pipe_gets_the_whole_table(tmp_path):
     _rows(results)
     status, _, out = on_terminal([BIN / "bv", "report", results], 80, stdout_terminal=False)
     assert status == 0 and LONG_TYPE in out.decode() and "…" not in out.decode()
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_wide_and_escaped_names_are_measured_as_shown(tmp_path, columns):
+    """A CJK name takes two cells a character and an escaped ESC four: the fit counts what the
+    terminal shows, so no line overflows and no figure is cut."""
+    from rich.cells import cell_len
+
+    results = tmp_path / "results.jsonl"
+    _rows(results)
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    for r in rows:
+        if r["type"] == LONG_TYPE:
+            r["type"], r["subtype"] = "視覚の細かい識別" * 3, "\x1b[2J" * 6
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    status, shown, _ = on_terminal([BIN / "bv", "report", results], columns)
+    assert status == 0, shown
+    assert all(cell_len(line.rstrip()) <= columns for line in shown.splitlines()), shown
+    maze = next(line for line in shown.splitlines() if "Maze" in line)
+    assert "110/188" in maze and "58.5" in maze, shown
+    assert "\x1b[2J" not in shown and "\\x1b[2J" in shown.replace("…", ""), shown

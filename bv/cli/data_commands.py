@@ -10,6 +10,7 @@ import click
 
 from bv.cli.common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
 from bv.cli.ending import ROWS_FAILED, finish_rows
+from bv.core.terminal import stdin_notice
 
 
 @click.command("data")
@@ -114,7 +115,6 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_judged_row
     from bv.core.stats import counted
-    from bv.engine.progress import stdin_notice
     from bv.reporting.export import SHOWN, Export, exported_rows, write_csv, write_official
 
     if fmt == "official" and out is None:

@@ -26,6 +26,7 @@ from bv.cli.common import (
 )
 from bv.cli.ending import finish_rows
 from bv.core.errors import BadConfig
+from bv.core.terminal import stdin_notice
 
 
 @click.command()
@@ -104,7 +105,6 @@ def prompt(
         )
     except BadConfig as exc:  # options that do not go together
         raise click.UsageError(cli_words(str(exc))) from None
-    from bv.engine.progress import stdin_notice
 
     stdin_notice(inputs, "items")
     selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
@@ -179,7 +179,6 @@ def import_(
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.data.official import import_files
-    from bv.engine.progress import stdin_notice
 
     stdin_notice([str(path) for path in inputs], "official results or items")
     problems = Problems()

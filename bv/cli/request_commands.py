@@ -46,7 +46,7 @@ from bv.cli.common import (
 )
 from bv.cli.ending import finish
 from bv.core.outcome import Outcome
-from bv.core.terminal import printable
+from bv.core.terminal import printable, stdin_notice
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
@@ -157,7 +157,7 @@ def rollout(
         --output-last-message {last_message} {prompt}'
     """
     from bv.core.jsonl import JsonlWriter, Problems
-    from bv.engine.progress import input_lines, stdin_notice
+    from bv.engine.progress import input_lines
     from bv.stages.rollout import dry_run_rollout, read_prompt_records, run_rollout
 
     config = rollout_config(click.get_current_context())
@@ -309,7 +309,7 @@ def judge(
       bv judge --mode llm --judge-model gpt-4o-mini --batch rollouts.jsonl > results.jsonl
     """
     from bv.core.jsonl import JsonlWriter, Problems
-    from bv.engine.progress import input_lines, stdin_notice
+    from bv.engine.progress import input_lines
     from bv.stages.judge import dry_run_judge, read_rollout_rows, run_judge
 
     config = judge_config(click.get_current_context())

@@ -11,6 +11,7 @@ import click
 from bv.cli import ending
 from bv.cli.common import SKIP_BAD, cli_words, error, reader_may_leave, share
 from bv.cli.ending import finish_rows
+from bv.core.terminal import stdin_notice
 
 
 @click.command()
@@ -35,7 +36,6 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     """
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_row
-    from bv.engine.progress import stdin_notice
     from bv.stages.merge import check_inputs, merge_rows, ordered_keys, write_rows
 
     check_inputs(inputs)
@@ -176,7 +176,6 @@ def report(
     """
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
-    from bv.engine.progress import stdin_notice
     from bv.reporting.advice import below, warnings
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.render import render_as

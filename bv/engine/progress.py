@@ -173,18 +173,6 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def stdin_notice(inputs: tuple[str, ...] | list[str], what: str, quiet: bool = False) -> None:
-    """Say once, on a terminal, that the stage waits for records typed on stdin, not silently."""
-    if quiet or (inputs and "-" not in inputs):
-        return
-    try:
-        if sys.stdin.isatty():
-            sys.stderr.write(f"bv: reading {what} from stdin; pipe a file or Ctrl-D\n")
-            sys.stderr.flush()
-    except (ValueError, OSError):  # stdin closed
-        pass
-
-
 def stdin_lines() -> int | None:
     """Lines left in stdin when it is a regular file (`< prompts.jsonl`), without reading it."""
     try:

@@ -27,21 +27,32 @@ class Fit:
     compact: bool  # no box and no padding: one space between columns
 
 
+def _cells(text: str) -> int:
+    """The cells `text` takes as the table shows it: escaped, a wide character two cells."""
+    return cell_len(printable(text))
+
+
 def _overhead(columns: int, compact: bool) -> int:
     """Characters a table of `columns` spends on borders and padding."""
     return columns - 1 if compact else 3 * columns + 1
 
 
+def _natural(headers: list[str], rows: list[list[str]]) -> list[int]:
+    """Each column's width uncut: its widest cell or header."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
+    return [max([_cells(h), *(_cells(c) for c in col)]) for h, col in zip(headers, columns, strict=True)]
+
+
 def _figure_width(header: str, cells: list[str]) -> int:
-    words = max((len(word) for word in header.split()), default=1)
-    return max([words, *(len(cell) for cell in cells)])
+    words = max((cell_len(word) for word in printable(header).split()), default=1)
+    return max([words, *(_cells(cell) for cell in cells)])
 
 
 def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | None:
-    """Column widths for a table of these cells in `width` characters (the first column holds the
-    group names, the others figures); None when the table fits as it is."""
+    """Column widths for a table of these cells in `width` terminal cells (the first column holds
+    the group names, the others figures); None when the table fits as it is."""
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
-    natural = [max([len(h), *(len(c) for c in col)]) for h, col in zip(headers, columns, strict=True)]
+    natural = _natural(headers, rows)
     if sum(natural) + _overhead(len(headers), compact=False) <= width:
         return None
     figures = [_figure_width(h, list(col)) for h, col in zip(headers[1:], columns[1:], strict=True)]
@@ -62,12 +73,7 @@ def natural_width(headers: list[str], rows: list[list[str]], levels: list[str]) 
     """The cells the table takes uncut, its texts escaped: what a pipe or a file is given, however wide."""
     labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
     cells = [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)]
-    columns = list(zip(*cells, strict=True)) if cells else [() for _ in headers]
-    natural = [
-        max([cell_len(printable(h)), *(cell_len(printable(c)) for c in col)])
-        for h, col in zip(headers, columns, strict=True)
-    ]
-    return sum(natural) + _overhead(len(headers), compact=False)
+    return sum(_natural(headers, cells)) + _overhead(len(headers), compact=False)
 
 
 def fitted_table(title: Any, headers: list[str], rows: list[list[str]], levels: list[str], width: int) -> Any:
