@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import tempfile
@@ -23,7 +22,7 @@ from bv.core.errors import Fatal
 from bv.core.jsonl import Problems
 from bv.core.records import natural_key
 from bv.reporting import sorted_spool
-from bv.reporting.export import Export, SeenKeys, exported_rows, official_result, write_official
+from bv.reporting.export import Export, exported_rows, official_result, write_official
 from bv.reporting.sorted_spool import natural_bytes
 
 IDS = ["10", "2", "0445", "445", "a\x00b", "a", "", "é", "a10b", "a9b", "x" * 50, "1.0", "-3", "\u2028"]
@@ -85,23 +84,6 @@ def test_natural_bytes_orders_as_natural_key(texts):
     for a in texts:  # no key a prefix of another: entries with a place after them sort as keys
         for b in texts:
             assert a == b or not natural_bytes(b).startswith(natural_bytes(a))
-
-
-def test_seen_keys_is_a_set_of_id_and_run():
-    """Against a set: runs in order, backwards, far off (then reached by the bitmap), huge."""
-    seen, truth = SeenKeys(), set()
-    pairs = [("a", r) for r in (0, 5, 5, 700, 10**15, 10**15, 3, 700, 2**62)] + [("b", 0), ("a", 0), ("b", 0)]
-    pairs += [("c", r) for r in range(2000, -1, -7)] + [("c", 14), ("c", 2000)]
-    pairs += [("d", 1000)] + [("d", r) for r in range(0, 1200, 8)] + [("d", 1000), ("d", 1001)]
-    pairs += [("h", 1001)] + [("h", r) for r in range(0, 560, 8)] + [("h", 1001)]  # bitmap 70 bytes
-    rng = random.Random(5)
-    pairs += [
-        (rng.choice("efg"), rng.choice([rng.randrange(64), rng.randrange(5000), rng.randrange(2**40)]))
-        for _ in range(5000)
-    ]
-    for item, run in pairs:
-        assert seen.add(item, run) is ((item, run) not in truth), (item, run)
-        truth.add((item, run))
 
 
 def _peak(rows: int, tmp: Path) -> int:

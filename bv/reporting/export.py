@@ -32,6 +32,7 @@ from bv.core.atomic import staging_folder, swap_in
 from bv.core.errors import Fatal
 from bv.core.jsonl import Problems
 from bv.core.records import JudgedRow, row_key
+from bv.reporting.key_table import KeyTable
 from bv.reporting.sorted_spool import SortedSpool, natural_bytes
 
 RESULT_NAME = "model_results_run_{k}.json"
@@ -53,37 +54,6 @@ class Export:
     unjudged_count: int = 0
     undecided_count: int = 0
     rows: int = 0
-
-
-class SeenKeys:
-    """The (id, run) pairs an export has seen, for its duplicate check, in memory that grows with
-    the ids, not the rows: a bit per run in a bytearray per id, for runs numbered as bv numbers
-    them (0, 1, 2, …); a run far beyond an id's others (the bitmap grows by 64 bytes a row at
-    most) goes in a set instead, so no input makes it cost more than that a row."""
-
-    def __init__(self) -> None:
-        self._bits: dict[str, bytearray] = {}
-        self._far: set[tuple[str, int]] = set()
-
-    def add(self, item: str, run: int) -> bool:
-        """Note (item, run); False when it was seen before."""
-        bits = self._bits.get(item)
-        if bits is None:
-            bits = self._bits[item] = bytearray()
-        byte, bit = run >> 3, 1 << (run & 7)
-        if 0 <= byte < len(bits) + 64:
-            if byte >= len(bits):
-                bits.extend(bytes(byte + 1 - len(bits)))
-            elif bits[byte] & bit:
-                return False
-            if self._far and (item, run) in self._far:  # noted before the bitmap reached it
-                return False
-            bits[byte] |= bit
-            return True
-        if (item, run) in self._far:
-            return False
-        self._far.add((item, run))
-        return True
 
 
 def official_id(item_id: Any) -> int | str:
@@ -141,10 +111,10 @@ def exported_rows(
     """The rows, once per (id, run), in input order and one at a time (an export holds no row
     in memory); rows without a verdict noted in `export`, and a second row for the same
     (id, run) reported as a bad line (`bv merge` says which to keep)."""
-    seen = SeenKeys()
+    seen = KeyTable()  # the duplicate check: a byte per (id, run), not per row
     for source, row in records:
         item, run = row_key(row)
-        if not seen.add(item, run):
+        if not seen.add(item, run):  # presence only: the verdict is not needed here
             problems.report(source, f"a second row for id {item} run {run} (bv merge keeps one)")
             continue
         export.rows += 1

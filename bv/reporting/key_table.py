@@ -1,6 +1,6 @@
 """The (id, run) pairs `bv report` has seen, one byte each: which rows a column holds and each
 one's verdict, all that duplicate checks, comparisons and the paired test need (bv.reporting.tally
-keeps one per column)."""
+keeps one per column; `bv export` one for its duplicate check)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from collections.abc import Iterator
 ABSENT, NO_VERDICT, WRONG, RIGHT, FAILED = 0, 1, 2, 3, 4
 _CODE = {None: NO_VERDICT, 0: WRONG, 1: RIGHT}
 _FAILED_RIGHT, _FAILED_WRONG = RIGHT | FAILED, WRONG | FAILED
-_DENSE_RUNS = 1 << 16  # runs 0..65535 live in a bytearray per item; others (rare) in a dict
+# Runs numbered as bv numbers them (0, 1, 2, …) live in a bytearray per item; a run further than
+# this beyond an item's array (a hostile or oddly numbered file) goes in a dict instead, so no
+# input grows the table by more than twice this many bytes a row.
+_REACH = 64
 
 
 class KeyTable:
@@ -23,22 +26,27 @@ class KeyTable:
         self.size = 0
 
     def get(self, item: str, run: int) -> int:
-        if 0 <= run < _DENSE_RUNS:
-            runs = self._dense.get(item)
-            return runs[run] if runs is not None and run < len(runs) else ABSENT
+        runs = self._dense.get(item)
+        if runs is not None and 0 <= run < len(runs):
+            code = runs[run]
+            if code or not self._sparse:
+                return code
         return self._sparse.get((item, run), ABSENT)
 
-    def add(self, item: str, run: int, hard: int | None, failed: bool = False) -> bool:
+    def add(self, item: str, run: int, hard: int | None = None, failed: bool = False) -> bool:
         """Record (item, run); False when it was there already (a duplicate)."""
         code = _CODE[hard] | FAILED if failed else _CODE[hard]
-        if 0 <= run < _DENSE_RUNS:
-            runs = self._dense.get(item)
-            if runs is None:
-                runs = self._dense[item] = bytearray()
-            elif run < len(runs) and runs[run]:
+        runs = self._dense.get(item)
+        if runs is None:
+            runs = self._dense[item] = bytearray()
+        if 0 <= run < len(runs) + _REACH:
+            if run < len(runs):
+                if runs[run]:
+                    return False
+            else:
+                runs.extend(bytes(max(run + 1 - len(runs), min(len(runs), _REACH))))  # a few runs ahead
+            if self._sparse and (item, run) in self._sparse:  # noted before the array reached it
                 return False
-            if run >= len(runs):
-                runs.extend(bytes(max(run + 1 - len(runs), len(runs))))
             runs[run] = code
         else:
             if (item, run) in self._sparse:
