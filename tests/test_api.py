@@ -113,7 +113,7 @@ def test_importing_the_api_is_cheap():
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.cli.common import BACKEND_NAMES
+    from bv.cli.options import BACKEND_NAMES
     from bv.engine.backends import BACKENDS, make_backend
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from bv.cli.common import CACHE, Finite, default_cache, reader_may_leave
+from bv.cli.common import default_cache, reader_may_leave
+from bv.cli.options import CACHE, Finite
 from bv.core.terminal import printable
 
 

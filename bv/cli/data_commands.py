@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from bv.cli.common import API_KEY, BASE_URLS, INPUTS, SKIP_BAD, error, reader_may_leave
+from bv.cli.common import error, reader_may_leave
 from bv.cli.ending import ROWS_FAILED, finish_rows
+from bv.cli.options import API_KEY, BASE_URLS, INPUTS, SKIP_BAD
 from bv.core.terminal import stdin_notice
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from bv.cli.common import (
+from bv.cli.common import cli_words, default_cache, parse_params, request_params
+from bv.cli.options import (
     API_KEY,
     BACKEND,
     BASE_URLS,
@@ -45,10 +46,6 @@ from bv.cli.common import (
     TEMPERATURE,
     TIMEOUT,
     TYPES,
-    cli_words,
-    default_cache,
-    parse_params,
-    request_params,
 )
 
 

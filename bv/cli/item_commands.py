@@ -10,21 +10,9 @@ from typing import Any
 import click
 
 from bv.cli import ending
-from bv.cli.common import (
-    IDS,
-    IMAGE_DETAIL,
-    INPUTS,
-    LIMIT,
-    PROMPTS,
-    SKILL,
-    SKIP_BAD,
-    STYLE,
-    SUBTYPES,
-    TYPES,
-    cli_words,
-    error,
-)
+from bv.cli.common import cli_words, error
 from bv.cli.ending import finish_rows
+from bv.cli.options import IDS, IMAGE_DETAIL, INPUTS, LIMIT, PROMPTS, SKILL, SKIP_BAD, STYLE, SUBTYPES, TYPES
 from bv.core.errors import BadConfig
 from bv.core.terminal import stdin_notice
 

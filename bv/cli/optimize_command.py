@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from bv.cli.common import (
+from bv.cli.common import cli_words, parse_params
+from bv.cli.options import (
     API_KEY,
     BACKEND,
     BASE_URLS,
@@ -34,8 +35,6 @@ from bv.cli.common import (
     TEMPERATURE,
     TIMEOUT,
     Finite,
-    cli_words,
-    parse_params,
     share,
     waits,
 )

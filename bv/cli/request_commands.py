@@ -7,7 +7,9 @@ from typing import Any
 
 import click
 
-from bv.cli.common import (
+from bv.cli.common import SETTING_NAMES, cli_words, default_cache, parse_params, parse_shard
+from bv.cli.ending import finish
+from bv.cli.options import (
     API_KEY,
     BACKEND,
     BASE_URLS,
@@ -34,17 +36,11 @@ from bv.cli.common import (
     REPEATS,
     RETRIES,
     SEED,
-    SETTING_NAMES,
     SKIP_BAD,
     TEMPERATURE,
     TIMEOUT,
-    cli_words,
-    default_cache,
-    parse_params,
-    parse_shard,
     waits,
 )
-from bv.cli.ending import finish
 from bv.core.outcome import Outcome
 from bv.core.terminal import printable, stdin_notice
 

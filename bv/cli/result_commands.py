@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 
 from bv.cli import ending
-from bv.cli.common import SKIP_BAD, cli_words, error, reader_may_leave, share
+from bv.cli.common import cli_words, error, reader_may_leave
 from bv.cli.ending import finish_rows
+from bv.cli.options import SKIP_BAD, share
 from bv.core.terminal import stdin_notice
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from bv.cli.common import PROMPTS, reader_may_leave
+from bv.cli.common import reader_may_leave
+from bv.cli.options import PROMPTS
 
 
 @click.command()
