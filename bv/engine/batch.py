@@ -11,6 +11,10 @@ waits for the next batch. A failure inside a batch (an error line, a status othe
 request the batch never ran because it expired, was cancelled or failed) is that row's error, as
 online. Each batch is recorded (bv.engine.batch_state) so a re-run of the same command polls it
 instead of submitting it again.
+
+This module holds the rows' side: which requests wait, when a batch goes, the cost limit, what a
+result does to the cache and its rows. A batch's life on the server (input files, upload,
+create, resume, poll, result lines) is bv.engine.batch_jobs.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ from typing import Any, TypeVar
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, Fatal, Interrupted, ItemFailure
 from bv.core.outcome import Outcome, say
-from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
-from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.batch_api import BatchClient
 from bv.engine.batch_budget import BatchBudget, Messages
-from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
-from bv.engine.batch_state import BatchRecord, BatchState, folder_for
+from bv.engine.batch_jobs import BatchJobs, Request
+from bv.engine.batch_lines import Result
+from bv.engine.batch_state import BatchState, folder_for
 from bv.engine.cache import ReplyCache
 from bv.engine.caller import Caller, RunSettings, run_stage
 from bv.engine.prices import first_url, reply_cost
@@ -79,10 +83,23 @@ class BatchCaller(Caller):
     _blocked: int = 0  # rows waiting for a batch
     _changed: asyncio.Event | None = None
     _coordinator: asyncio.Future | None = None
-    _shown: dict[str, str] = field(default_factory=dict)  # batch id: how it stands
     budget: BatchBudget | None = None  # `max_cost`, kept before each batch (bv.engine.batch_budget)
     _held: dict[str, Waiting] = field(default_factory=dict)  # held back by the budget
     _unpriced: str | None = None  # why a collected reply's cost is unknown (the limit cannot be kept)
+    _jobs: BatchJobs | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.client is not None and self.state is not None:
+            self._jobs = BatchJobs(
+                self.backend,
+                self.client,
+                self.state,
+                self.stats,
+                self.stage,
+                self.poll_s,
+                request=self._request,
+                deliver=self._deliver,
+            )
 
     @classmethod
     def for_batches(
@@ -208,7 +225,8 @@ class BatchCaller(Caller):
 
     def _interrupt(self) -> None:
         """Ctrl-C: the rows waiting stop (redone by the next run); the batches go on on the server."""
-        running = [f"{batch_id} ({shown})" for batch_id, shown in self._shown.items()]
+        shown = self._jobs.shown if self._jobs is not None else {}
+        running = [f"{batch_id} ({progress})" for batch_id, progress in shown.items()]
         if running and self.state is not None:
             say(
                 f"batch {', '.join(running)} goes on on the server; run the same command again to collect"
@@ -219,6 +237,11 @@ class BatchCaller(Caller):
                 if not future.done():
                     future.set_exception(Interrupted())
         self._waiting, self._current, self._held = {}, {}, {}
+
+    def _request(self, key: str) -> Request:
+        """A request in the batches now running, for its input line."""
+        waiting = self._current[key]
+        return waiting.messages, waiting.params
 
     def _deliver(self, key: str, result: Result | Fatal) -> None:
         """A batch's result for one request: into the cache (a reply its row keeps), to its rows."""
@@ -260,13 +283,13 @@ class BatchCaller(Caller):
 
     async def _send_batch(self, batch: dict[str, Waiting]) -> None:
         """Collect these requests: from the recorded batches that hold them, the rest in new ones."""
-        assert self.state is not None and self.client is not None
+        assert self.state is not None and self.client is not None and self._jobs is not None
         self._current.update(batch)
         endpoint, model = self.client.config.public, self.backend.model
         jobs: list[tuple[Awaitable[None], set[str]]] = []
         taken: set[str] = set()
         for record, mine in self.state.claim(endpoint, model, batch):
-            jobs.append((self._resume(record, mine), mine))
+            jobs.append((self._jobs.resume(record, mine), mine))
             taken |= mine
         rest = [key for key in batch if key not in taken]
         fit = None
@@ -276,8 +299,8 @@ class BatchCaller(Caller):
             rest = fit.send
             for key in fit.held:
                 self._held[key] = self._current.pop(key)
-        for file in await self._input_files(rest):
-            jobs.append((self._submit(file), set(file.keys)))
+        for file in await self._jobs.input_files(rest):
+            jobs.append((self._jobs.submit(file), set(file.keys)))
         await asyncio.gather(*(self._guarded(job, keys) for job, keys in jobs))
         for key in [key for key in batch if key in self._current]:  # a bug must not leave a row hanging
             self._deliver(key, ItemFailure("the batch gave no result for this request; run again"))
@@ -315,156 +338,6 @@ class BatchCaller(Caller):
             return
         for key in keys & self._current.keys():
             self._deliver(key, failure)
-
-    async def _input_files(self, keys: list[str]) -> list[InputFile]:
-        """The request lines of these requests, in input files within the providers' limits; a
-        request that cannot be built (an unreadable image) fails its row at once."""
-        assert self.state is not None and self.client is not None
-        max_requests, max_bytes = limits()
-        files = InputFiles(self.state.folder, max_requests, max_bytes)
-        from bv.engine.backends.openai_compat import body_json
-
-        try:
-            for key in keys:
-                waiting = self._current[key]
-                try:
-                    body = await self.backend.request_body(waiting.messages, **waiting.params)  # type: ignore[attr-defined]
-                    files.add(key, request_line(key, self.client.line_url, body_json(body)))
-                except ItemFailure as exc:
-                    self._deliver(key, exc)
-        except OSError as exc:
-            files.remove()
-            raise Fatal(
-                f"cannot write a batch input file in {self.state.folder}: {exc.strerror or exc}"
-            ) from None
-        return files.close()
-
-    async def _submit(self, file: InputFile) -> None:
-        """Upload one input file, create its batch (each step recorded), follow it to its end."""
-        assert self.state is not None and self.client is not None
-        record = BatchRecord(
-            endpoint=self.client.config.public,
-            kind=self.client.config.kind,
-            model=self.backend.model,
-            stage=self.stage,
-            keys=file.keys,
-        )
-        try:
-            record.input_file_id = await self.client.upload(file.path)
-        finally:
-            file.path.unlink(missing_ok=True)
-        self.state.save(record)
-        await self._follow(record, set(record.keys), await self._create(record))
-
-    async def _create(self, record: BatchRecord) -> BatchInfo:
-        """Create the batch of an uploaded input file and record its id."""
-        assert self.state is not None and self.client is not None and record.input_file_id is not None
-        metadata = {"bv_stage": self.stage, "bv_requests": str(len(record.keys))}
-        info = await self.client.create(record.input_file_id, metadata)
-        record.batch_id = info.id
-        path = self.state.save(record)
-        self.stats.requests += len(record.keys)
-        say(
-            f"batch {info.id} submitted: {counted(len(record.keys), 'request')}"
-            f" (input file {record.input_file_id});"
-            f" if this run stops, the same command resumes it ({path})"
-        )
-        return info
-
-    async def _resume(self, record: BatchRecord, mine: set[str]) -> None:
-        """A recorded batch, found again (by its id, or as the batch made from its input file) and
-        followed; one that is gone from the server is sent anew."""
-        assert self.state is not None and self.client is not None
-        info = None
-        try:
-            if record.batch_id is not None:
-                info = await self.client.retrieve(record.batch_id)
-            elif record.input_file_id is not None:
-                info = await self.client.find_by_input(record.input_file_id)
-                if info is None:  # the run that uploaded it stopped before creating the batch
-                    info = await self._create(record)
-        except ItemFailure as exc:  # 404: the batch or its input file is gone
-            say(
-                f"the recorded batch {record.batch_id or record.input_file_id} cannot be used ({exc});"
-                " sending its requests anew"
-            )
-        if info is None:
-            self.state.remove(record)
-            for file in await self._input_files(sorted(mine)):
-                await self._submit(file)
-            return
-        if record.batch_id != info.id:
-            record.batch_id = info.id
-            self.state.save(record)
-        self.stats.requests += len(mine)  # this run's replies come from it
-        say(f"resuming batch {info.id} ({len(mine)} of this run's requests; {info.progress()})")
-        await self._follow(record, mine, info)
-
-    async def _follow(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
-        """Poll until the batch ends; then its results go to the cache and the rows."""
-        assert self.client is not None and record.batch_id is not None
-        try:
-            while not info.done:
-                self._show(info)
-                await asyncio.sleep(self.poll_s)
-                info = await self.client.retrieve(record.batch_id)
-            self._show(info)
-            await self._collect(record, mine, info)
-        finally:
-            if info.done:
-                self._shown.pop(info.id, None)
-                self._show_all()
-
-    def _advise(self, error: Mapping[str, Any]) -> str:
-        """A refused parameter's hint, as online (bv.engine.params)."""
-        from bv.engine.params import advice
-
-        assert self.client is not None
-        config = self.client.config
-        return advice(error, self.backend.model, config.rule, config.role)
-
-    def _show(self, info: BatchInfo) -> None:
-        self._shown[info.id] = info.progress()
-        self._show_all()
-
-    def _show_all(self) -> None:
-        self.stats.batch = "; ".join(f"batch {batch_id} {shown}" for batch_id, shown in self._shown.items())
-
-    async def _collect(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
-        """Every result of an ended batch, cached, and each row's handed over; the requests without
-        one fail with what the batch says (expired, cancelled, failed validation)."""
-        assert self.state is not None and self.client is not None
-        keys = set(record.keys)
-        found: set[str] = set()
-        for file_id in (info.output_file_id, info.error_file_id):
-            if file_id is None:
-                continue
-            async for line in self.client.lines(file_id):
-                result = read_result(line, info.id, self._advise)
-                if result is not None and result[0] in keys and result[0] not in found:
-                    found.add(result[0])
-                    self._deliver(*result)
-        by_line = {e["line"]: e for e in info.errors if e.get("line")}
-        general = "; ".join(_said(e) for e in info.errors if not e.get("line"))
-        for number, key in enumerate(record.keys, 1):
-            if key in found or key not in mine:
-                continue
-            said = _said(by_line[number]) if number in by_line else general
-            self._deliver(
-                key,
-                ItemFailure(
-                    f"batch {info.id} {info.status}"
-                    + (f": {said}" if said else "")
-                    + ("" if said else " before this request ran")
-                ),
-            )
-        if info.status == "failed" and info.errors:
-            say(f"batch {info.id} failed: {general or _said(info.errors[0])}")
-        self.state.remove(record)
-
-
-def _said(error: Mapping[str, Any]) -> str:
-    return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
 
 
 def run_batch_stage(

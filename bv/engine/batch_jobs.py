@@ -1,0 +1,187 @@
+"""A batch job's life on the server, apart from the rows that wait for it (bv.engine.batch).
+
+`BatchJobs` writes requests into input files, uploads them, creates their batches and records each
+step (bv.engine.batch_state), finds a recorded batch again on a re-run, polls a batch until it
+ends, and reads its result lines: each result goes to the `deliver` callback it was given, which
+hands it to the cache and the rows. What to send and when is the BatchCaller's; this module only
+talks to the files and batches endpoints (bv.engine.batch_api).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bv.core.errors import Fatal, ItemFailure
+from bv.core.outcome import say
+from bv.core.stats import counted
+from bv.engine.backends import Backend
+from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
+from bv.engine.batch_state import BatchRecord, BatchState
+from bv.engine.progress import Stats
+
+Request = tuple[list[dict[str, Any]], dict[str, Any]]  # a request's messages and parameters
+
+
+@dataclass
+class BatchJobs:
+    """The batch jobs of one run: `request` gives a waiting request's messages and parameters,
+    `deliver` takes each request's result (a Reply) or error."""
+
+    backend: Backend
+    client: BatchClient
+    state: BatchState
+    stats: Stats
+    stage: str
+    poll_s: float
+    request: Callable[[str], Request]
+    deliver: Callable[[str, Result | Fatal], None]
+    shown: dict[str, str] = field(default_factory=dict)  # batch id: how it stands
+
+    async def input_files(self, keys: list[str]) -> list[InputFile]:
+        """The request lines of these requests, in input files within the providers' limits; a
+        request that cannot be built (an unreadable image) fails its row at once."""
+        max_requests, max_bytes = limits()
+        files = InputFiles(self.state.folder, max_requests, max_bytes)
+        from bv.engine.backends.openai_compat import body_json
+
+        try:
+            for key in keys:
+                messages, params = self.request(key)
+                try:
+                    body = await self.backend.request_body(messages, **params)  # type: ignore[attr-defined]
+                    files.add(key, request_line(key, self.client.line_url, body_json(body)))
+                except ItemFailure as exc:
+                    self.deliver(key, exc)
+        except OSError as exc:
+            files.remove()
+            raise Fatal(
+                f"cannot write a batch input file in {self.state.folder}: {exc.strerror or exc}"
+            ) from None
+        return files.close()
+
+    async def submit(self, file: InputFile) -> None:
+        """Upload one input file, create its batch (each step recorded), follow it to its end."""
+        record = BatchRecord(
+            endpoint=self.client.config.public,
+            kind=self.client.config.kind,
+            model=self.backend.model,
+            stage=self.stage,
+            keys=file.keys,
+        )
+        try:
+            record.input_file_id = await self.client.upload(file.path)
+        finally:
+            file.path.unlink(missing_ok=True)
+        self.state.save(record)
+        await self._follow(record, set(record.keys), await self._create(record))
+
+    async def _create(self, record: BatchRecord) -> BatchInfo:
+        """Create the batch of an uploaded input file and record its id."""
+        assert record.input_file_id is not None
+        metadata = {"bv_stage": self.stage, "bv_requests": str(len(record.keys))}
+        info = await self.client.create(record.input_file_id, metadata)
+        record.batch_id = info.id
+        path = self.state.save(record)
+        self.stats.requests += len(record.keys)
+        say(
+            f"batch {info.id} submitted: {counted(len(record.keys), 'request')}"
+            f" (input file {record.input_file_id});"
+            f" if this run stops, the same command resumes it ({path})"
+        )
+        return info
+
+    async def resume(self, record: BatchRecord, mine: set[str]) -> None:
+        """A recorded batch, found again (by its id, or as the batch made from its input file) and
+        followed; one that is gone from the server is sent anew."""
+        info = None
+        try:
+            if record.batch_id is not None:
+                info = await self.client.retrieve(record.batch_id)
+            elif record.input_file_id is not None:
+                info = await self.client.find_by_input(record.input_file_id)
+                if info is None:  # the run that uploaded it stopped before creating the batch
+                    info = await self._create(record)
+        except ItemFailure as exc:  # 404: the batch or its input file is gone
+            say(
+                f"the recorded batch {record.batch_id or record.input_file_id} cannot be used ({exc});"
+                " sending its requests anew"
+            )
+        if info is None:
+            self.state.remove(record)
+            for file in await self.input_files(sorted(mine)):
+                await self.submit(file)
+            return
+        if record.batch_id != info.id:
+            record.batch_id = info.id
+            self.state.save(record)
+        self.stats.requests += len(mine)  # this run's replies come from it
+        say(f"resuming batch {info.id} ({len(mine)} of this run's requests; {info.progress()})")
+        await self._follow(record, mine, info)
+
+    async def _follow(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
+        """Poll until the batch ends; then its results go to the cache and the rows."""
+        assert record.batch_id is not None
+        try:
+            while not info.done:
+                self._show(info)
+                await asyncio.sleep(self.poll_s)
+                info = await self.client.retrieve(record.batch_id)
+            self._show(info)
+            await self._collect(record, mine, info)
+        finally:
+            if info.done:
+                self.shown.pop(info.id, None)
+                self._show_all()
+
+    def _advise(self, error: Mapping[str, Any]) -> str:
+        """A refused parameter's hint, as online (bv.engine.params)."""
+        from bv.engine.params import advice
+
+        config = self.client.config
+        return advice(error, self.backend.model, config.rule, config.role)
+
+    def _show(self, info: BatchInfo) -> None:
+        self.shown[info.id] = info.progress()
+        self._show_all()
+
+    def _show_all(self) -> None:
+        self.stats.batch = "; ".join(f"batch {batch_id} {shown}" for batch_id, shown in self.shown.items())
+
+    async def _collect(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
+        """Every result of an ended batch, cached, and each row's handed over; the requests without
+        one fail with what the batch says (expired, cancelled, failed validation)."""
+        keys = set(record.keys)
+        found: set[str] = set()
+        for file_id in (info.output_file_id, info.error_file_id):
+            if file_id is None:
+                continue
+            async for line in self.client.lines(file_id):
+                result = read_result(line, info.id, self._advise)
+                if result is not None and result[0] in keys and result[0] not in found:
+                    found.add(result[0])
+                    self.deliver(*result)
+        by_line = {e["line"]: e for e in info.errors if e.get("line")}
+        general = "; ".join(_said(e) for e in info.errors if not e.get("line"))
+        for number, key in enumerate(record.keys, 1):
+            if key in found or key not in mine:
+                continue
+            said = _said(by_line[number]) if number in by_line else general
+            self.deliver(
+                key,
+                ItemFailure(
+                    f"batch {info.id} {info.status}"
+                    + (f": {said}" if said else "")
+                    + ("" if said else " before this request ran")
+                ),
+            )
+        if info.status == "failed" and info.errors:
+            say(f"batch {info.id} failed: {general or _said(info.errors[0])}")
+        self.state.remove(record)
+
+
+def _said(error: Mapping[str, Any]) -> str:
+    return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
