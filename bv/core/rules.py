@@ -3,10 +3,10 @@
 Choice items are decided when the answer is a label in a common form (`B`, `(B)`, `B.`,
 `Option B`, lower case), an option's exact text, or an option's label leading other text
 (`B. because …`, or `B` alone on the first line: the label decides, so text after it never reaches
-an LLM judge; only another option's exact text after it is left undecided). Blank items are decided when the answer
-equals an accepted gold after normalising case, spaces, brackets and trailing punctuation,
-when both are numbers, or when both are number tuples of the same shape (coordinates),
-compared exactly (as decimals): then different values are decided wrong. Everything else is
+an LLM judge; only another option's exact text after it is left undecided). Blank items are
+decided when the answer equals an accepted gold after normalising case, spaces, brackets and
+trailing punctuation, when both are numbers, or when both are number tuples of the same shape
+(coordinates), compared exactly (as decimals): then different values are decided wrong. Everything else is
 left to the LLM judge.
 docs/judging.md lists every rule with examples; bump RULES_VERSION when one changes.
 """
