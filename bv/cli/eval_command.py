@@ -234,6 +234,8 @@ def say_result(result: Any) -> None:
     spent = "" if result.spent_usd is None else f"{dollars(result.spent_usd)} spent; "
     if result.stopped is not None:
         again = "re-run the same command to go on (finished replies come from the cache, at no cost)"
+        if result.fatal is not None:  # re-running alone would stop again: the fix comes first
+            again = "once that is fixed, re-run the same command (finished replies come from the cache)"
         say(f"{result.stopped}; {spent}{again}; no results written to {result.folder}")
         return
     accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"

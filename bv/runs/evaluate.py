@@ -51,6 +51,7 @@ class EvalResult:
     accuracy: float | None = None  # overall Avg@k, once the report is written
     written: list[str] = field(default_factory=list)  # the files the run wrote
     stopped: str | None = None  # why it stopped before the report, if it did
+    fatal: str | None = None  # the error that stopped it (a wrong key, URL or model): fix, then re-run
     spent_usd: float | None = None  # what its replies cost, with prices (cached ones cost nothing now)
 
 
@@ -180,11 +181,8 @@ def run_eval(config: EvalConfig) -> EvalResult:
         rollout = finish(outcome, None, config.skip_bad)  # its summary in its log
     result.status, result.spent_usd = worst(result.status, rollout), _spent(config, outcome)
     if rollout > 128 or rows is None:
-        result.stopped = (
-            _stopped(outcome, "the rollout")
-            if rollout > 128
-            else "the rollout stopped (see logs/rollout.log)"
-        )
+        result.stopped = _stopped(outcome, "the rollout")
+        result.fatal = _fatal(outcome)
         return result
 
     current().stage = "judge"
@@ -233,8 +231,17 @@ def _spent(config: EvalConfig, outcome: Outcome) -> float | None:
 
 
 def _stopped(outcome: Outcome, stage: str) -> str:
-    """Why an interrupted stage stopped: a signal, or the cost limit (its words say the spend)."""
+    """Why a stage stopped: its fatal error, a signal, or the cost limit (its words say the spend)."""
+    if outcome.fatal and outcome.signal is None:
+        return f"{stage} stopped: {_fatal(outcome)}"
     return f"{outcome.stopped} during {stage}" if outcome.stopped else f"interrupted during {stage}"
+
+
+def _fatal(outcome: Outcome) -> str | None:
+    """The error that stopped a stage, secrets redacted: said even under `quiet`, as it is the cause."""
+    from bv.core.redaction import redact
+
+    return None if outcome.fatal is None or outcome.signal is not None else redact(outcome.fatal)
 
 
 def _rollout(prompts: list[PromptRecord], checked: _Plan) -> tuple[list[RolloutRow] | None, Outcome]:
