@@ -49,9 +49,12 @@ from bv.cli.options import (
 )
 
 
-def default_out(backend: str, model: str | None) -> Path:
-    """runs/<model>, the model's name made one safe folder name (Qwen/Qwen2.5-VL-7B: Qwen_Qwen2.5-VL-7B)."""
+def default_out(backend: str, model: str | None, skill: Path | None = None) -> Path:
+    """runs/<model>, or runs/<model>-<skill> with a skill (two skills of one model are two runs),
+    made one safe folder name (Qwen/Qwen2.5-VL-7B with v2.md: Qwen_Qwen2.5-VL-7B-v2)."""
     name = model if model and backend != "chance" else backend
+    if skill is not None:
+        name = f"{name}-{skill.stem}"
     return Path("runs") / (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run")
 
 
@@ -61,7 +64,13 @@ def default_out(backend: str, model: str | None) -> Path:
     "-o",
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The run folder; re-run the same command to resume it. [default: runs/<model>]",
+    help="The run folder; re-run the same command to resume it. [default: runs/<model>, with"
+    " --skill runs/<model>-<skill's file stem>]",
+)
+@click.option(
+    "--label",
+    metavar="NAME",
+    help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
 )
 @BACKEND
 @MODEL
@@ -108,6 +117,7 @@ def default_out(backend: str, model: str | None) -> Path:
 def eval_(
     items: Path | None,
     out: Path | None,
+    label: str | None,
     backend: str,
     model: str | None,
     base_urls: tuple[str, ...],
@@ -182,7 +192,8 @@ def eval_(
             )
     config = EvalConfig(
         items=items,
-        out=out or default_out(backend, model),
+        out=out or default_out(backend, model, skill),
+        label=label,
         style=style,
         skill=skill,
         prompts=prompts,

@@ -281,7 +281,7 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     from bv.reporting.report import Input, build_report
 
     problems = Problems()
-    source = Input("results", str(config.out / RESULTS))
+    source = Input(config.label or config.out.resolve().name or "results", str(config.out / RESULTS))
     try:
         built, rows = build_report([source], problems, keep_rows=True)
         summaries = summaries_of(built)
