@@ -75,8 +75,9 @@ class _Plan:
     judge: JudgeConfig
 
 
-def plan(config: EvalConfig) -> _Plan:
-    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint)."""
+def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
+    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint);
+    `dry_run`: nothing will be sent, so no key is needed."""
     from bv.core.selection import Selection, parse_ids
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig
@@ -99,6 +100,7 @@ def plan(config: EvalConfig) -> _Plan:
         "cache": config.cache,
         "prices": config.prices,
         "max_cost": config.max_cost,
+        "dry_run": dry_run,
     }
     rollout = RolloutConfig(
         backend=config.backend,
@@ -168,7 +170,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
     current().stage = "prompt"
     with logged(logs / "prompt.log", config.quiet):
-        prompts, status = _prompt(config, checked)
+        prompts, status = prompt_records(config, checked)
     result.status = status
     if not prompts:
         result.stopped = "no items to evaluate (see logs/prompt.log)"
@@ -206,7 +208,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     return result
 
 
-def _prompt(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
+def prompt_records(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
     from bv.core.items import parse_item
     from bv.stages.prompt import run_prompt
 
