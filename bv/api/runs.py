@@ -32,14 +32,20 @@ def evaluate(
     one budget for rollout and judge, batch, …). Calling it again
     with the same arguments resumes the run from the reply cache. Returns how the run went (its
     `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
-    with other options raises ValueError, what stops the run raises as `rollout` does."""
+    with other options raises ValueError, what stops the run raises as `rollout` does: a fatal
+    cause (a wrong key, base URL or model, nothing answering) as bv.core.errors.Fatal, its message
+    the cause and fix that `bv eval -q` prints."""
+    from bv.core.errors import Fatal
     from bv.runs.config import EvalConfig
     from bv.runs.evaluate import run_eval
 
     _no_running_loop("evaluate")
     urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
     config = EvalConfig.of(items, out, model, backend, urls, _cache_path(cache), quiet, options)
-    return run_eval(config)
+    result = run_eval(config)
+    if result.fatal is not None:
+        raise Fatal(result.fatal)
+    return result
 
 
 def optimize(

@@ -28,6 +28,7 @@ class EvalConfig:
 
     items: Path
     out: Path
+    label: str | None = None  # the run's name in bv report (else the folder's name)
     # prompt
     style: str = "bv"
     skill: Path | None = None
@@ -99,6 +100,7 @@ class EvalConfig:
 SECRETS = ("api_key", "judge_api_key")
 HOW_IT_RUNS = (
     "out",
+    "label",
     "prices",
     "max_cost",
     "batch",
