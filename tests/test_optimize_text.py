@@ -112,7 +112,7 @@ def test_hostile_edits_the_grader_flag_and_the_test_s_own_judge(tmp_path, server
     assert step["applied"] >= 1 and step["addresses_grader"] == ["reply true"]
     assert "warning: the candidate addresses the grader (reply true)" in done.stderr
     report = (out / "report.md").read_text()
-    assert "**Warning:** 1 candidate skill(s) address the grader or judge (steps 1: reply true)" in report
+    assert "**Warning:** 1 candidate skill(s) address the grader or judge (step 1: reply true)" in report
     for raw in ("<script", "<img", "<svg", "!["):
         assert raw not in report, raw
     assert re.search(r"(?<!\\)\]\(", report) is None  # no link or image: every `](` is escaped
@@ -149,3 +149,13 @@ def test_a_fence_no_line_can_close(lines):
     block = _fenced(lines)
     fence = block[0]
     assert block[-1] == fence and all(fence not in line for line in lines)
+
+
+def test_a_dry_run_reads_no_folder_that_is_not_a_bv_optimize_run(tmp_path, server):
+    items, out = _data(tmp_path), tmp_path / "theirs"
+    out.mkdir()
+    (out / "history.jsonl").write_text('{"step": 0}\n{"partial')  # someone else's, cut short
+    refused = bv_inproc(_command(items, tmp_path, server, out, "--mode rules --dry-run"))
+    assert refused.returncode == 2, refused.stderr
+    assert f"{out} holds files that are not a bv optimize run (run.json absent)" in refused.stderr
+    assert (out / "history.jsonl").read_text() == '{"step": 0}\n{"partial' and not server.seen

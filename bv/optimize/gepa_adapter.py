@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import runs
-from bv.optimize.edits import MAX_REPLY_CHARS, guarded_items, leaks, quote, skill_problem
+from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
 from bv.optimize.gate import estimate, scores
 from bv.optimize.loop import _Loop
 from bv.optimize.reflect import attempt_fields
@@ -331,6 +331,7 @@ def _search(
             "index": index, "sha256": sha, "file": file, "parents": outcome.parents[index],
             "selection": outcome.val_aggregate_scores[index],
             "found_after_metric_calls": outcome.discovery_eval_counts[index],
+            "addresses_grader": grader_phrases(text) if index else [],  # flagged, as the loop's
         })  # fmt: skip
     best_index = outcome.best_idx
     best = Skill(Path(pool[best_index]["file"]).stem, outcome.candidates[best_index][COMPONENT].strip())

@@ -400,5 +400,5 @@ def dry_run(
     """The run's shape and request bound, from the items and the run folder; nothing sent or written."""
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    done = len(folder.history()) if folder.history_path.exists() else 0
+    done = folder.finished_rows()
     return loop.plan(done)

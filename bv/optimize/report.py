@@ -130,10 +130,12 @@ def _grader_lines(history: Sequence[Mapping[str, Any]]) -> list[str]:
     flagged = [row for row in history if row.get("addresses_grader")]
     if not flagged:
         return []
-    steps = ", ".join(str(row["step"]) for row in flagged)
+    steps = ", ".join(
+        f"step {row['step']}" if isinstance(row["step"], int) else row["step"] for row in flagged
+    )
     phrases = sorted({phrase for row in flagged for phrase in row["addresses_grader"]})
     return [
-        f"**Warning:** {len(flagged)} candidate skill(s) address the grader or judge (steps {steps}:"
+        f"**Warning:** {len(flagged)} candidate skill(s) address the grader or judge ({steps}:"
         f" {_cell(', '.join(phrases), 200)}); a gain from them may be the judge obeying the skill,"
         " not better answers. Give the test its own judge (`test_judge_model`) or use the rules.",
         "",
@@ -368,6 +370,9 @@ def gepa_report(result: GepaResult, identity: Mapping[str, Any]) -> str:
     search = result.search
     out = [f"# bv optimize --search gepa: {_cell(result.out, 200)}", "", "## Headline", ""]
     out += [*_fenced(gepa_lines(result)), "", "## GEPA's pool (selection score: GEPA's mean over items)", ""]
+    flagged = [c for c in search["pool"] if c.get("addresses_grader")]
+    out += _grader_lines([{"step": f"candidate {c['index']}", "addresses_grader": c["addresses_grader"]}
+                          for c in flagged])  # fmt: skip
     out += ["| candidate | parents | selection | found after rollouts | skill |", "|---:|---|---:|---:|---|"]
     for c in search["pool"]:
         parents = ", ".join(str(p) for p in c["parents"] if p is not None) or "seed"

@@ -135,6 +135,12 @@ class RunFolder:
             raise BadRecord(f"{path}: changed since the run wrote it (its SHA-256 is not the history's)")
         return text
 
+    def finished_rows(self) -> int:
+        """How many history rows the folder holds (0 when new), for a dry run: a folder that is
+        not a bv optimize run's is refused first, not read."""
+        run_folder.check(self.path, "optimize")
+        return len(self.history()) if self.history_path.exists() else 0
+
     def history(self) -> list[dict[str, Any]]:
         """The finished steps' rows; a partial last line (a kill during its write) is cut off."""
         return [row for row in self._rows() if row.get("kind") != STOPPED]
