@@ -76,6 +76,7 @@ class FakeBatch:
         self._error_files: set[str] = set()
         self.expires_in = 86400  # a batch's expires_at, from its creation (OpenAI's 24h window)
         self.gzip_files = False  # files' content sent with Content-Encoding: gzip
+        self.mangle: Callable[[bytes], bytes] | None = None  # applied to each output file written
         self.port = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -293,6 +294,8 @@ class FakeBatch:
             if entries or (name == "error_file_id" and self.always_error_file):
                 file_id = self._id("file-")
                 self.files[file_id] = b"".join(json.dumps(e).encode() + b"\n" for e in entries)
+                if name == "output_file_id" and self.mangle is not None:
+                    self.files[file_id] = self.mangle(self.files[file_id])
                 info[name] = file_id
                 if name == "error_file_id":
                     self._error_files.add(file_id)

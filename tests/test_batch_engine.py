@@ -368,3 +368,31 @@ def test_a_batch_still_running_past_its_expiry_is_not_polled_forever(batches, tm
     assert all("past its expires_at" in r["error"] for r in rows), rows
     assert batches.retrievals < 5
     assert len(list(folder_for(cache).glob("*.json"))) == 1
+
+
+def test_a_torn_result_line_and_a_conflicting_twin_are_said_as_what_they_are(batches, tmp_path, capfd):
+    """Issue 34: a torn result line left its request "completed before this request ran"; two
+    lines for one custom_id with different answers: the first won without a word."""
+
+    def torn(content: bytes) -> bytes:
+        first, second, *_ = content.splitlines(keepends=True)
+        return first + second[: len(second) // 2]  # the second line cut short, no newline
+
+    batches.mangle = torn
+    rows = run(batches, tmp_path / "cache.sqlite", [0, 1])
+    errors = [r.get("error") for r in rows]
+    assert errors[0] is None and "no readable result line" in errors[1], errors
+    assert "before this request ran" not in errors[1]
+
+    def twin(content: bytes) -> bytes:
+        first = content.splitlines(keepends=True)[0]
+        other = json.loads(first)
+        other["response"]["body"]["choices"][0]["message"]["content"] = "\\boxed{Z}"
+        return content + json.dumps(other).encode() + b"\n" + first  # a different twin, and a same one
+
+    batches.mangle = twin
+    capfd.readouterr()
+    rows = run(batches, tmp_path / "cache2.sqlite", [0, 1])
+    assert [r["content"] for r in rows] == ["\\boxed{A}"] * 2  # the first line of each is used
+    said = capfd.readouterr().err
+    assert "1 request a second, different result line" in said, said
