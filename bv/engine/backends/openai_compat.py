@@ -45,6 +45,7 @@ from bv.engine.params import advice, body_fields
 from bv.engine.retry import wait_seconds
 
 FAIL_FAST_AFTER = 3  # connection failures to a replica that never answered before the run stops
+SILENT_ROUNDS = 2  # rounds of tries that each ran out of the first-byte limit, nothing answered
 
 
 @dataclass
@@ -58,6 +59,10 @@ class Replica:
     rest_until: float = 0.0
     answered: bool = False  # any HTTP answer at all, even an error status
     unreachable: int = 0  # connection failures while never answered
+    silent_rounds: int = 0  # rounds of first-byte timeouts while never answered
+    # When the last silent try counted in `silent_rounds` ran out of its first-byte limit: tries sent
+    # before then were in flight together with it, one round of silence, counted once.
+    silent_until: float = 0.0
     last_error: str = ""
 
 
@@ -191,8 +196,11 @@ class OpenAIBackend:
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             if first_byte is not None and first_byte.expired:
                 what = self._timed_out(replica, "first byte")
-                if not replica.answered:  # accepted, then silent: as unreachable as a refused port
-                    replica.unreachable += 1
+                # Accepted, then silent: as unreachable as a refused port, counted once a round
+                # (at -j 12 the first tries all time out together; a flaky server answers retries).
+                if not replica.answered and first_byte.when - self._first_byte.seconds >= replica.silent_until:
+                    replica.silent_until = first_byte.when
+                    replica.silent_rounds += 1
                     replica.last_error = what
                     self._fail_fast()
                 raise NoReply(what) from None
@@ -221,13 +229,16 @@ class OpenAIBackend:
 
     def _fail_fast(self) -> None:
         """Stop the run when no replica has ever answered and each keeps failing to connect."""
-        if all(not r.answered and r.unreachable >= FAIL_FAST_AFTER for r in self.replicas):
+        if all(
+            not r.answered and (r.unreachable >= FAIL_FAST_AFTER or r.silent_rounds >= SILENT_ROUNDS)
+            for r in self.replicas
+        ):
             who = "the judge endpoint" if self.config.role == "judge" else "the model endpoint"
             reasons = "; ".join(dict.fromkeys(r.last_error for r in self.replicas))
             option = "`judge_base_url`" if self.config.role == "judge" else "`base_url`"
             raise Fatal(
                 f"cannot reach {who} {self.endpoint}: {reasons}."
-                f" Nothing answered after {FAIL_FAST_AFTER} tries; check {option} and that the server is up"
+                f" Nothing answered; check {option} and that the server is up"
             )
 
     async def _status_error(self, replica: Replica, status: int, headers: Any, raw: bytes) -> Exception:
