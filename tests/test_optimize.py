@@ -120,7 +120,11 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
         assert prompt.count("### Attempt") <= 8
     report = (out / "report.md").read_text()
     assert "## Headline" in report and "malformed_reply" in report and "absent" in report
-    assert "<svg" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    # report.md rendered as HTML (not a <pre> of Markdown), before the chart, whose step axis is labelled
+    assert "<h2>Headline</h2>" in page and "## Headline" not in page
+    assert page.index('<section class="report">') < page.index("<svg")
+    assert '<text class="step"' in page and ">0</text>" in page
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
 
 

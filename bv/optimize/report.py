@@ -281,6 +281,12 @@ def _svg(history: Sequence[Mapping[str, Any]]) -> str:
     ]
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="4" y="{y(tick) + 4:.1f}" font-size="10">{tick:.1f}</text>')
+    every = max(1, -(-steps // 10))  # at most about ten step labels
+    for step in range(0, steps + 1, every):
+        parts.append(
+            f'<text class="step" x="{x(step):.1f}" y="{y(0) + 14:.1f}" font-size="10"'
+            f' text-anchor="middle">{step}</text>'
+        )
     points, current = [], None
     for row in history:
         if row["kind"] == "seed":
@@ -310,18 +316,22 @@ def _svg(history: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _page(title: str, head: list[str], chart: str, body: str) -> str:
-    """A report page: one file, no scripts; the headline, a chart, the Markdown report's content."""
+    """A report page: one file, no scripts; the headline, the Markdown report rendered (its text
+    escaped first: bv.reporting.markdown_html), then the chart."""
+    from bv.reporting.markdown_html import to_html
+
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}</style></head><body>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 8px}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><pre>"
         + html.escape("\n".join(head))
-        + "</pre>"
+        + '</pre><section class="report">'
+        + to_html(body)
+        + "</section>"
         + chart
-        + "<h2>Report</h2><pre>"
-        + html.escape(body)
-        + "</pre></body></html>\n"
+        + "</body></html>\n"
     )
 
 
