@@ -211,7 +211,7 @@ class GepaResult:
     @property
     def improved(self) -> bool:
         c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
 
 
 def default_budget(options: OptimizeOptions, train: int, selection: int, steps: int) -> int:
