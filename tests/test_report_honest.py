@@ -146,7 +146,7 @@ def test_failed_counts_side_by_side(tmp_path):
     # Newcombe's (a does not vary: correlation 0), and its own two-sided p is 0.32
     assert "a err/judge/und" in out
     assert (
-        "| **Overall** | 4/4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 0.32"
+        "| **Overall** | 4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 0.32"
         " | 0/0/0 | 0/1/0 |" in out
     )
 

@@ -29,7 +29,7 @@ from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.prices import Prices, first_url, reply_cost
-from bv.engine.progress import ProgressDisplay, Stats, duration
+from bv.engine.progress import SILENT_AFTER_S, ProgressDisplay, Stats, duration
 from bv.engine.retry import RATE_LIMIT_PATIENCE_S, ConcurrencyLimit, RetryPolicy
 from bv.engine.stream import GRACE_S, run_stream
 
@@ -325,7 +325,14 @@ def run_stage(
 
     async def go() -> Outcome:
         try:
-            async with ProgressDisplay(stats, label, settings.quiet, stall_after_s=settings.stall_notice_s):
+            async with ProgressDisplay(
+                stats,
+                label,
+                settings.quiet,
+                stall_after_s=settings.stall_notice_s,
+                silent_after_s=min(SILENT_AFTER_S, settings.stall_notice_s),
+                limit_s=settings.timeout_s,
+            ):
                 return await run_stream(
                     tasks,
                     work,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from bv.core.extract import extract_answer
-from bv.core.records import RolloutRow, message_text, without_stage
+from bv.core.records import PromptRecord, RolloutRow, message_text, without_stage
 from bv.core.rules import decide
 from bv.core.stats import counted, human_count
 from bv.engine.backends import Backend
@@ -81,3 +81,23 @@ def judge_plan_lines(plan: JudgePlan, backend: Backend | None, cache_line: str) 
         f"prompt tokens: ~{human_count(plan.prompt_tokens)} for the requests to send (estimate:"
         f" {CHARS_PER_TOKEN} characters per token)",
     ]
+
+
+def plan_judge_ahead(records: Iterable[PromptRecord], config: JudgeConfig, repeats: int) -> JudgePlan:
+    """The judge's requests before any rollout (`bv eval --dry-run`): its prompt holds the item's
+    question and gold answer and the reply's extracted answer (taken as long as the gold one), so
+    every row that may go to the LLM judge is counted, none looked up in the cache (the
+    requests depend on replies not yet made)."""
+    plan = JudgePlan()
+    for record in records:
+        plan.rows += repeats
+        if config.endpoint is None:
+            plan.by_rules += repeats
+            continue
+        row = cast(RolloutRow, record)  # judge_messages reads only the item's fields
+        messages = judge_messages(row, " or ".join(record["answer"]), config.templates)
+        text = sum(len(message_text(m.get("content"))) for m in messages)
+        plan.to_llm += repeats
+        plan.to_send += repeats
+        plan.prompt_tokens += repeats * math.ceil(text / CHARS_PER_TOKEN)
+    return plan
