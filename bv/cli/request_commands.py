@@ -306,7 +306,8 @@ def judge(
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.engine.progress import input_lines
-    from bv.stages.judge import dry_run_judge, read_rollout_rows, run_judge
+    from bv.stages.judge import read_rollout_rows, run_judge
+    from bv.stages.judge_plan import dry_run_judge
 
     config = judge_config(click.get_current_context())
     problems = Problems()

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bv.core.errors import BVError
+
 OPS = ("append", "insert_after", "replace", "delete")
 NEEDS_TARGET = {"insert_after", "replace", "delete"}
 NEEDS_CONTENT = {"append", "insert_after", "replace"}
@@ -101,7 +103,7 @@ class Checked:
         return out
 
 
-class ReplyProblem(ValueError):
+class ReplyProblem(BVError, ValueError):
     """An optimizer reply with no readable edit list: `kind` names it in the history."""
 
     def __init__(self, kind: str, message: str) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,15 @@ from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, le
 from bv.optimize.gate import estimate, scores
 from bv.optimize.loop import _Loop
 from bv.optimize.reflect import attempt_fields
-from bv.optimize.results import OptimizeError, OptimizeOptions, Plan, add_tokens, figure, tokens_of
+from bv.optimize.results import (
+    GepaResult,
+    OptimizeError,
+    OptimizeOptions,
+    Plan,
+    add_tokens,
+    figure,
+    tokens_of,
+)
 from bv.optimize.rundir import RunFolder
 from bv.stages.prompt import Skill
 
@@ -190,29 +197,6 @@ class BvAdapter:
             if row is not None and not row.get("error") and row.get("hard") is not None
         ]
         return {name: records for name in components_to_update if records}
-
-
-@dataclass(frozen=True)
-class GepaResult:
-    """What the search found: GEPA's best skill on selection, and it against the seed on test."""
-
-    out: Path
-    seed_skill: Skill
-    best_skill: Skill
-    best_candidate: int  # its index in GEPA's pool (0: the seed)
-    candidates: int  # the pool's size, the seed included
-    proposals: int  # reflections sent to the optimizer
-    metric_calls: int  # target rollouts GEPA spent on train and selection (the budget's unit)
-    budget: int
-    selection: dict[str, Any]
-    test: dict[str, Any]
-    tokens: dict[str, dict[str, float]]
-    search: dict[str, Any] = field(repr=False)
-
-    @property
-    def improved(self) -> bool:
-        c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
 
 
 def default_budget(options: OptimizeOptions, train: int, selection: int, steps: int) -> int:

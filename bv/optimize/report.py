@@ -20,8 +20,7 @@ from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split
 
 if TYPE_CHECKING:
-    from bv.optimize.gepa_adapter import GepaResult
-    from bv.optimize.loop import OptimizeResult
+    from bv.optimize.results import GepaResult, OptimizeResult
 
 
 def _f(value: Any, digits: int = 3) -> str:

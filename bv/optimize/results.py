@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bv.core.errors import BVError
 from bv.core.records import JudgedRow
 from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
 from bv.optimize.gate import GATES
@@ -19,7 +20,7 @@ from bv.stages.prompt import Skill
 ROLES = ("target", "judge", "optimizer")
 
 
-class OptimizeError(ValueError):
+class OptimizeError(BVError, ValueError):
     """Settings or a run folder `bv optimize` cannot use; said to the user, who fixes them."""
 
 
@@ -102,6 +103,29 @@ class OptimizeResult:
     @property
     def improved(self) -> bool:
         """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
+        c = self.test["comparison"]
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
+
+
+@dataclass(frozen=True)
+class GepaResult:
+    """What the search found: GEPA's best skill on selection, and it against the seed on test."""
+
+    out: Path
+    seed_skill: Skill
+    best_skill: Skill
+    best_candidate: int  # its index in GEPA's pool (0: the seed)
+    candidates: int  # the pool's size, the seed included
+    proposals: int  # reflections sent to the optimizer
+    metric_calls: int  # target rollouts GEPA spent on train and selection (the budget's unit)
+    budget: int
+    selection: dict[str, Any]
+    test: dict[str, Any]
+    tokens: dict[str, dict[str, float]]
+    search: dict[str, Any] = field(repr=False)
+
+    @property
+    def improved(self) -> bool:
         c = self.test["comparison"]
         return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
 

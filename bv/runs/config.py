@@ -13,10 +13,10 @@ from typing import Any
 from bv import __version__
 from bv.core import redaction
 from bv.core.atomic import atomic_output
-from bv.core.errors import Fatal
+from bv.core.errors import BadConfig, Fatal
 
 
-class BadOption(ValueError):
+class BadOption(BadConfig):
     """Options that cannot make a run (the command line exits 2, before any work)."""
 
 

@@ -14,7 +14,7 @@ from bv.runs.evaluate import plan, prompt_records
 
 def dry_run_eval(config: EvalConfig) -> list[str]:
     """The dry run's report, line by line: the rollout's block, then the judge's."""
-    from bv.stages.judge import dry_run_judge
+    from bv.stages.judge_plan import dry_run_judge
     from bv.stages.rollout import dry_run_rollout
 
     checked = plan(config, dry_run=True)

@@ -26,7 +26,6 @@ from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
 from bv.core.records import (
     JudgedRow,
     JudgeFields,
-    PromptRecord,
     RolloutRow,
     check_rollout_record,
     choice_lines,
@@ -378,37 +377,3 @@ def run_judge(
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return outcome
-
-
-def dry_run_judge(
-    records: Iterable[RolloutRow] | Iterable[PromptRecord], config: JudgeConfig, ahead: int | None = None
-) -> list[str]:
-    """What the judge would ask its LLM and cost, sending nothing: the dry run's report, line by
-    line. With `ahead` (the repeats), `records` are prompt records and the rollout is still to
-    come (`bv eval --dry-run`): every row that may reach the LLM judge is counted."""
-    from bv.engine.cache import ReplyCache
-    from bv.stages.estimate import cost_lines, guess_completions
-    from bv.stages.judge_plan import judge_plan_lines, plan_judge, plan_judge_ahead
-
-    endpoint = config.endpoint
-    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
-    path = config.cache
-    cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
-    if ahead is not None:
-        plan = plan_judge_ahead(records, config, ahead)
-        fewer = " (the rules decide first what they can: fewer are sent)" if config.mode == "auto" else ""
-        where = f"not looked up: the judge's requests depend on replies still to come{fewer}"
-    else:
-        plan = plan_judge(cast(Iterable[RolloutRow], records), config, backend, cache)
-        where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
-    lines = judge_plan_lines(plan, backend, where)
-    if backend is None:
-        return lines
-    limit = config.token_limit
-    completions = guess_completions(
-        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
-    )
-    url = first_url(backend.endpoint)
-    return lines + cost_lines(
-        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch
-    )

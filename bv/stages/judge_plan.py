@@ -16,8 +16,9 @@ from bv.core.extract import extract_answer
 from bv.core.records import PromptRecord, RolloutRow, message_text, without_stage
 from bv.core.rules import decide
 from bv.core.stats import counted, human_count
-from bv.engine.backends import Backend
+from bv.engine.backends import Backend, make_backend
 from bv.engine.cache import ImageHashes, ReplyCache
+from bv.engine.prices import first_url
 from bv.stages.dryrun import CHARS_PER_TOKEN, cached_reply
 from bv.stages.judge import judge_messages, judge_params, parse_verdict
 from bv.stages.judge_config import JudgeConfig
@@ -101,3 +102,35 @@ def plan_judge_ahead(records: Iterable[PromptRecord], config: JudgeConfig, repea
         plan.to_send += repeats
         plan.prompt_tokens += repeats * math.ceil(text / CHARS_PER_TOKEN)
     return plan
+
+
+def dry_run_judge(
+    records: Iterable[RolloutRow] | Iterable[PromptRecord], config: JudgeConfig, ahead: int | None = None
+) -> list[str]:
+    """What the judge would ask its LLM and cost, sending nothing: the dry run's report, line by
+    line. With `ahead` (the repeats), `records` are prompt records and the rollout is still to
+    come (`bv eval --dry-run`): every row that may reach the LLM judge is counted."""
+    from bv.stages.estimate import cost_lines, guess_completions
+
+    endpoint = config.endpoint
+    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
+    path = config.cache
+    cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
+    if ahead is not None:
+        plan = plan_judge_ahead(records, config, ahead)
+        fewer = " (the rules decide first what they can: fewer are sent)" if config.mode == "auto" else ""
+        where = f"not looked up: the judge's requests depend on replies still to come{fewer}"
+    else:
+        plan = plan_judge(cast(Iterable[RolloutRow], records), config, backend, cache)
+        where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
+    lines = judge_plan_lines(plan, backend, where)
+    if backend is None:
+        return lines
+    limit = config.token_limit
+    completions = guess_completions(
+        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
+    )
+    url = first_url(backend.endpoint)
+    return lines + cost_lines(
+        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch
+    )
