@@ -174,3 +174,14 @@ def test_clustered_interval_and_difference_columns_in_csv(tmp_path):
     assert overall["vs"] == "v1" and float(overall["diff"]) == pytest.approx(0.075)
     assert float(overall["diff_low"]) < 0 < float(overall["diff_high"]) and overall["improved"] == "6"
     assert next(x for x in lines if x["input"] == "v1")["diff"] == ""
+
+
+def test_power_at_one_run_says_the_noise_cannot_be_estimated(tmp_path):
+    """Issue 33: at one run --power said "no number of runs on these items" (26 runs suffice for
+    Bernoulli items); the noise is unknown from one run, and it says so."""
+    a = write(tmp_path / "a.jsonl", [row(i, 0, i % 2) for i in range(40)])
+    b = write(tmp_path / "b.jsonl", [row(i, 0, int(i % 3 == 0)) for i in range(40)])
+    result = bv_inproc(f"bv report --power v1={a} v2={b}")
+    line = next(x for x in (result.stdout + result.stderr).splitlines() if x.startswith("Power,"))
+    assert "run-to-run noise cannot be estimated from one run per item" in line, line
+    assert "no number of runs" not in line

@@ -188,7 +188,14 @@ def power_lines(plans: Sequence[Power]) -> list[str]:
         needs = []
         for target in POWER_TARGETS:
             items, runs = plan["items_needed"][str(target)], plan["runs_needed"][str(target)]
-            on_these = f"{runs} runs per item on these items" if runs else "no number of runs on these items"
+            if plan["runs"] == 1:  # no item was run twice: its run-to-run noise is unknown, not 0
+                on_these = (
+                    "runs per item: unknown (run-to-run noise cannot be estimated from one run per item)"
+                )
+            else:
+                on_these = (
+                    f"{runs} runs per item on these items" if runs else "no number of runs on these items"
+                )
             needs.append(f"{target} points needs {items} items at {plan['runs']:g} runs, or {on_these}")
         lines.append(
             f"Power, {who}: at 80% power and alpha 0.05, {plan['n_items']} items and {plan['runs']:g} runs"
