@@ -198,7 +198,8 @@ class ProgressDisplay:
         quiet: bool = False,
         stream: IO[str] | None = None,
         every_s: float | None = None,
-        stall_after_s: float = 30.0,
+        *,
+        stall_after_s: float,  # RunSettings.stall_notice_s
     ) -> None:
         self.stats = stats
         self.stall_after_s = stall_after_s
