@@ -17,7 +17,7 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent))
 @pytest.mark.skipif(RUFF is None, reason="ruff is installed with the test extra; not found here")
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(args):
-    folders = [name for name in ("bv", "tests", "bench") if (ROOT / name).is_dir()]
+    folders = [name for name in ("bv", "tests", "bench", "tools") if (ROOT / name).is_dir()]
     result = subprocess.run([RUFF, *args, *folders], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

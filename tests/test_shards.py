@@ -127,3 +127,23 @@ def test_shard_spec(monkeypatch):
     with pytest.raises(BadConfig, match="not a whole number"):
         shard_spec("auto")
     assert in_shard("x", (0, 1))
+
+
+def test_scheduler_variables_are_bounded_and_must_agree(prompts, monkeypatch):
+    """Issue 34: a 5,000-digit variable is a bad value (exit 2), not an internal ValueError from
+    int(); SLURM and Kubernetes giving different indexes is an error, not SLURM winning; a step of
+    0 is refused, not taken as 1."""
+    slurm = {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_ARRAY_TASK_MIN": "0"}
+    long = sh(f"{ROLLOUT} --shard auto {prompts}", env={**slurm, "SLURM_ARRAY_TASK_ID": "7" * 5000})
+    assert long.returncode == 2 and long.stdout == "", long.stderr
+    assert "at most 9 digits" in long.stderr and "Traceback" not in long.stderr
+    assert len(long.stderr) < 1000  # the value is not echoed whole
+    given = sh(f"{ROLLOUT} --shard {'1' * 5000}/{'9' * 5000} {prompts}")
+    assert given.returncode == 2 and "at most 9 digits" in given.stderr and len(given.stderr) < 1000
+    both = sh(f"{ROLLOUT} --shard auto {prompts}", env={**slurm, "JOB_COMPLETION_INDEX": "2"})
+    assert both.returncode == 2 and "disagree" in both.stderr, both.stderr
+    step = sh(f"{ROLLOUT} --shard auto {prompts}", env={**slurm, "SLURM_ARRAY_TASK_STEP": "0"})
+    assert step.returncode == 2 and "SLURM_ARRAY_TASK_STEP=0" in step.stderr, step.stderr
+    for name, value in {**slurm, "JOB_COMPLETION_INDEX": "1", "SLURM_ARRAY_TASK_STEP": "1"}.items():
+        monkeypatch.setenv(name, value)
+    assert shard_spec("auto") == (1, 3)  # both set and agreeing is one shard

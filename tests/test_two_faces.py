@@ -301,7 +301,7 @@ def test_library_messages_name_no_flags():
 
 def test_a_library_message_said_on_the_command_line_names_the_options(tmp_path: Path, sample_dir):
     """bv.core.outcome.say words a message as the running command's options; bv.api keeps settings."""
-    from bv.core.outcome import worded
+    from bv.core.run_context import worded
 
     with running():
         assert worded("lower `max_pixels`") == "lower `max_pixels`"  # the library's own words

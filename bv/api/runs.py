@@ -41,14 +41,20 @@ def evaluate(
     Calling it again
     with the same arguments resumes the run from the reply cache. Returns how the run went (its
     `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
-    with other options raises ValueError, what stops the run raises as `rollout` does."""
+    with other options raises ValueError, what stops the run raises as `rollout` does: a fatal
+    cause (a wrong key, base URL or model, nothing answering) as bv.core.errors.Fatal, its message
+    the cause and fix that `bv eval -q` prints."""
+    from bv.core.errors import Fatal
     from bv.runs.config import EvalConfig
     from bv.runs.evaluate import run_eval
 
     _no_running_loop("evaluate")
     urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
     config = EvalConfig.of(items, out, urls, _cache_path(cache), quiet, options)
-    return run_eval(config)
+    result = run_eval(config)
+    if result.fatal is not None:
+        raise Fatal(result.fatal)
+    return result
 
 
 def optimize(
@@ -71,6 +77,9 @@ def optimize(
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
     judge_params: Mapping[str, Any] | None = None,
+    test_judge_model: str | None = None,
+    test_judge_base_url: str | None = None,
+    test_judge_api_key: str | None = None,
     ratio: tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
@@ -107,11 +116,14 @@ def optimize(
     `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
-    request of the run; `prices` (a price file or "genai-prices", as `bv.api.rollout`'s) prices
-    every role's replies, and the history and report give their cost; `max_cost` (USD, needs
-    `prices`) is one budget for every role over the run: once reached no new request starts, and
-    Interrupted is raised as after Ctrl-C (history and report say where; calling again resumes).
+    step. `test_judge_model`, `test_judge_base_url`, `test_judge_api_key`: the final test's own
+    LLM judge (what is not given is the judge's), so that a skill which sways the gate's judge
+    cannot sway the test's. `judge_params` and the waits are `bv.api.judge`'s and
+    `bv.api.rollout`'s, for every request of the run; `prices` (a price file or "genai-prices",
+    as `bv.api.rollout`'s) prices every role's replies, and the history and report give their
+    cost; `max_cost` (USD, needs `prices`) is one budget for every role over the run: once
+    reached no new request starts, and Interrupted is raised as after Ctrl-C (history and report
+    say where; calling again resumes).
     `search="gepa"` searches
     with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
     target rollouts) and returns a

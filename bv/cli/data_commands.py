@@ -10,7 +10,7 @@ import click
 
 from bv.cli.common import error, reader_may_leave
 from bv.cli.ending import ROWS_FAILED, finish_rows
-from bv.cli.options import API_KEY, BASE_URLS, INPUTS, SKIP_BAD
+from bv.cli.options import API_KEY, BASE_URLS, SKIP_BAD
 from bv.core.terminal import stdin_notice
 
 
@@ -80,7 +80,7 @@ def data(
 
 
 @click.command("export")
-@INPUTS
+@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))  # files, or bv eval run folders
 @click.option(
     "--format",
     "fmt",
@@ -101,12 +101,14 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
 
     Official files write rows without a verdict (judge errors) as false, as bv report counts them
     wrong, and name them on stderr with exit 1; undecided rows (no LLM judge) are written as
-    false too, and named. The CSV keeps them with `hard` empty. Reads files, or stdin.
+    false too, and named. The CSV keeps them with `hard` empty. Reads files, bv eval run folders
+    (their results.jsonl), or stdin.
 
     \b
     Examples:
       bv export results.jsonl --format official --out official/   # model_results_run_K.json
       bv export results.jsonl --format csv > results.csv
+      bv export runs/gpt-4o --format official --out official/
     """
     import itertools
     from collections import deque
@@ -120,6 +122,9 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
 
     if fmt == "official" and out is None:
         raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+    from bv.core.run_inputs import results_path
+
+    inputs = tuple(results_path(path) for path in inputs)
     stdin_notice(inputs, "judged rows")
     problems, export = Problems(), Export()
     stream_rows = exported_rows(read_records(inputs, problems, check_judged_row, fast=True), problems, export)

@@ -26,9 +26,12 @@ from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
 
 
-def default_out(backend: str, model: str | None) -> Path:
-    """runs/<model>, the model's name made one safe folder name (Qwen/Qwen2.5-VL-7B: Qwen_Qwen2.5-VL-7B)."""
+def default_out(backend: str, model: str | None, skill: Path | None = None) -> Path:
+    """runs/<model>, or runs/<model>-<skill> with a skill (two skills of one model are two runs),
+    made one safe folder name (Qwen/Qwen2.5-VL-7B with v2.md: Qwen_Qwen2.5-VL-7B-v2)."""
     name = model if model and backend != "chance" else backend
+    if skill is not None:
+        name = f"{name}-{skill.stem}"
     return Path("runs") / (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run")
 
 
@@ -38,7 +41,13 @@ def default_out(backend: str, model: str | None) -> Path:
     "-o",
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The run folder; re-run the same command to resume it. [default: runs/<model>]",
+    help="The run folder; re-run the same command to resume it. [default: runs/<model>, with"
+    " --skill runs/<model>-<skill's file stem>]",
+)
+@click.option(
+    "--label",
+    metavar="NAME",
+    help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
 )
 @options(RolloutConfig, "backend", "model", "base_url", "api_key")
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
@@ -59,11 +68,19 @@ def default_out(backend: str, model: str | None) -> Path:
 @click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
-@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch", "quiet")
+@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send nothing, write nothing (no key needed): print the rollout's and the judge's requests,"
+    " cached replies, estimated tokens and, with --prices, what each would cost.",
+)
+@options(RolloutConfig, "quiet")
 @SKIP_BAD
 def eval_(
     items: Path | None,
     out: Path | None,
+    label: str | None,
     backend: str,
     model: str | None,
     base_url: tuple[str, ...],
@@ -99,6 +116,7 @@ def eval_(
     prices: str | None,
     max_cost: float | None,
     batch: bool,
+    dry_run: bool,
     quiet: bool,
     skip_bad: bool,
 ) -> None:
@@ -119,6 +137,7 @@ def eval_(
       bv eval data/meta_data.jsonl -m Qwen/Qwen2.5-VL-7B-Instruct \\
         --base-url http://localhost:8000/v1 --repeats 3 -o runs/qwen-7b
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
+      bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --dry-run
       bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --max-cost 20
     """
     from bv.cli.request_commands import unused_from_environment
@@ -138,7 +157,8 @@ def eval_(
             )
     config = EvalConfig(
         items=items,
-        out=out or default_out(backend, model),
+        out=out or default_out(backend, model, skill),
+        label=label,
         style=style,
         skill=skill,
         prompts=prompts,
@@ -173,11 +193,28 @@ def eval_(
         skip_bad=skip_bad,
     )
     try:
+        if dry_run:
+            sys.exit(_dry_run(config))
         result = run_eval(config)
     except (BadOption, BadConfig) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     say_result(result)
     sys.exit(result.status)
+
+
+def _dry_run(config: Any) -> int:
+    """`--dry-run`: the two stages' figures on stderr (as bv rollout --dry-run prints its own)."""
+    from bv.core.outcome import OK
+    from bv.core.run_context import current
+    from bv.core.terminal import printable
+    from bv.runs.eval_dry_run import dry_run_eval
+
+    current().stage = "prompt"
+    lines = dry_run_eval(config)
+    click.echo("bv eval --dry-run: nothing sent, nothing written", err=True)
+    for line in lines:
+        click.echo(printable(f"  {cli_words(line)}"), err=True)
+    return OK
 
 
 def say_result(result: Any) -> None:
@@ -190,6 +227,8 @@ def say_result(result: Any) -> None:
     spent = "" if result.spent_usd is None else f"{dollars(result.spent_usd)} spent; "
     if result.stopped is not None:
         again = "re-run the same command to go on (finished replies come from the cache, at no cost)"
+        if result.fatal is not None:  # re-running alone would stop again: the fix comes first
+            again = "once that is fixed, re-run the same command (finished replies come from the cache)"
         say(f"{result.stopped}; {spent}{again}; no results written to {result.folder}")
         return
     accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"

@@ -134,7 +134,8 @@ def judge(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: An
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.engine.progress import input_lines
-    from bv.stages.judge import dry_run_judge, read_rollout_rows, run_judge
+    from bv.stages.judge import read_rollout_rows, run_judge
+    from bv.stages.judge_plan import dry_run_judge
 
     config: JudgeConfig = config_of(JudgeConfig, settings, dry_run=dry_run)
     problems = Problems()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,9 +15,12 @@ from bv.cli.ending import finish_rows
 from bv.cli.options import SKIP_BAD, share
 from bv.core.terminal import stdin_notice
 
+if TYPE_CHECKING:
+    from bv.reporting.report import Input
+
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))
 @click.option(
     "-o",
     "--output",
@@ -28,17 +32,21 @@ from bv.core.terminal import stdin_notice
 def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bool) -> None:
     """Combine runs and shards: one row per (id, run), a later file winning (files, or stdin).
 
-    With -o, any input error (a missing file, or a bad line without --skip-bad) leaves the
-    output file as it was: a partial merge never replaces a good file.
+    An input may be a bv eval run folder (its results.jsonl). With -o, any input error (a
+    missing file, or a bad line without --skip-bad) leaves the output file as it was: a
+    partial merge never replaces a good file.
 
     \b
-    Example:
+    Examples:
       bv merge shard-0.jsonl shard-1.jsonl --sort -o results.jsonl
+      bv merge runs/gpt-4o more-runs.jsonl -o all.jsonl && bv report all.jsonl
     """
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_row
+    from bv.core.run_inputs import results_path
     from bv.stages.merge import check_inputs, merge_rows, ordered_keys, write_rows
 
+    inputs = tuple(results_path(path) for path in inputs)
     check_inputs(inputs)
     stdin_notice(inputs, "rows")
     problems = Problems()
@@ -104,7 +112,8 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
 @click.option(
     "--image-root",
     type=click.Path(file_okay=False, path_type=Path),
-    help="HTML: embed images under this folder. [default: each results file's folder; stdin: here]",
+    help="HTML: embed images under this folder. [default: a run folder's items folder, a results"
+    " file's own folder; stdin: here]",
 )
 @click.option("--allow-any-path", is_flag=True, help="HTML: embed images from anywhere the rows name.")
 @click.option(
@@ -156,7 +165,9 @@ def report(
 
     The accuracy counts every row: rollout errors, judge errors and undecided rows are not
     correct (each is also counted in its own column, and a warning says how to fix them).
-    Label an input with NAME=PATH. Several runs (--repeats) give Avg@k ± std (the run-to-run
+    An input is a results file, stdin (-) or a bv eval run folder (named after its --label,
+    else the folder; its images found from its config.json); label one with NAME=PATH.
+    Several runs (--repeats) give Avg@k ± std (the run-to-run
     spread); the 95% interval [ ] is over items, each item's score its mean over its runs.
     Inputs are compared per item with the first (or --baseline): the mean difference with its
     95% interval, items improved and regressed, and a test valid with repeats (exact McNemar
@@ -169,6 +180,7 @@ def report(
     \b
     Examples:
       bv report results.jsonl
+      bv report runs/skill-v1 runs/skill-v2 --baseline skill-v1 --html compare.html
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
       bv report base=a.jsonl v2=b.jsonl v3=c.jsonl --baseline base --power
       bv report all-models.jsonl --by model
@@ -180,11 +192,11 @@ def report(
     from bv.reporting.advice import below, warnings
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.render import render_as
-    from bv.reporting.report import CompareOptions, Input, build_report, input_names, notices
+    from bv.reporting.report import CompareOptions, build_report, input_names, notices
 
     stdin_notice(inputs, "judged rows")
     problems = Problems()
-    sources = [Input(name, path) for name, path in input_names(inputs or ("-",))]
+    sources = input_names(inputs or ("-",))
     try:
         built, rows = build_report(
             sources,
@@ -208,8 +220,7 @@ def report(
         if html_path is not None:
             from bv.reporting.html_page import write_html
 
-            paths = [row_source.source.path for row_source in rows or []]
-            roots = [image_root or (Path.cwd() if p == "-" else Path(p).resolve().parent) for p in paths]
+            roots = [image_root or _image_root(row_source.source) for row_source in rows or []]
             refused = 0
             with reader_may_leave():  # the page to stdout ('-'): its reader may leave too
                 refused = write_html(
@@ -250,3 +261,10 @@ def report(
         or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
     ):
         sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result
+
+
+def _image_root(source: Input) -> Path:
+    """Where an input's images are: a run folder's items folder, a file's own folder, or here (stdin)."""
+    if source.image_root is not None:
+        return source.image_root
+    return Path.cwd() if source.path == "-" else Path(source.path).resolve().parent

@@ -49,6 +49,13 @@ def colour_forced() -> bool:
     return bool(os.environ.get("FORCE_COLOR"))
 
 
+def columns() -> int | None:
+    """$COLUMNS when it is set to a width: the table bv writes to a pipe or a file fits it (none:
+    as wide as it needs)."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and 0 < int(value) < 100_000 else None
+
+
 def cache_home() -> Path:
     """$XDG_CACHE_HOME, else ~/.cache: where the reply cache lives."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser())
@@ -72,9 +79,10 @@ KUBERNETES_INDEX = "JOB_COMPLETION_INDEX"
 
 def scheduler_shard(count: int | None = None) -> tuple[int, int]:
     """(k, n), this task's shard, from the scheduler: SLURM_ARRAY_TASK_ID counted from
-    SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP, of SLURM_ARRAY_TASK_COUNT; or
+    SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP (1 or more), of SLURM_ARRAY_TASK_COUNT; or
     Kubernetes' JOB_COMPLETION_INDEX, of `count` (which SLURM's count must equal when both are
-    given). BadConfig when no scheduler says, or what it says is not a place in the array."""
+    given). Both schedulers' indexes set and different is an error, not one of them winning.
+    BadConfig when no scheduler says, or what it says is not a place in the array."""
     from bv.core.errors import BadConfig
 
     def whole(name: str, default: int | None = None) -> int | None:
@@ -83,16 +91,23 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
             return default
         value = value.strip()
         if not _digits(value):
-            raise BadConfig(f"{name}={value!r} is not a whole number", option="shard")
+            raise BadConfig(
+                f"{name}={value[:40]!r}{'…' if len(value) > 40 else ''} is not a whole number"
+                f" of at most {MAX_DIGITS} digits",
+                option="shard",
+            )
         return int(value)
 
+    completion = whole(KUBERNETES_INDEX)
     if whole(SLURM_INDEX) is not None:
         task, first, step = whole(SLURM_INDEX), whole(SLURM_MIN, 0), whole(SLURM_STEP, 1)
         tasks = whole(SLURM_COUNT)
         assert task is not None and first is not None and step is not None
         if tasks is None:
             raise BadConfig(f"{SLURM_INDEX} is set but {SLURM_COUNT} is not", option="shard")
-        index, off = divmod(task - first, step or 1)
+        if step < 1:
+            raise BadConfig(f"{SLURM_STEP}={step} is not a step of 1 or more", option="shard")
+        index, off = divmod(task - first, step)
         if off or not 0 <= index < tasks:
             raise BadConfig(
                 f"SLURM array task {task} is not one of {tasks} tasks from {first} in steps of {step}"
@@ -101,8 +116,13 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
             )
         if count is not None and count != tasks:
             raise BadConfig(f"the shard count {count} is not {SLURM_COUNT}={tasks}", option="shard")
+        if completion is not None and completion != index:
+            raise BadConfig(
+                f"the schedulers disagree: SLURM's array gives shard {index} ({SLURM_INDEX}={task})"
+                f" but {KUBERNETES_INDEX}={completion}; unset one, or give the shard as K/N",
+                option="shard",
+            )
         return index, tasks
-    completion = whole(KUBERNETES_INDEX)
     if completion is not None:
         if count is None:
             raise BadConfig(
@@ -131,9 +151,19 @@ def shard_spec(spec: str) -> tuple[int, int]:
     if k == "auto" and (not sep or (_digits(n) and int(n) > 0)):
         return scheduler_shard(int(n) if sep else None)
     if not (sep and _digits(k) and _digits(n) and 0 <= int(k) < int(n)):
-        raise BadConfig(f"{spec!r} is not K/N with 0 <= K < N, auto or auto/N", option="shard")
+        raise BadConfig(
+            f"{spec[:40]!r}{'…' if len(spec) > 40 else ''} is not K/N with 0 <= K < N (at most"
+            f" {MAX_DIGITS} digits each), auto or auto/N",
+            option="shard",
+        )
     return int(k), int(n)
 
 
+# A shard index or count is a whole number of at most this many digits: far past any scheduler's
+# array (SLURM's MaxArraySize is at most 4,000,001), and int() of it stays linear and below
+# Python's 4,300-digit conversion limit (docs/safety.md).
+MAX_DIGITS = 9
+
+
 def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()
+    return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS

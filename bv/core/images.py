@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
-from bv.core.errors import BadRecord
+from bv.core.errors import BadRecord, BVError
 from bv.core.image_header import HEADERS
 
 # Formats chat APIs accept as they are; anything else is converted to PNG before sending.
@@ -115,7 +115,7 @@ class ImageOptions:
     max_pixels: int | None = None
 
 
-class ImageError(Exception):
+class ImageError(BVError):
     """An image that cannot be sent; an error for its item, not for the run."""
 
     def __init__(self, message: str, why: str | None = None) -> None:

@@ -21,7 +21,7 @@ import orjson
 
 from bv.core.errors import BadRecord, Fatal, StdoutClosed
 from bv.core.json_values import checked_value, parse_json, unparsable, without_lone_surrogates
-from bv.core.run_context import current
+from bv.core.run_context import current, worded
 from bv.core.terminal import printable
 
 STDIN = "-"
@@ -80,8 +80,6 @@ class Problems:
         seen = self._alike.setdefault(kind, [0, text])
         seen[0] += 1
         if seen[0] <= SHOWN_ALIKE:
-            from bv.core.outcome import worded
-
             self.stream.write(printable(f"bv: {where}: {worded(text)}") + "\n")
             self.stream.flush()
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bv.core.run_context import current
+from bv.core.run_context import current, worded
 from bv.core.terminal import printable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -28,13 +28,6 @@ def prefix() -> str:
     """How a message starts: `bv rollout:` (the current run's stage), or `bv:` before one is known."""
     stage = current().stage
     return f"bv {stage}:" if stage else "bv:"
-
-
-def worded(message: str) -> str:
-    """A message in the words of the run's face: the settings it names (`base_url`) as the
-    command line's options (--base-url) under bv/cli, as written for bv.api."""
-    words = current().words
-    return message if words is None else words(message)
 
 
 def say(message: str) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from bv.core import environment
-from bv.core.redaction import Secrets
+from bv.core.secret_registry import Secrets
 
 
 @dataclass(frozen=True)
@@ -108,3 +108,10 @@ def in_this_context(target: Callable[[], None]) -> Callable[[], None]:
     """`target`, to run on another thread inside the calling thread's run (a thread starts outside it)."""
     snapshot = contextvars.copy_context()
     return lambda: snapshot.run(target)
+
+
+def worded(message: str) -> str:
+    """A message in the words of the run's face: the settings it names (`base_url`) as the
+    command line's options (--base-url) under bv/cli, as written for bv.api."""
+    words = current().words
+    return message if words is None else words(message)

@@ -18,6 +18,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from bv.core.errors import BVError
+
 MAX_TEMPLATE_BYTES = 256 * 1024  # a prompt template is text a person wrote, not data
 
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
@@ -37,7 +39,7 @@ STAGE_TEMPLATES = {
 }
 
 
-class TemplateError(ValueError):
+class TemplateError(BVError, ValueError):
     """A `--prompts` folder bv cannot use: said to the user, who fixes the folder."""
 
 

@@ -10,6 +10,8 @@ talks to the files and batches endpoints (bv.engine.batch_api).
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +19,8 @@ from typing import Any
 from bv.core.errors import Fatal, ItemFailure
 from bv.core.outcome import say
 from bv.core.stats import counted
-from bv.engine.backends import Backend
-from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.backends import Backend, Reply
+from bv.engine.batch_api import EXPIRY_GRACE_S, BatchClient, BatchInfo
 from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
 from bv.engine.batch_state import BatchRecord, BatchState
 from bv.engine.progress import Stats
@@ -127,6 +129,12 @@ class BatchJobs:
         assert record.batch_id is not None
         try:
             while not info.done:
+                if info.overdue(time.time()):
+                    raise ItemFailure(
+                        f"batch {info.id} is still {info.status} past its expires_at (and"
+                        f" {EXPIRY_GRACE_S // 60} minutes more): no longer polled; the same command"
+                        " collects its results if the server ends it"
+                    )
                 self._show(info)
                 await asyncio.sleep(self.poll_s)
                 info = await self.client.retrieve(record.batch_id)
@@ -155,29 +163,47 @@ class BatchJobs:
         """Every result of an ended batch, cached, and each row's handed over; the requests without
         one fail with what the batch says (expired, cancelled, failed validation)."""
         keys = set(record.keys)
-        found: set[str] = set()
+        found: dict[str, bytes] = {}  # custom_id: a digest of its result, to tell a conflicting twin
+        unreadable = conflicting = 0
         for file_id in (info.output_file_id, info.error_file_id):
             if file_id is None:
                 continue
             async for line in self.client.lines(file_id):
                 result = read_result(line, info.id, self._advise)
-                if result is not None and result[0] in keys and result[0] not in found:
-                    found.add(result[0])
-                    self.deliver(*result)
+                if result is None:
+                    unreadable += 1  # torn, not JSON, or naming no request
+                    continue
+                key, answer = result
+                if key not in keys:
+                    continue
+                digest = _digest(answer)
+                if key not in found:
+                    found[key] = digest
+                    self.deliver(key, answer)
+                elif found[key] != digest:
+                    conflicting += 1
+        if conflicting:
+            say(
+                f"warning: batch {info.id} gave {counted(conflicting, 'request')} a second, different"
+                " result line; the first of each was used"
+            )
         by_line = {e["line"]: e for e in info.errors if e.get("line")}
         general = "; ".join(_said(e) for e in info.errors if not e.get("line"))
         for number, key in enumerate(record.keys, 1):
             if key in found or key not in mine:
                 continue
             said = _said(by_line[number]) if number in by_line else general
-            self.deliver(
-                key,
-                ItemFailure(
-                    f"batch {info.id} {info.status}"
-                    + (f": {said}" if said else "")
-                    + ("" if said else " before this request ran")
-                ),
-            )
+            if said:
+                why = f"batch {info.id} {info.status}: {said}"
+            elif unreadable:  # its line may be the torn one: not a request the batch never ran
+                why = (
+                    f"batch {info.id} {info.status}, but no readable result line names this request"
+                    f" ({counted(unreadable, 'line')} of its result files could not be read: torn or not"
+                    " JSON); the next run sends it again"
+                )
+            else:
+                why = f"batch {info.id} {info.status} before this request ran"
+            self.deliver(key, ItemFailure(why))
         if info.status == "failed" and info.errors:
             say(f"batch {info.id} failed: {general or _said(info.errors[0])}")
         self.state.remove(record)
@@ -185,3 +211,14 @@ class BatchJobs:
 
 def _said(error: Mapping[str, Any]) -> str:
     return ": ".join(str(error[k]) for k in ("code", "message") if error.get(k))
+
+
+def _digest(result: Result) -> bytes:
+    """What a result says (a reply's text and usage, or the failure), hashed small."""
+    import hashlib
+
+    if isinstance(result, Reply):
+        said = json.dumps([result.content, result.reasoning, result.finish_reason, result.usage], default=str)
+    else:
+        said = f"{type(result).__name__}: {result}"
+    return hashlib.blake2b(said.encode(), digest_size=8).digest()

@@ -21,7 +21,7 @@ from typing import Any
 from bv.core import environment
 from bv.core.errors import Fatal
 from bv.core.images import content_hash, map_image_urls
-from bv.core.outcome import worded
+from bv.core.run_context import worded
 from bv.core.terminal import printable
 
 CACHE_VERSION = 1

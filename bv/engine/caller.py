@@ -30,7 +30,7 @@ from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
 from bv.engine.prices import Prices, first_url, reply_cost
-from bv.engine.progress import ProgressDisplay, Stats, duration
+from bv.engine.progress import SILENT_AFTER_S, ProgressDisplay, Stats, duration
 from bv.engine.retry import ConcurrencyLimit, RetryPolicy
 from bv.engine.stream import GRACE_S, run_stream
 
@@ -326,7 +326,14 @@ def run_stage(
 
     async def go() -> Outcome:
         try:
-            async with ProgressDisplay(stats, label, settings.quiet, stall_after_s=settings.stall_notice_s):
+            async with ProgressDisplay(
+                stats,
+                label,
+                settings.quiet,
+                stall_after_s=settings.stall_notice_s,
+                silent_after_s=min(SILENT_AFTER_S, settings.stall_notice_s),
+                limit_s=settings.timeout_s,
+            ):
                 return await run_stream(
                     tasks,
                     work,

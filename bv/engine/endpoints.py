@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bv.core import environment, redaction
-from bv.core.errors import BadConfig, Fatal, ItemFailure, Transient
+from bv.core.errors import BadConfig, BVError, Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
 from bv.engine.defaults import CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
 from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
@@ -261,7 +261,7 @@ class NoEndpoint(Fatal):
     """No endpoint at all: neither a URL nor a key (each command says what to give)."""
 
 
-class NoModelList(Exception):
+class NoModelList(BVError):
     """Why a /models URL gave no list of models: `answered` whether the server answered at all
     (if not, the message names the failure on the wire), `status` its HTTP error status."""
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bv.core.errors import BadConfig
+
 # Request parameters bv itself reads: which run, how to prepare images, extra body fields.
 # Every other parameter (max_tokens, temperature, seed, …) is the model API's. All of them are
 # recorded in each row's `params` and hashed into the cache key.
@@ -85,7 +87,7 @@ RULES = (
 ENV = "BV_PARAM_RULES"
 
 
-class BadRules(ValueError):
+class BadRules(BadConfig):
     """BV_PARAM_RULES cannot be read (the command line exits 2, before any work)."""
 
 

@@ -47,6 +47,7 @@ class Stats:
     unpriced: int = 0  # replies whose cost is unknown (bv.engine.prices), left out of the spend
     cost_limit: float | None = None  # the run stops starting requests once it has spent this
     limit_reached: str | None = None  # why the run stopped starting requests, once a limit is reached
+    ever_answered: bool = False  # some try got something back (a reply, an error status)
 
     def sending(self) -> None:
         if self.in_flight == 0:
@@ -58,6 +59,21 @@ class Stats:
         self.in_flight -= 1
         if answered:
             self.quiet_since = time.monotonic()
+            self.ever_answered = True
+
+    def silent_text(self, after_s: float, limit_s: float | None) -> str:
+        """What a server that has answered nothing for `after_s` is told of, once, even under
+        `quiet`: it may be hung (each try waits `limit_s` for its first byte)."""
+        quiet = time.monotonic() - self.quiet_since
+        if self.ever_answered or not self.in_flight or quiet < after_s:
+            return ""
+        where = self.endpoint or "the endpoint"
+        wait = f"; each try waits up to {limit_s:g} s for a reply (`timeout`)" if limit_s else ""
+        flying = counted(self.in_flight, "request")
+        return (
+            f"warning: no reply yet from {where} after {duration(quiet)} ({flying} in flight){wait}"
+            ": check that the server is up and serving, or Ctrl-C to stop"
+        )
 
     def stall_text(self, after_s: float) -> str:
         """`no reply for 45 s from URL (8 requests in flight)` once nothing answered for `after_s`."""
@@ -163,6 +179,9 @@ class Stats:
         return ", ".join(parts)
 
 
+SILENT_AFTER_S = 10.0  # nothing back from a server this long after the first request: it is said
+
+
 def duration(seconds: float) -> str:
     """`45 s`, `3 min 12 s`, `2 h 05 min`."""
     seconds = round(seconds)
@@ -200,6 +219,8 @@ class ProgressDisplay:
         every_s: float | None = None,
         *,
         stall_after_s: float,  # RunSettings.stall_notice_s
+        silent_after_s: float = SILENT_AFTER_S,
+        limit_s: float | None = None,
     ) -> None:
         self.stats = stats
         self.stall_after_s = stall_after_s
@@ -209,17 +230,31 @@ class ProgressDisplay:
         # Seconds between plain lines (a log, CI); BV_PROGRESS_EVERY_S changes the default of 5.
         self.every_s = environment.number("BV_PROGRESS_EVERY_S", 5) if every_s is None else every_s
         self._task: asyncio.Task | None = None
+        self.silent_after_s, self.limit_s = silent_after_s, limit_s
         self._bar: Any = None  # a rich Progress, imported only when shown
 
     async def __aenter__(self) -> ProgressDisplay:
-        if self.quiet:
+        import asyncio
+
+        if self.quiet:  # no progress, but a server that never answers is still said
+            self._task = asyncio.create_task(self._watch_silence())
             return self
         if self.stream.isatty():
             self._start_bar()
-        import asyncio
-
         self._task = asyncio.create_task(self._tick())
         return self
+
+    async def _watch_silence(self) -> None:
+        import asyncio
+
+        while not (warning := self.stats.silent_text(self.silent_after_s, self.limit_s)):
+            await asyncio.sleep(0.2)
+        self._say(warning)
+
+    def _say(self, text: str) -> None:
+        """A whole line (above the bar, if one shows): never cut to the terminal's width."""
+        self.stream.write(printable(f"bv {self.label}: {text}") + "\n")
+        self.stream.flush()
 
     def _start_bar(self) -> None:
         from rich.console import Console
@@ -252,9 +287,13 @@ class ProgressDisplay:
         """Refresh the bar; or print a line every few seconds, and at once when retries start waiting."""
         import asyncio
 
-        last_line, last_waiting, stalled = time.monotonic(), "", False
+        last_line, last_waiting, stalled, warned = time.monotonic(), "", False, False
         while True:
             await asyncio.sleep(0.2 if self._bar else min(1.0, self.every_s))
+            silent = "" if warned else self.stats.silent_text(self.silent_after_s, self.limit_s)
+            if silent:
+                warned = True
+                self._say(silent)
             stall = self.stats.stall_text(self.stall_after_s)
             line = self.stats.line() + (f", {stall}" if stall else "")
             if self._bar is not None:

@@ -25,18 +25,25 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import runs
-from bv.optimize.edits import MAX_REPLY_CHARS, guarded_items, quote, skill_problem
+from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
 from bv.optimize.gate import estimate, scores
 from bv.optimize.loop import _Loop
 from bv.optimize.reflect import attempt_fields
-from bv.optimize.results import OptimizeError, OptimizeOptions, Plan, add_tokens, figure, tokens_of
+from bv.optimize.results import (
+    GepaResult,
+    OptimizeError,
+    OptimizeOptions,
+    Plan,
+    add_tokens,
+    figure,
+    tokens_of,
+)
 from bv.optimize.rundir import RunFolder
 from bv.stages.prompt import Skill
 
@@ -120,6 +127,7 @@ class BvAdapter:
         self.selection = set(loop.split.selection)
         self.allowed = set(loop.split.train) | self.selection
         self.guarded = guarded_items(loop.items, set(loop.split.train))
+        self.seed_leaks = leaks(loop.seed_skill.text, self.guarded)  # the seed's own, not GEPA's doing
         self.rows: list[JudgedRow] = []
         self.refused: dict[str, dict[str, Any]] = {}
         self.metric_calls = 0
@@ -135,7 +143,7 @@ class BvAdapter:
         problem = (
             None
             if text == self.loop.seed_skill.text
-            else skill_problem(text, self.guarded, self.loop.options.max_skill_chars)
+            else skill_problem(text, self.guarded, self.loop.options.max_skill_chars, self.seed_leaks)
         )
         if problem is not None:  # not tried: scores 0, so GEPA keeps its parent; no request spent
             status, why = problem
@@ -189,29 +197,6 @@ class BvAdapter:
             if row is not None and not row.get("error") and row.get("hard") is not None
         ]
         return {name: records for name in components_to_update if records}
-
-
-@dataclass(frozen=True)
-class GepaResult:
-    """What the search found: GEPA's best skill on selection, and it against the seed on test."""
-
-    out: Path
-    seed_skill: Skill
-    best_skill: Skill
-    best_candidate: int  # its index in GEPA's pool (0: the seed)
-    candidates: int  # the pool's size, the seed included
-    proposals: int  # reflections sent to the optimizer
-    metric_calls: int  # target rollouts GEPA spent on train and selection (the budget's unit)
-    budget: int
-    selection: dict[str, Any]
-    test: dict[str, Any]
-    tokens: dict[str, dict[str, float]]
-    search: dict[str, Any] = field(repr=False)
-
-    @property
-    def improved(self) -> bool:
-        c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
 
 
 def default_budget(options: OptimizeOptions, train: int, selection: int, steps: int) -> int:
@@ -274,13 +259,27 @@ def search(
     with the seed on the test split. `max_metric_calls`, the budget, counts target rollouts (a
     selection item's repeats each count; GEPA's own counter counts an item once), checked
     between GEPA's iterations as GEPA checks its own; it defaults to what bv's loop with the
-    same options plans (default_budget)."""
+    same options plans (default_budget). The folder is this run's alone meanwhile."""
     try:
         import gepa
     except ImportError:
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
+    with RunFolder(out).owned():
+        return _search(items_path, seed_skill, out, engines, options, max_metric_calls, say, gepa)
+
+
+def _search(
+    items_path: Path,
+    seed_skill: Skill,
+    out: Path,
+    engines: runs.Engines,
+    options: OptimizeOptions,
+    max_metric_calls: int | None,
+    say: Callable[[str], None],
+    gepa: Any,
+) -> GepaResult:
     from bv.optimize.report import gepa_page, gepa_report
 
     folder = RunFolder(out)
@@ -296,7 +295,7 @@ def search(
         seed_candidate={COMPONENT: loop.seed_skill.text},
         trainset=list(loop.split.train),
         valset=list(loop.split.selection),
-        adapter=adapter,  # type: ignore[arg-type]
+        adapter=adapter,
         reflection_lm=lm,
         reflection_minibatch_size=options.minibatch,
         stop_callbacks=[stop, lambda state: adapter.metric_calls >= budget],
@@ -316,6 +315,7 @@ def search(
             "index": index, "sha256": sha, "file": file, "parents": outcome.parents[index],
             "selection": outcome.val_aggregate_scores[index],
             "found_after_metric_calls": outcome.discovery_eval_counts[index],
+            "addresses_grader": grader_phrases(text) if index else [],  # flagged, as the loop's
         })  # fmt: skip
     best_index = outcome.best_idx
     best = Skill(Path(pool[best_index]["file"]).stem, outcome.candidates[best_index][COMPONENT].strip())

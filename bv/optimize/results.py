@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bv.core.errors import BVError
 from bv.core.records import JudgedRow
 from bv.core.settings import setting
 from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
@@ -20,7 +21,7 @@ from bv.stages.prompt import Skill
 ROLES = ("target", "judge", "optimizer")
 
 
-class OptimizeError(ValueError):
+class OptimizeError(BVError, ValueError):
     """Settings or a run folder `bv optimize` cannot use; said to the user, who fixes them."""
 
 
@@ -115,6 +116,29 @@ class OptimizeResult:
         return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
 
 
+@dataclass(frozen=True)
+class GepaResult:
+    """What the search found: GEPA's best skill on selection, and it against the seed on test."""
+
+    out: Path
+    seed_skill: Skill
+    best_skill: Skill
+    best_candidate: int  # its index in GEPA's pool (0: the seed)
+    candidates: int  # the pool's size, the seed included
+    proposals: int  # reflections sent to the optimizer
+    metric_calls: int  # target rollouts GEPA spent on train and selection (the budget's unit)
+    budget: int
+    selection: dict[str, Any]
+    test: dict[str, Any]
+    tokens: dict[str, dict[str, float]]
+    search: dict[str, Any] = field(repr=False)
+
+    @property
+    def improved(self) -> bool:
+        c = self.test["comparison"]
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
+
+
 def accuracy_of(rows: Sequence[JudgedRow]) -> float | None:
     return sum(1 for r in rows if r.get("hard") == 1) / len(rows) if rows else None
 
@@ -188,6 +212,13 @@ def seed_line(row: Mapping[str, Any]) -> str:
 
 
 def step_line(row: Mapping[str, Any], total: int) -> str:
+    """A finished step in one line; a candidate that addresses the grader is warned of."""
+    flagged = row.get("addresses_grader")
+    warning = f"; warning: the candidate addresses the grader ({', '.join(flagged)})" if flagged else ""
+    return _step_line(row, total) + warning
+
+
+def _step_line(row: Mapping[str, Any], total: int) -> str:
     head = f"step {row['step']}/{total}: {row['proposed']} edits proposed, {row['applied']} applied"
     problems = [r["status"] for r in row["reflections"] if r["status"] != "ok"]
     if problems:

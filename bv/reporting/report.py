@@ -115,6 +115,7 @@ class Input:
     rows: list[dict[str, Any]] | None = None  # given in-process (tests, library use)
     spool: Path | None = None  # stdin's good rows, kept for a second pass
     several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
+    image_root: Path | None = None  # a run folder's images (its items' folder), for the HTML page
 
     def close(self) -> None:
         """Remove stdin's spool file, once nothing reads the rows again."""
@@ -382,17 +383,24 @@ def _compare(
     return {"inputs": summaries, "comparison": comparison, "power": plans}
 
 
-def input_names(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(name, path) of each report input: NAME=PATH, or the file's stem ("stdin" for -); names
-    made unique (`r`, `r-2`), since the report and its JSON are keyed by them."""
-    out: list[tuple[str, str]] = []
+def input_names(inputs: tuple[str, ...]) -> list[Input]:
+    """Each report input: NAME=PATH, a run folder (named after its run, its images found from its
+    config: bv.core.run_inputs), or a file named by its stem ("stdin" for -); names made unique
+    (`r`, `r-2`), since the report and its JSON are keyed by them."""
+    from bv.core.run_inputs import run_folder
+
+    out: list[Input] = []
     for spec in inputs:
         name, sep, path = spec.partition("=")
         if not (sep and name and not os.path.exists(spec)):
             name, path = ("stdin" if spec == "-" else Path(spec).stem), spec
-        taken = {n for n, _ in out}
+            sep = ""
+        run = run_folder(path)
+        if run is not None:
+            name, path = (name if sep else run.name), run.results
+        taken = {source.name for source in out}
         unique, k = name, 2
         while unique in taken:
             unique, k = f"{name}-{k}", k + 1
-        out.append((unique, path))
+        out.append(Input(unique, path, image_root=None if run is None else run.image_root))
     return out

@@ -13,13 +13,13 @@ from typing import Any
 from bv import __version__
 from bv.core import redaction
 from bv.core.atomic import atomic_output
-from bv.core.errors import Fatal
+from bv.core.errors import BadConfig, Fatal
 from bv.core.settings import shared
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
 
 
-class BadOption(ValueError):
+class BadOption(BadConfig):
     """Options that cannot make a run (the command line exits 2, before any work)."""
 
 
@@ -31,6 +31,7 @@ class EvalConfig:
 
     items: Path
     out: Path
+    label: str | None = None  # the run's name in bv report (else the folder's name)
     # prompt
     style: str = "bv"
     skill: Path | None = None
@@ -108,6 +109,7 @@ class EvalConfig:
 SECRETS = ("api_key", "judge_api_key")
 HOW_IT_RUNS = (
     "out",
+    "label",
     "prices",
     "max_cost",
     "batch",
@@ -139,6 +141,8 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":
             record[f.name] = str(Path(value).resolve())
+        elif f.name in ("params", "judge_params"):
+            record[f.name] = _plain(redaction.public_params(value))  # `-p api_key=…`: ***
         else:
             record[f.name] = _plain(value)
     return json.loads(redaction.redact(json.dumps(record)))  # a key pasted into another option
@@ -162,7 +166,9 @@ def write_config(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def read_config(path: Path) -> dict[str, Any] | None:
-    """The record a run folder holds; None when it has none (a new folder)."""
+    """The record a run folder holds; None when it has none (a new folder). A config.json that
+    is not a bv eval record (not an object, its options not one) is refused, never replaced:
+    the folder may hold something else."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -171,7 +177,13 @@ def read_config(path: Path) -> dict[str, Any] | None:
         raise Fatal(
             f"{path}: cannot read the run's configuration ({exc}); delete the folder or choose another"
         ) from None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        what = "its options are not a JSON object" if isinstance(data, dict) else "not a JSON object"
+        raise BadOption(
+            f"{path} is not the configuration of a bv eval run ({what}): give another `out` DIR,"
+            " or delete that folder to replace what it holds"
+        )
+    return data
 
 
 def run_record(

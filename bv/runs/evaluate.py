@@ -51,6 +51,7 @@ class EvalResult:
     accuracy: float | None = None  # overall Avg@k, once the report is written
     written: list[str] = field(default_factory=list)  # the files the run wrote
     stopped: str | None = None  # why it stopped before the report, if it did
+    fatal: str | None = None  # the error that stopped it (a wrong key, URL or model): fix, then re-run
     spent_usd: float | None = None  # what its replies cost, with prices (cached ones cost nothing now)
 
 
@@ -74,8 +75,9 @@ class _Plan:
     judge: JudgeConfig
 
 
-def plan(config: EvalConfig) -> _Plan:
-    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint)."""
+def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
+    """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint);
+    `dry_run`: nothing will be sent, so no key is needed."""
     from bv.core.selection import Selection, parse_ids
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig
@@ -98,6 +100,7 @@ def plan(config: EvalConfig) -> _Plan:
         "cache": config.cache,
         "prices": config.prices,
         "max_cost": config.max_cost,
+        "dry_run": dry_run,
     }
     rollout = RolloutConfig(
         backend=config.backend,
@@ -145,15 +148,23 @@ def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
                 f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
                 " `out` DIR, or delete that folder to replace its run"
             )
-    config.out.mkdir(parents=True, exist_ok=True)
     write_config(path, record)
 
 
 def run_eval(config: EvalConfig) -> EvalResult:
-    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit."""
-    from bv.core.images import content_hash
+    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit. The
+    folder is this run's alone while it runs (bv.core.run_folder: another kind of folder, or one
+    another bv eval is writing into, is refused)."""
+    from bv.core import run_folder
 
     checked = plan(config)
+    with run_folder.owned(config.out, "eval"):
+        return _run(config, checked)
+
+
+def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
+    from bv.core.images import content_hash
+
     endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
     record = run_record(
         config,
@@ -167,7 +178,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
     current().stage = "prompt"
     with logged(logs / "prompt.log", config.quiet):
-        prompts, status = _prompt(config, checked)
+        prompts, status = prompt_records(config, checked)
     result.status = status
     if not prompts:
         result.stopped = "no items to evaluate (see logs/prompt.log)"
@@ -180,11 +191,8 @@ def run_eval(config: EvalConfig) -> EvalResult:
         rollout = finish(outcome, None, config.skip_bad)  # its summary in its log
     result.status, result.spent_usd = worst(result.status, rollout), _spent(config, outcome)
     if rollout > 128 or rows is None:
-        result.stopped = (
-            _stopped(outcome, "the rollout")
-            if rollout > 128
-            else "the rollout stopped (see logs/rollout.log)"
-        )
+        result.stopped = _stopped(outcome, "the rollout")
+        result.fatal = _fatal(outcome)
         return result
 
     current().stage = "judge"
@@ -208,7 +216,7 @@ def run_eval(config: EvalConfig) -> EvalResult:
     return result
 
 
-def _prompt(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
+def prompt_records(config: EvalConfig, checked: _Plan) -> tuple[list[PromptRecord], int]:
     from bv.core.items import parse_item
     from bv.stages.prompt import run_prompt
 
@@ -233,8 +241,17 @@ def _spent(config: EvalConfig, outcome: Outcome) -> float | None:
 
 
 def _stopped(outcome: Outcome, stage: str) -> str:
-    """Why an interrupted stage stopped: a signal, or the cost limit (its words say the spend)."""
+    """Why a stage stopped: its fatal error, a signal, or the cost limit (its words say the spend)."""
+    if outcome.fatal and outcome.signal is None:
+        return f"{stage} stopped: {_fatal(outcome)}"
     return f"{outcome.stopped} during {stage}" if outcome.stopped else f"interrupted during {stage}"
+
+
+def _fatal(outcome: Outcome) -> str | None:
+    """The error that stopped a stage, secrets redacted: said even under `quiet`, as it is the cause."""
+    from bv.core.redaction import redact
+
+    return None if outcome.fatal is None or outcome.signal is not None else redact(outcome.fatal)
 
 
 def _rollout(prompts: list[PromptRecord], checked: _Plan) -> tuple[list[RolloutRow] | None, Outcome]:
@@ -274,7 +291,7 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     from bv.reporting.report import Input, build_report
 
     problems = Problems()
-    source = Input("results", str(config.out / RESULTS))
+    source = Input(config.label or config.out.resolve().name or "results", str(config.out / RESULTS))
     try:
         built, rows = build_report([source], problems, keep_rows=True)
         summaries = summaries_of(built)

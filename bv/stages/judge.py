@@ -325,7 +325,11 @@ def run_judge(
     if caller is not None and endpoint is not None:
         params = judge_params(endpoint, config.judge_params)
         llm = LLMJudge(
-            caller, params, body_fields(params, endpoint.rule), templates, prices=config.price_book
+            caller,
+            params,
+            redaction.public_params(body_fields(params, endpoint.rule)),  # secret-named fields: ***
+            templates,
+            prices=config.price_book,
         )
     version, recorded = judge_version(templates), templates.recorded("judge")
     decided = stats.decided  # rows by who decided; a failed rollout's row is `rollout_error`
@@ -373,28 +377,3 @@ def run_judge(
     if llm is not None and llm.caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return outcome
-
-
-def dry_run_judge(records: Iterable[RolloutRow], config: JudgeConfig) -> list[str]:
-    """What the judge would ask its LLM and cost, sending nothing: the dry run's report, line by line."""
-    from bv.engine.cache import ReplyCache
-    from bv.stages.estimate import cost_lines, guess_completions
-    from bv.stages.judge_plan import judge_plan_lines, plan_judge
-
-    endpoint = config.endpoint
-    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
-    path = config.cache
-    cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
-    plan = plan_judge(records, config, backend, cache)
-    where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
-    lines = judge_plan_lines(plan, backend, where)
-    if backend is None:
-        return lines
-    limit = config.token_limit
-    completions = guess_completions(
-        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
-    )
-    url = first_url(backend.endpoint)
-    return lines + cost_lines(
-        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch
-    )

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import cast
 
 from bv.core.extract import extract_answer
-from bv.core.records import RolloutRow, message_text, without_stage
+from bv.core.records import PromptRecord, RolloutRow, message_text, without_stage
 from bv.core.rules import decide
 from bv.core.stats import counted, human_count
-from bv.engine.backends import Backend
+from bv.engine.backends import Backend, make_backend
 from bv.engine.cache import ImageHashes, ReplyCache
+from bv.engine.prices import first_url
 from bv.stages.dryrun import CHARS_PER_TOKEN, cached_reply
 from bv.stages.judge import judge_messages, judge_params, parse_verdict
 from bv.stages.judge_config import JudgeConfig
@@ -81,3 +82,55 @@ def judge_plan_lines(plan: JudgePlan, backend: Backend | None, cache_line: str) 
         f"prompt tokens: ~{human_count(plan.prompt_tokens)} for the requests to send (estimate:"
         f" {CHARS_PER_TOKEN} characters per token)",
     ]
+
+
+def plan_judge_ahead(records: Iterable[PromptRecord], config: JudgeConfig, repeats: int) -> JudgePlan:
+    """The judge's requests before any rollout (`bv eval --dry-run`): its prompt holds the item's
+    question and gold answer and the reply's extracted answer (taken as long as the gold one), so
+    every row that may go to the LLM judge is counted, none looked up in the cache (the
+    requests depend on replies not yet made)."""
+    plan = JudgePlan()
+    for record in records:
+        plan.rows += repeats
+        if config.endpoint is None:
+            plan.by_rules += repeats
+            continue
+        row = cast(RolloutRow, record)  # judge_messages reads only the item's fields
+        messages = judge_messages(row, " or ".join(record["answer"]), config.templates)
+        text = sum(len(message_text(m.get("content"))) for m in messages)
+        plan.to_llm += repeats
+        plan.to_send += repeats
+        plan.prompt_tokens += repeats * math.ceil(text / CHARS_PER_TOKEN)
+    return plan
+
+
+def dry_run_judge(
+    records: Iterable[RolloutRow] | Iterable[PromptRecord], config: JudgeConfig, ahead: int | None = None
+) -> list[str]:
+    """What the judge would ask its LLM and cost, sending nothing: the dry run's report, line by
+    line. With `ahead` (the repeats), `records` are prompt records and the rollout is still to
+    come (`bv eval --dry-run`): every row that may reach the LLM judge is counted."""
+    from bv.stages.estimate import cost_lines, guess_completions
+
+    endpoint = config.endpoint
+    backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
+    path = config.cache
+    cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
+    if ahead is not None:
+        plan = plan_judge_ahead(records, config, ahead)
+        fewer = " (the rules decide first what they can: fewer are sent)" if config.mode == "auto" else ""
+        where = f"not looked up: the judge's requests depend on replies still to come{fewer}"
+    else:
+        plan = plan_judge(cast(Iterable[RolloutRow], records), config, backend, cache)
+        where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
+    lines = judge_plan_lines(plan, backend, where)
+    if backend is None:
+        return lines
+    limit = config.token_limit
+    completions = guess_completions(
+        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
+    )
+    url = first_url(backend.endpoint)
+    return lines + cost_lines(
+        config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 from bv.core.errors import BadConfig
 from bv.core.records import PromptRecord
+from bv.core.redaction import public_params
 from bv.core.settings import body_fields, check, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
@@ -162,6 +163,7 @@ class RolloutConfig(RequestSettings):
     )
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
     request_params: dict[str, Any] = field(init=False, repr=False)
+    recorded_params: dict[str, Any] = field(init=False, repr=False, compare=False)  # secrets as ***
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -186,6 +188,7 @@ class RolloutConfig(RequestSettings):
             check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
+        object.__setattr__(self, "recorded_params", public_params(self.request_params))
         object.__setattr__(self, "backend_config", self._backend_config())
 
     def _given(self, name: str) -> bool:

@@ -191,7 +191,12 @@ class OpenAIBackend:
                         raw = await (read_body(response) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             if first_byte is not None and first_byte.expired:
-                raise NoReply(self._timed_out(replica, "first byte")) from None
+                what = self._timed_out(replica, "first byte")
+                if not replica.answered:  # accepted, then silent: as unreachable as a refused port
+                    replica.unreachable += 1
+                    replica.last_error = what
+                    self._fail_fast()
+                raise NoReply(what) from None
             if read is not None and read.expired:
                 raise NoReply(self._timed_out(replica, "read")) from None
             what, unreachable = describe_transport_error(exc, replica.url, self.config.connect_timeout_s)
