@@ -139,7 +139,8 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     type=Finite(min=0, max=1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
-    help="The gate's false-accept rate.",
+    help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
+    " accepted edit (the j-th gate decision is tested at alpha/2^j).",
 )
 @click.option(
     "--gate",

@@ -107,11 +107,23 @@ def accuracy_bars(summaries: Sequence[Summary]) -> str:
     return "".join(out)
 
 
-def difference_plot(pair: Paired) -> str:
-    """Per category, the difference from the baseline with its 95% interval, around zero."""
+_SPANS = (0.05, 0.1, 0.2, 0.25, 0.5, 1.0)  # the Δ axis reaches the first that holds every interval
+
+
+def shared_span(pairs: Sequence[Paired]) -> float:
+    """One Δ axis for every comparison of a page (so two plots read alike), in round points."""
+    bounds = [
+        abs(v) for pair in pairs for d in [pair, *pair["by_type"].values()] if d["ci95"] for v in d["ci95"]
+    ]
+    widest = max(bounds, default=0.0)
+    return next((span for span in _SPANS if widest <= span), 1.0)
+
+
+def difference_plot(pair: Paired, span: float | None = None) -> str:
+    """Per category, the difference from the baseline with its 95% interval, around zero, on an
+    axis of ±`span` (the page's shared_span)."""
     rows: list[tuple[str, Difference]] = [("Overall", pair), *pair["by_type"].items()]
-    bounds = [abs(v) for _, d in rows if d["ci95"] for v in d["ci95"]] + [0.05]
-    span = min(1.0, max(bounds) * 1.1)
+    span = span or shared_span([pair])
     height = 16 + len(rows) * 20 + 20
     x0, mid_x = _LABEL_W, _LABEL_W + _PLOT_W / 2
 
@@ -145,7 +157,10 @@ def difference_plot(pair: Paired) -> str:
         )
     axis = height - 14
     for tick in (-span, -span / 2, 0.0, span / 2, span):
-        out.append(f'<text x="{x(tick):.1f}" y="{axis + 10}" text-anchor="middle">{100 * tick:+.0f}</text>')
+        out.append(
+            f'<text class="tick" x="{x(tick):.1f}" y="{axis + 10}" text-anchor="middle">'
+            f"{100 * tick:+.0f}</text>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -178,20 +193,39 @@ def provenance_table(summaries: Sequence[Summary], differs: dict[str, list[str]]
     return f'<table class="sum prov"><thead><tr><th></th>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
+def headline(summary: Summary) -> str:
+    """A single run's result in one sentence: its accuracy, interval, items, runs and chance."""
+    cell = summary["overall"]
+    if cell["accuracy"] is None:
+        return f"{summary['name']}: no accuracy (no row counted)."
+    ci = cell.get("ci95")
+    interval = f" (95% CI {100 * ci[0]:.1f}–{100 * ci[1]:.1f})" if ci else ""
+    runs = f", {cell['runs']} runs each" if cell["runs"] > 1 else ""
+    chance = f"; chance {100 * cell['chance']:.1f}%" if cell["chance"] is not None else ""
+    return (
+        f"{summary['name']}: accuracy {100 * cell['accuracy']:.1f}%{interval} on {cell['n']} items{runs}"
+        f"{chance}."
+    )
+
+
 def overview(summaries: Sequence[Summary], comparison: Comparison | None, notes: Sequence[str] = ()) -> str:
     """The section at the top of the page."""
     pairs = comparison["pairs"] if comparison else []
     out = ['<section id="overview"><h2>Result</h2>']
     out += [f'<p class="verdict">{_esc(pair["verdict"])}.</p>' for pair in pairs]
+    if not pairs:
+        out.append(f'<p class="verdict headline">{_esc(headline(summaries[0]))}</p>')
     out += [f'<p class="note">{_esc(line)}</p>' for line in notes]
     out.append(f"<h3>Accuracy by category, against chance</h3>{accuracy_bars(summaries)}")
     out.append(
         f'<p class="meta">Bars: accuracy; black: the {_esc(summaries[0]["interval"])}; red tick: chance.</p>'
     )
     adjustment = comparison["adjustment"] if comparison else ""
+    span = shared_span(pairs)
     for pair in pairs:
         out.append(
-            f"<h3>{_esc(pair['b'])} − {_esc(pair['a'])}, points, by category</h3>{difference_plot(pair)}"
+            f"<h3>{_esc(pair['b'])} − {_esc(pair['a'])}, points, by category</h3>"
+            f"{difference_plot(pair, span)}"
             f'<p class="meta">Per-item mean difference with its 95% interval; p adjusted by'
             f" {_esc(adjustment)}; green or red where p &lt; 0.05.</p>"
         )

@@ -58,7 +58,8 @@ CSS = """
 color:#1d2330;background:#f3f4f7}main{max-width:1180px;margin:0 auto;padding:0 16px 40px}
 h1{font-size:20px;margin:18px 0 2px}h2{font-size:16px;margin:22px 0 8px}.meta{color:#5b6475;margin:0}
 table.sum{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;margin:6px 0 10px}
-.sum th,.sum td{padding:3px 10px;text-align:right;border-bottom:1px solid #e6e8ee;white-space:nowrap}
+table.sum{max-width:100%}.sum th,.sum td{padding:3px 10px;text-align:right;border-bottom:1px solid #e6e8ee}
+.sum td:first-child{white-space:nowrap}.prov td{overflow-wrap:anywhere}
 .sum th{background:#eef0f5;font-weight:600}.sum td:first-child,.sum th:first-child{text-align:left}
 .sum tr[data-f]{cursor:pointer}.sum tr[data-f]:hover{background:#eef4ff}
 .sum .overall td,.sum .type td{font-weight:600}.sum .subtype td:first-child{padding-left:26px}
