@@ -105,6 +105,11 @@ def test_importing_the_api_is_cheap():
         "bv.core",
         "bv.core.errors",
         "bv.core.records",
+        "bv.core.settings",  # the settings' declarations (no click), and their defaults
+        "bv.engine",
+        "bv.engine.defaults",
+        "bv.stages",
+        "bv.stages.request_settings",
         "bv.reporting",
         "bv.reporting.report_view",  # bv.api.Report: a dataclass, its renderers loaded when called
     }
@@ -113,11 +118,11 @@ def test_importing_the_api_is_cheap():
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.cli.options import BACKEND_NAMES
+    from bv.core.settings import declared
     from bv.engine.backends import BACKENDS, make_backend
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
-    assert BACKEND_NAMES == list(BACKENDS) == list(BACKEND_SETTINGS)
+    assert declared(RolloutConfig)["backend"].choices == tuple(BACKENDS) == tuple(BACKEND_SETTINGS)
     with pytest.raises(ValueError, match="takes no keep_workdirs"):
         make_backend("chance", seed=1, keep_workdirs="x")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):

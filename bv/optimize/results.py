@@ -10,6 +10,7 @@ from typing import Any
 
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow
+from bv.core.settings import setting
 from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
 from bv.optimize.gate import GATES
 from bv.optimize.reflect import count_fields
@@ -37,7 +38,15 @@ class OptimizeOptions:
     edits: int = 4  # the step size: edits applied at most per step
     alpha: float = 0.05
     gate: str = "paired"
-    repeats: int = 3  # runs per item on the selection and test splits
+    repeats: int = setting(
+        3,
+        "--repeats",
+        kind=int,
+        low=1,
+        high=100,
+        show_default=True,
+        help="Runs per item on the selection and test splits.",
+    )
     max_skill_chars: int = DEFAULT_MAX_SKILL_CHARS
 
     def __post_init__(self) -> None:
