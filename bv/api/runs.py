@@ -80,7 +80,7 @@ def optimize(
     test_judge_model: str | None = None,
     test_judge_base_url: str | None = None,
     test_judge_api_key: str | None = None,
-    ratio: tuple[int, int, int] = (2, 1, 7),
+    ratio: str | tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
     epochs: int = 4,

@@ -63,6 +63,22 @@ def prompt(
     yield from prompt_records(parsed(), lambda _: None, options, bad)
 
 
+def _file_rows(rows: Iterable[Mapping[str, Any]] | str | Path) -> Iterable[Mapping[str, Any]]:
+    """Rows as given, or a results file's rows, read as bv report reads them (bounded lines)."""
+    if not isinstance(rows, str | Path):
+        return rows
+    from bv.core.jsonl import Problems, read_json_lines
+
+    class Raising(Problems):
+        def report(self, where: Any, why: str) -> None:
+            raise BadRecord(f"{where}: {why}")
+
+        def cannot_open(self, path: str, exc: OSError) -> None:
+            raise exc
+
+    return [value for _, value in read_json_lines([str(rows)], Raising())]
+
+
 def _cache_path(cache: str | Path | None) -> Path | None:
     """A `cache` keyword as a path: the commands' default cache, None for none, or the path given."""
     return None if cache is None else reply_cache(cache)
@@ -228,14 +244,25 @@ def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict
     return [result.rows[key] for key in ordered_keys(result, sort)]
 
 
-def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping[str, Any]]) -> Report:
-    """The report of judged rows: one input (an iterable of rows), or several by name
-    (`{"v1": rows, "v2": rows}`), compared on the rows they all have, as `bv report` does."""
+def report(
+    results: Mapping[str, Iterable[Mapping[str, Any]] | str | Path]
+    | Iterable[Mapping[str, Any]]
+    | str
+    | Path,
+) -> Report:
+    """The report of judged rows: one input (an iterable of rows, or a results file as a str or a
+    Path), or several by name (`{"v1": rows, "v2": "v2.jsonl"}`), compared on the rows they all
+    have, as `bv report` does. A bad line of a file raises BadRecord naming the file and line."""
     from bv.core.records import check_judged_row
     from bv.reporting.render import report_json
     from bv.reporting.report import build_report
 
+    if isinstance(results, str | Path):
+        results = {Path(results).stem: results}
     named = results.items() if isinstance(results, Mapping) else [("results", results)]
-    inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
+    inputs = [
+        (str(name), _checked(_file_rows(rows), check_judged_row, f"{name}: judged row"))
+        for name, rows in named
+    ]
     built, _ = build_report(inputs)
     return Report(report_json(built))

@@ -38,7 +38,7 @@ SKIP_BAD = click.option("--skip-bad", is_flag=True, help="Exit 0 even when some 
 INPUTS = click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 BASE_URLS = click.option(
     "--base-url",
-    "base_urls",
+    "base_url",
     multiple=True,
     help="OpenAI-compatible endpoint; repeat for replicas of one model. [env var: OPENAI_BASE_URL]",
 )

@@ -28,6 +28,19 @@ def _test_judge(o: Mapping[str, Any]) -> Any:
     )
 
 
+def _ratio(given: str | tuple[int, int, int]) -> tuple[int, int, int]:
+    """A ratio as either face gives it: "2:1:7" (the command line's) or (2, 1, 7)."""
+    from bv.optimize.results import OptimizeError
+    from bv.optimize.split import parse_ratio
+
+    if not isinstance(given, str):
+        return (int(given[0]), int(given[1]), int(given[2]))
+    try:
+        return parse_ratio(given)
+    except ValueError as exc:
+        raise OptimizeError(f"`ratio`: {exc}") from None
+
+
 def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[Any, ...]:
     """(items, seed skill, run folder, engines, loop options) from bv.api.optimize's keywords,
     its `cache` keyword resolved by bv.api to `cache_path`."""
@@ -85,7 +98,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
     )
     split = o["split"]
     loop_options = OptimizeOptions(
-        ratio=tuple(o["ratio"]),
+        ratio=_ratio(o["ratio"]),
         split_file=Path(split) if split is not None else None,
         seed=o["seed"],
         epochs=o["epochs"],
