@@ -180,3 +180,12 @@ def test_one_run_difference_interval_is_newcombes_and_covers():
         low, high = paired_comparison(a, b).ci95
         covered += low <= 0.06 <= high
     assert 0.92 <= covered / 400 <= 0.99
+
+
+def test_items_needed_at_the_datas_runs_is_the_documented_formula():
+    """Issue 33: on a null A/B where Var(d) < noise/K the split clamped `between` at 0 and asked
+    for noise/K (367 items instead of 282); at the data's runs it is z^2 Var(d) / delta^2."""
+    plan = PowerPlan(n_items=100, runs=3, var_diff=0.010, noise_per_run=0.060)
+    z = statistics.NormalDist().inv_cdf(0.975) + statistics.NormalDist().inv_cdf(0.8)
+    assert plan.items_for(0.03) == math.ceil(z**2 * 0.010 / 0.03**2)
+    assert plan.items_for(0.03, runs=6) == math.ceil(z**2 * (0.0 + 0.060 / 6) / 0.03**2)
