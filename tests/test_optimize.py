@@ -67,7 +67,7 @@ def command(data_dir: Path, models: Models, out: Path, *extra: str) -> str:
             f"-m target --base-url {models.target.base_url} --api-key sk-test-target",
             f"--optimizer-model writer --optimizer-base-url {models.optimizer.base_url}",
             "--optimizer-api-key sk-test-optimizer --mode rules",
-            "--ratio 2:3:3 --batch 8 --minibatch 8 --edits 2 --repeats 2 --epochs 3",
+            "--ratio 2:3:3 --batch-size 8 --minibatch 8 --edits 2 --repeats 2 --epochs 3",
             f"--cache {out.parent / 'cache.sqlite'}",
             *extra,
         ]
