@@ -29,7 +29,7 @@ demo: $(VENV)/.installed
 optimize-demo: $(VENV)/.installed
 	$(BIN)/bv synth --n 96 --seed 0 --out $(DEMO)/optimize-data
 	$(BIN)/python tests/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
-	  --ratio 2:3:3 --batch 8 --edits 2 --repeats 2 --epochs 3
+	  --ratio 2:3:3 --batch-size 8 --edits 2 --repeats 2 --epochs 3
 
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
 # Debian); elsewhere that one test skips and says why. The tests run on every core (pytest-xdist),

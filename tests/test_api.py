@@ -105,6 +105,11 @@ def test_importing_the_api_is_cheap():
         "bv.core",
         "bv.core.errors",
         "bv.core.records",
+        "bv.core.settings",  # the settings' declarations (no click), and their defaults
+        "bv.engine",
+        "bv.engine.defaults",
+        "bv.stages",
+        "bv.stages.request_settings",
         "bv.reporting",
         "bv.reporting.report_view",  # bv.api.Report: a dataclass, its renderers loaded when called
     }
@@ -113,11 +118,11 @@ def test_importing_the_api_is_cheap():
 
 
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
-    from bv.cli.options import BACKEND_NAMES
+    from bv.core.settings import declared
     from bv.engine.backends import BACKENDS, make_backend
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
-    assert BACKEND_NAMES == list(BACKENDS) == list(BACKEND_SETTINGS)
+    assert declared(RolloutConfig)["backend"].choices == tuple(BACKENDS) == tuple(BACKEND_SETTINGS)
     with pytest.raises(ValueError, match="takes no keep_workdirs"):
         make_backend("chance", seed=1, keep_workdirs="x")
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
@@ -363,3 +368,37 @@ def test_merge_returns_the_rows_bv_merge_writes(tmp_path, sample_dir):
         {(r["id"], r["run"]) for r in first + redone}, key=lambda key: (int(key[0]), key[1])
     )
     assert all(r in redone for r in written if r["id"] in {p["id"] for p in prompts[2:]})
+
+
+def test_report_takes_a_results_file_by_its_path(tmp_path, sample_dir):
+    """api.report("x.jsonl") reads the file as bv report does (it raised "dictionary update
+    sequence..." before); a bad line names the file and line."""
+    from bv.core.errors import BadRecord
+
+    rows = api.judge(api.rollout(_prompts(sample_dir), backend="chance", cache=None), mode="rules")
+    path = tmp_path / "v1.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    by_path, by_rows = api.report(str(path)), api.report({"v1": rows})
+    assert by_path.data == by_rows.data and api.report(path).data == by_rows.data
+    assert api.report({"v1": path}).data == by_rows.data
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(BadRecord, match=r"v1.jsonl:5"):
+        api.report(path)
+
+
+def test_optimize_takes_the_ratio_as_the_command_line_writes_it(tmp_path, sample_dir):
+    """api.optimize(ratio="2:3:3") (an "unsupported operand" before), as --ratio 2:3:3."""
+    from bv.optimize.results import OptimizeError
+
+    skill = tmp_path / "seed.md"
+    skill.write_text("Look twice.\n")
+    common = {"skill": str(skill), "out": tmp_path / "run", "optimizer_model": "o", "backend": "chance"}
+    items = sample_dir / "meta_data.jsonl"
+    said = []
+    for ratio in ("1:1:1", (1, 1, 1)):  # 12 items split 1:1:1 by subtype: a part left empty, alike
+        with pytest.raises(OptimizeError, match="leaves a part empty") as raised:
+            api.plan_optimize(items, ratio=ratio, **common)
+        said.append(str(raised.value))
+    assert said[0] == said[1]
+    with pytest.raises(OptimizeError, match="`ratio`"):
+        api.plan_optimize(items, ratio="2:x:3", **common)

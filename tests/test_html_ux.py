@@ -59,8 +59,8 @@ def test_comparison_reads_like_the_terminal(pair, tmp_path):
     result = bv_inproc(f"bv report v1={a} v2={b} --html {page}")
     assert page.is_file(), result.stderr
     sentence = next(line for line in result.stdout.splitlines() if "improved" in line)
-    assert "v2 is worse than v1 by 70.0 points" in sentence and "p = 5.72e-06" in sentence
-    assert "on 30 items: 1 improved, 22 regressed, 7 unchanged (exact McNemar test" in sentence
+    assert "v2 is worse than v1 by 70.0 points" in sentence and "two-sided p = 7.86e-08" in sentence
+    assert "on 30 items: 1 improved, 22 regressed, 7 unchanged (Newcombe's paired score interval" in sentence
     text = page.read_text()
     section = text[text.index('id="paired"') : text.index('id="items"')]
     assert html.unescape(re.search(r'<p class="cmp">(.*?)</p>', section)[1]) == sentence  # word for word
@@ -111,7 +111,7 @@ def test_comparison_in_headless_chromium(pair):
     with Browser() as browser:
         browser.open(page, width=1280, height=1200)
         sentence = browser.evaluate("document.querySelector('p.cmp').innerText")
-        assert "v2 is worse than v1 by 70.0 points" in sentence and "p = 5.72e-06" in sentence
+        assert "v2 is worse than v1 by 70.0 points" in sentence and "p = 7.86e-08" in sentence
         table = browser.evaluate(
             "[...document.querySelectorAll('table.cmp tr')].map(r => [...r.cells].map(c => c.innerText))"
         )

@@ -67,7 +67,7 @@ def command(data_dir: Path, models: Models, out: Path, *extra: str) -> str:
             f"-m target --base-url {models.target.base_url} --api-key sk-test-target",
             f"--optimizer-model writer --optimizer-base-url {models.optimizer.base_url}",
             "--optimizer-api-key sk-test-optimizer --mode rules",
-            "--ratio 2:3:3 --batch 8 --minibatch 8 --edits 2 --repeats 2 --epochs 3",
+            "--ratio 2:3:3 --batch-size 8 --minibatch 8 --edits 2 --repeats 2 --epochs 3",
             f"--cache {out.parent / 'cache.sqlite'}",
             *extra,
         ]
@@ -120,7 +120,11 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
         assert prompt.count("### Attempt") <= 8
     report = (out / "report.md").read_text()
     assert "## Headline" in report and "malformed_reply" in report and "absent" in report
-    assert "<svg" in (out / "report.html").read_text()
+    page = (out / "report.html").read_text()
+    # report.md rendered as HTML (not a <pre> of Markdown), before the chart, whose step axis is labelled
+    assert "<h2>Headline</h2>" in page and "## Headline" not in page
+    assert page.index('<section class="report">') < page.index("<svg")
+    assert '<text class="step"' in page and ">0</text>" in page
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
 
 

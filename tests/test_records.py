@@ -3,6 +3,7 @@ lists exactly those, and each stage's re-run drops exactly its own and later fie
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -78,3 +79,18 @@ def test_one_natural_sort_key():
     assert natural("item1²") == [(1, 0, "item", ""), (0, 1, "1", "1"), (1, 0, "²", "")]
     big = ["9" * 5000, "1" + "0" * 4999, "445", "0445", "44"]  # never through int(): 5,000 digits
     assert sorted(big, key=natural) == ["44", "0445", "445", "1" + "0" * 4999, "9" * 5000]
+
+
+def test_run_must_be_a_non_negative_integer(tmp_path):
+    """Issue 33: `run: -1` was accepted; it costs its line with a clear message, file and line."""
+    from conftest import bv_inproc
+
+    rows = [
+        {"id": "1", "run": 0, "hard": 1, "decided_by": "rules"},
+        {"id": "2", "run": -1, "hard": 1, "decided_by": "rules"},
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = bv_inproc(f"bv report --format json {path}")
+    assert f"{path}:2" in result.stderr and "'run' must be a non-negative integer, not -1" in result.stderr
+    assert json.loads(result.stdout)["inputs"][0]["overall"]["n"] == 1 and result.returncode == 1

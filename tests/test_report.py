@@ -8,7 +8,7 @@ import math
 import pytest
 from conftest import bv_inproc, jsonl
 
-from bv.core.stats import estimate_over_items, mcnemar_exact, pstdev, wilson
+from bv.core.stats import estimate_over_items, pstdev, wilson
 from bv.reporting.report import build_report, summarize
 
 
@@ -19,14 +19,6 @@ from bv.reporting.report import build_report, summarize
 def test_wilson_bounds(k, n, low, high):
     got = wilson(k, n)
     assert got[0] == pytest.approx(low, abs=1e-4) and got[1] == pytest.approx(high, abs=1e-4)
-
-
-@pytest.mark.parametrize(
-    "improved,regressed,p",
-    [(1, 9, 22 / 1024), (9, 1, 22 / 1024), (0, 6, 2 / 64), (5, 5, 1.0), (0, 0, 1.0), (3, 12, 0.03515625)],
-)
-def test_mcnemar_exact(improved, regressed, p):
-    assert mcnemar_exact(improved, regressed) == pytest.approx(p)
 
 
 def rows(run: int, hards: list[int | None], **extra) -> list[dict]:
@@ -81,8 +73,14 @@ def test_paired_comparison_and_intersection():
     report, kept = build_report([("a", a), ("b", b)], keep_rows=True)
     pair = report["comparison"]["paired"]
     assert (pair["n_items"], pair["improved"], pair["regressed"], pair["unchanged"]) == (5, 2, 1, 2)
-    assert pair["p_value"] == pytest.approx(mcnemar_exact(2, 1)) and pair["improved_ids"] == ["2", "3"]
-    assert pair["diff"] == pytest.approx(1 / 5) and pair["method"].startswith("exact McNemar")
+    assert (
+        pair["p_value"] > 0.05
+        and pair["ci95"][0] < 0 < pair["ci95"][1]
+        and pair["improved_ids"] == ["2", "3"]
+    )
+    assert pair["diff"] == pytest.approx(1 / 5) and pair["method"].startswith(
+        "Newcombe's paired score interval"
+    )
     assert report["comparison"]["left_out"] == {"a": 0, "b": 1} and [len(list(k)) for k in kept] == [5, 5]
     assert report["inputs"][1]["overall"]["n"] == 5  # compared on the common items only
 
@@ -97,14 +95,16 @@ def test_report_cli_side_by_side_with_paired_test(tmp_path):
     b = write(tmp_path / "b.jsonl", rows(0, [1] * 9 + [0] + [1] * 10 + [0]))
     table = bv_inproc(f"bv report v1={a} v2={b}")
     assert table.returncode == 0
-    assert "v2 is better than v1 by 45.0 points (95% CI +21.0 to +64.5; p = 0.00391)" in table.stdout
-    assert "on 20 items: 9 improved, 0 regressed, 11 unchanged (exact McNemar test" in table.stdout
+    assert "v2 is better than v1 by 45.0 points (two-sided 95% CI +" in table.stdout
+    assert (
+        "on 20 items: 9 improved, 0 regressed, 11 unchanged (Newcombe's paired score interval" in table.stdout
+    )
     assert "rows left out: v1 0, v2 1" in table.stdout
     report = json.loads(bv_inproc(f"bv report --format json v1={a} v2={b}").stdout)
-    assert report["comparison"]["paired"]["p_value"] == pytest.approx(2 / 512)
+    assert report["comparison"]["paired"]["p_value"] < 0.05
     markdown = bv_inproc(f"bv report --format markdown v1={a} v2={b}").stdout
     assert (
-        "| **Overall** | 20 | 50.0 [29.9–70.1] | 95.0 [76.4–99.1] | +45.0 [+21.0, +64.5] | 0.0039 |"
+        "| **Overall** | 20 | 50.0 [29.9–70.1] | 95.0 [76.4–99.1] | +45.0 [+17.6, +65.5] | 0.0016 |"
         in markdown
     )
     assert "v2 is better than v1 by 45.0 points" in markdown

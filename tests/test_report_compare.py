@@ -11,6 +11,7 @@ import math
 import statistics
 
 import pytest
+import scipy.stats as scipy_stats
 from conftest import bv_inproc
 
 from bv.core.power import PowerPlan
@@ -56,14 +57,16 @@ def test_the_issue_example_is_tested_per_item(tmp_path):
     result = bv_inproc(f"bv report v1={v1} v2={v2}")
     assert result.returncode == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("v2 vs v1"))
-    # 9 discordant items, 6 to 3: 2 * (1 + 9 + 36 + 84) / 512 = 0.508, not 0.122 over 120 rows
-    assert "no significant difference, +7.5 points" in line and "p = 0.508" in line, line
-    assert "on 40 items: 6 improved, 3 regressed, 31 unchanged (exact sign-flip permutation test" in line
+    # the t test on 40 per-item differences (6 at +1, 3 at -1): p = 0.323, not 0.122 over 120 rows
+    assert "no significant difference, +7.5 points" in line and "two-sided p = 0.323" in line, line
+    assert "on 40 items: 6 improved, 3 regressed, 31 unchanged (t interval over per-item" in line
     data = json.loads(bv_inproc(f"bv report --format json v1={v1} v2={v2}").stdout)
     pair = data["comparison"]["paired"]
-    assert pair["p_value"] == pytest.approx(260 / 512) and pair["n_items"] == 40
     diffs = [1.0] * 6 + [-1.0] * 3 + [0.0] * 31
-    half = 1.959964 * statistics.stdev(diffs) / math.sqrt(40)
+    assert (
+        pair["p_value"] == pytest.approx(scipy_stats.ttest_1samp(diffs, 0).pvalue) and pair["n_items"] == 40
+    )
+    half = scipy_stats.t.ppf(0.975, 39) * statistics.stdev(diffs) / math.sqrt(40)
     assert pair["ci95"] == pytest.approx([0.075 - half, 0.075 + half], abs=1e-5)
     assert data["comparison"]["differs"] == {"skill": ["s@aaaaaaaa", "s@bbbbbbbb"]}
     assert "differ in more" not in result.stderr  # the skill is the one thing compared
@@ -171,3 +174,14 @@ def test_clustered_interval_and_difference_columns_in_csv(tmp_path):
     assert overall["vs"] == "v1" and float(overall["diff"]) == pytest.approx(0.075)
     assert float(overall["diff_low"]) < 0 < float(overall["diff_high"]) and overall["improved"] == "6"
     assert next(x for x in lines if x["input"] == "v1")["diff"] == ""
+
+
+def test_power_at_one_run_says_the_noise_cannot_be_estimated(tmp_path):
+    """Issue 33: at one run --power said "no number of runs on these items" (26 runs suffice for
+    Bernoulli items); the noise is unknown from one run, and it says so."""
+    a = write(tmp_path / "a.jsonl", [row(i, 0, i % 2) for i in range(40)])
+    b = write(tmp_path / "b.jsonl", [row(i, 0, int(i % 3 == 0)) for i in range(40)])
+    result = bv_inproc(f"bv report --power v1={a} v2={b}")
+    line = next(x for x in (result.stdout + result.stderr).splitlines() if x.startswith("Power,"))
+    assert "run-to-run noise cannot be estimated from one run per item" in line, line
+    assert "no number of runs" not in line

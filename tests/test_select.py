@@ -64,7 +64,7 @@ def test_prompt_sample_same_twice_and_from_shuffled_input(sample_dir, tmp_path):
     shutil.copytree(sample_dir / "images", tmp_path / "images")
     (tmp_path / "shuffled.jsonl").write_text("".join(lines))
     runs = [
-        bv_inproc(f"bv prompt {path} --sample 6 --seed 5")
+        bv_inproc(f"bv prompt {path} --sample 6 --sample-seed 5")
         for path in (items, items, tmp_path / "shuffled.jsonl")
     ]
     ids = [sorted(r["id"] for r in jsonl(run.stdout)) for run in runs]

@@ -6,7 +6,7 @@ record the same run and make the same rows from the same settings, cost and batc
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,11 +19,17 @@ from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
 from test_eval_cost import command as eval_command
 
 from bv import api
-from bv.cli.common import SETTING_NAMES
-from bv.cli.request_commands import WIRING, judge, judge_config, rollout, rollout_config
+from bv.cli.declared import config_of
+from bv.cli.request_commands import judge, rollout, rollout_config
 from bv.core.errors import BadConfig
 from bv.core.run_context import running
+from bv.core.settings import api_default, declared, default_of
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.request_settings import DEFAULT_CACHE
 from bv.stages.rollout_config import RolloutConfig
+
+# Options of the commands that are wiring, not settings of the stage (files, streams, exit status).
+WIRING = {"inputs", "dry_run", "skip_bad", "no_cache"}
 
 # Values of every setting, none of them a default; the CLI spelling of each beside it.
 ROLLOUT = {
@@ -84,32 +90,80 @@ JUDGE = {
 
 def settings_of(command: click.Command) -> set[str]:
     """The stage settings a command has options for (its wiring options left out)."""
-    return {SETTING_NAMES.get(p.name, p.name) for p in command.params if p.name and p.name not in WIRING}
+    return {p.name for p in command.params if p.name and p.name not in WIRING}
+
+
+def api_keywords(config_type) -> dict:
+    """bv.api's keywords for a stage, each at its default (as bv.api.stages._config takes them)."""
+    from bv.api.stages import _NOT_KEYWORDS
+
+    return {
+        f.name: api_default(config_type, f.name)
+        for f in dataclasses.fields(config_type)
+        if f.init and f.name not in _NOT_KEYWORDS
+    }
 
 
 @pytest.mark.parametrize(
-    ("command", "function", "values"), [(rollout, api.rollout, ROLLOUT), (judge, api.judge, JUDGE)]
+    ("command", "config_type", "values"), [(rollout, RolloutConfig, ROLLOUT), (judge, JudgeConfig, JUDGE)]
 )
-def test_every_option_is_a_keyword_of_the_api(command, function, values):
-    keywords = set(inspect.signature(function).parameters) - {"prompts", "rows"}
-    missing = settings_of(command) - keywords - {"ordered"}  # the API's rows always come in input order
-    assert not missing, f"bv {command.name} options without a bv.api.{function.__name__} keyword: {missing}"
+def test_every_option_is_a_keyword_of_the_api(command, config_type, values):
+    missing = settings_of(command) - set(api_keywords(config_type)) - {"ordered"}  # always in order
+    assert not missing, f"bv {command.name} options without a bv.api keyword: {missing}"
     untested = settings_of(command) - set(values) - {"ordered", "templates", "exec_cmd"}
     assert not untested, f"add {untested} to this test's values"
+
+
+@pytest.mark.parametrize(("command", "config_type"), [(rollout, RolloutConfig), (judge, JudgeConfig)])
+def test_both_faces_default_as_the_declaration_says(command, config_type, monkeypatch):
+    """Every option's default is its setting's declared default (the cache: the default cache,
+    which the command resolves from no --cache), and so is every bv.api keyword's."""
+    for decl in declared(config_type).values():
+        if decl.envvar:
+            monkeypatch.delenv(decl.envvar, raising=False)
+    options = {p.name: p for p in command.params if isinstance(p, click.Option)}
+    with _parsed(command, []) as ctx:
+        given = ctx.params
+    for name, decl in declared(config_type).items():
+        if name not in options:
+            continue
+        default, parsed = default_of(config_type, name), given[name]
+        if decl.multiple:
+            assert tuple(parsed or ()) == tuple(default), name
+        elif name == "cache":
+            assert parsed is None and decl.api_default == DEFAULT_CACHE
+        else:
+            assert parsed == default, (name, parsed, default)
+        assert options[name].help == decl.help and "/".join(options[name].opts) == "/".join(decl.flags)
+    keywords = api_keywords(config_type)
+    assert keywords["quiet"] is True and keywords["cache"] == DEFAULT_CACHE  # a library is quiet
+    assert {k: v for k, v in keywords.items() if k not in ("quiet", "cache")} == {
+        k: default_of(config_type, k) for k in keywords if k not in ("quiet", "cache")
+    }
+
+
+def test_an_unknown_keyword_is_a_type_error():
+    with pytest.raises(TypeError, match=r"unexpected keyword.*max_tokns"):
+        api.rollout([], backend="chance", max_tokns=5)
+    with pytest.raises(TypeError, match="ordered"):  # the API's rows always come in input order
+        api.rollout([], backend="chance", ordered=False)
 
 
 def _parsed(command: click.Command, argv: list[str]) -> click.Context:
     return command.make_context(command.name, argv, resilient_parsing=False)
 
 
+def _settings(ctx: click.Context) -> dict:
+    return {k: v for k, v in ctx.params.items() if k not in ("inputs", "dry_run", "skip_bad")}
+
+
 def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [word for _, words in ROLLOUT.values() for word in words] + ["--ordered"]  # as the API's
     keywords = {name: value for name, (value, _) in ROLLOUT.items()}
-    keywords["prompts"] = []
-    with running():
-        from_cli = rollout_config(_parsed(rollout, argv))
-        from_api = api._rollout_config(**_api_keywords(api.rollout, keywords))
+    with running(), _parsed(rollout, argv) as ctx:
+        from_cli = rollout_config(_settings(ctx), dry_run=False)
+        from_api = api._rollout_config(**keywords)
     assert from_cli == from_api and from_cli.settings == from_api.settings
     endpoint = from_cli.backend_config["endpoint"]
     assert endpoint == from_api.backend_config["endpoint"]
@@ -128,22 +182,14 @@ def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = [word for _, words in JUDGE.values() for word in words]
     keywords = {name: value for name, (value, _) in JUDGE.items()}
-    keywords["rows"] = []
-    with running():
-        from_cli = judge_config(_parsed(judge, argv))
-        from_api = api._judge_config(**_api_keywords(api.judge, keywords))
+    with running(), _parsed(judge, argv) as ctx:
+        from_cli = config_of(JudgeConfig, _settings(ctx), dry_run=False)
+        from_api = api._judge_config(**keywords)
     assert from_cli == from_api and from_cli.endpoint is not None
     assert from_cli.settings == from_api.settings and from_cli.endpoint == from_api.endpoint
     endpoint = from_cli.endpoint
     assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
     assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
-
-
-def _api_keywords(function, given: dict) -> dict:
-    """Every keyword of the function, at its default unless given (as the function passes them)."""
-    parameters = inspect.signature(function).parameters.items()
-    defaults = {name: p.default for name, p in parameters if p.default is not p.empty}
-    return {**defaults, **{k: v for k, v in given.items() if k in defaults}}
 
 
 @pytest.mark.parametrize(
@@ -216,7 +262,8 @@ FLAGS_KEPT = {
 
 def test_library_messages_name_no_flags():
     """Below bv/cli, a message names a setting (`base_url`), never an option (--base-url): the
-    command line says it as its option (bv.cli.common.cli_words), bv.api as its keyword."""
+    command line says it as its option (bv.cli.common.cli_words), bv.api as its keyword. A
+    setting's declaration names its flags and help, as the one place that says them."""
     import ast
     import re
 
@@ -235,12 +282,18 @@ def test_library_messages_name_no_flags():
             and node.body
             and isinstance(node.body[0], ast.Expr)
         }
+        declarations = {  # a setting's declaration (bv.core.settings.setting) holds its flags and help
+            id(constant)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setting"
+            for constant in ast.walk(node)
+        }
         found += [
             f"{name}:{node.lineno}: {node.value[:80]!r}"
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            and id(node) not in docstrings
+            and id(node) not in docstrings | declarations
             and flag.search(node.value)
         ]
     assert not found, "library strings naming CLI flags (name the setting instead):\n" + "\n".join(found)
@@ -271,13 +324,11 @@ EVAL_KEYWORDS = {
     "limit": 4,
     "repeats": 2,
     "max_turns": 2,
-    "params": {
-        "max_tokens": 77,
-        "temperature": 0.5,
-        "seed": 11,
-        "max_pixels": 4096,
-        "extra_body": {"top_k": 20},
-    },
+    "max_tokens": 77,  # the command's names (bv.runs.config.EvalConfig.of puts them in `params`)
+    "temperature": 0.5,
+    "seed": 11,
+    "max_pixels": 4096,
+    "extra_body": {"top_k": 20},
     "judge_params": {"reasoning_effort": "minimal", "max_tokens": 9},  # --max-cost with --batch needs it
     "jobs": 3,
     "retries": 1,
@@ -302,7 +353,7 @@ def _evaluate(sample_dir, url, out, **keywords):
         model="m",
         base_url=url,
         api_key="sk-test",
-        judge_mode="llm",
+        mode="llm",
         judge_model="judge-m",
         judge_base_url=url,
         cache=out.parent / "cache.sqlite",

@@ -28,8 +28,9 @@ module is the one name to import them by.
 """
 
 from bv.api.runs import evaluate, optimize, plan_optimize
+from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
+from bv.api.stages import _rollout_config as _rollout_config  # (tests/test_two_faces.py)
 from bv.api.stages import (
-    DEFAULT_CACHE,
     ajudge,
     arollout,
     judge,
@@ -38,9 +39,8 @@ from bv.api.stages import (
     report,
     rollout,
 )
-from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
-from bv.api.stages import _rollout_config as _rollout_config  # (tests/test_two_faces.py)
 from bv.reporting.report_view import Report
+from bv.stages.request_settings import DEFAULT_CACHE
 
 __all__ = [
     "DEFAULT_CACHE",

@@ -7,7 +7,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bv.api.stages import DEFAULT_CACHE, _cache_path, _no_running_loop
+from bv.api.stages import _cache_path, _no_running_loop
+from bv.engine.defaults import (
+    CONNECT_TIMEOUT_S,
+    JOBS,
+    RATE_LIMIT_PATIENCE_S,
+    RETRIES,
+    STALL_NOTICE_S,
+    TIMEOUT_S,
+)
+from bv.stages.request_settings import DEFAULT_CACHE
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     from bv.optimize.gepa_adapter import GepaResult
@@ -19,17 +28,17 @@ def evaluate(
     items: str | Path,
     out: str | Path,
     *,
-    model: str | None = None,
-    backend: str = "openai",
     base_url: str | list[str] | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
     quiet: bool = True,
     **options: Any,
 ) -> EvalResult:
     """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
-    `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are the fields of
-    bv.runs.config.EvalConfig (repeats, params, judge_model, judge_mode, limit, prices, max_cost:
-    one budget for rollout and judge, batch, …). Calling it again
+    `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are bv eval's
+    options by their names (model, backend, repeats, max_tokens, temperature, seed, mode,
+    judge_model, skill, limit, prices, max_cost: one budget for rollout and judge, batch, …), or
+    the fields of bv.runs.config.EvalConfig (params, judge_mode); a path as a str or a Path.
+    Calling it again
     with the same arguments resumes the run from the reply cache. Returns how the run went (its
     `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
     with other options raises ValueError, what stops the run raises as `rollout` does: a fatal
@@ -41,7 +50,7 @@ def evaluate(
 
     _no_running_loop("evaluate")
     urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
-    config = EvalConfig.of(items, out, model, backend, urls, _cache_path(cache), quiet, options)
+    config = EvalConfig.of(items, out, urls, _cache_path(cache), quiet, options)
     result = run_eval(config)
     if result.fatal is not None:
         raise Fatal(result.fatal)
@@ -58,12 +67,12 @@ def optimize(
     optimizer_api_key: str | None = None,
     optimizer_params: Mapping[str, Any] | None = None,
     model: str | None = None,
-    backend: str = "openai",
+    backend: str | None = None,  # None: bv rollout's default (RolloutConfig)
     base_url: str | list[str] | None = None,
     api_key: str | None = None,
     params: Mapping[str, Any] | None = None,
-    max_turns: int = 1,
-    judge_mode: str = "auto",
+    max_turns: int | None = None,  # None: bv rollout's default
+    judge_mode: str | None = None,  # None: bv judge's default (JudgeConfig)
     judge_model: str | None = None,
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
@@ -71,7 +80,7 @@ def optimize(
     test_judge_model: str | None = None,
     test_judge_base_url: str | None = None,
     test_judge_api_key: str | None = None,
-    ratio: tuple[int, int, int] = (2, 1, 7),
+    ratio: str | tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
     epochs: int = 4,
@@ -82,18 +91,18 @@ def optimize(
     edits: int = 4,
     alpha: float = 0.05,
     gate: str = "paired",
-    repeats: int = 3,
+    repeats: int | None = None,  # None: the loop's default (OptimizeOptions)
     max_skill_chars: int = 16_000,
     prompts: str | Path | None = None,
     templates: Any = None,
-    jobs: int = 8,
-    retries: int = 5,
-    timeout: float = 600.0,
-    rate_limit_patience: float = 900.0,
-    connect_timeout: float = 10.0,
+    jobs: int = JOBS,
+    retries: int = RETRIES,
+    timeout: float = TIMEOUT_S,
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
-    stall_notice: float = 30.0,
+    stall_notice: float = STALL_NOTICE_S,
     prices: str | None = None,
     max_cost: float | None = None,
     cache: str | Path | None = DEFAULT_CACHE,

@@ -18,8 +18,7 @@ from bv.core.records import (
     check_rollout_record,
 )
 from bv.reporting.report_view import Report
-
-DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
+from bv.stages.request_settings import reply_cache
 
 
 def prompt(
@@ -64,11 +63,25 @@ def prompt(
     yield from prompt_records(parsed(), lambda _: None, options, bad)
 
 
+def _file_rows(rows: Iterable[Mapping[str, Any]] | str | Path) -> Iterable[Mapping[str, Any]]:
+    """Rows as given, or a results file's rows, read as bv report reads them (bounded lines)."""
+    if not isinstance(rows, str | Path):
+        return rows
+    from bv.core.jsonl import Problems, read_json_lines
+
+    class Raising(Problems):
+        def report(self, where: Any, why: str) -> None:
+            raise BadRecord(f"{where}: {why}")
+
+        def cannot_open(self, path: str, exc: OSError) -> None:
+            raise exc
+
+    return [value for _, value in read_json_lines([str(rows)], Raising())]
+
+
 def _cache_path(cache: str | Path | None) -> Path | None:
     """A `cache` keyword as a path: the commands' default cache, None for none, or the path given."""
-    from bv.engine.cache import default_path
-
-    return default_path() if cache == DEFAULT_CACHE else None if cache is None else Path(cache)
+    return None if cache is None else reply_cache(cache)
 
 
 def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
@@ -109,57 +122,24 @@ def _no_running_loop(name: str) -> None:
     )
 
 
-def rollout(
-    prompts: Iterable[Mapping[str, Any]],
-    *,
-    model: str | None = None,
-    backend: str = "openai",
-    base_url: str | list[str] | None = None,
-    api_key: str | None = None,
-    repeats: int = 1,
-    max_turns: int = 1,
-    params: Mapping[str, Any] | None = None,
-    jobs: int = 8,
-    retries: int = 5,
-    timeout: float = 600.0,
-    rate_limit_patience: float = 900.0,
-    connect_timeout: float = 10.0,
-    first_byte_timeout: float | None = None,
-    read_timeout: float | None = None,
-    stall_notice: float = 30.0,
-    cache: str | Path | None = DEFAULT_CACHE,
-    exec_cmd: str | None = None,
-    seed: int | None = None,
-    templates: Any = None,
-    quiet: bool = True,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    max_pixels: int | None = None,
-    extra_body: Mapping[str, Any] | None = None,
-    shard: tuple[int, int] | str | None = None,
-    artifacts: str | Path | None = None,
-    prices: str | Path | None = None,
-    max_cost: float | None = None,
-    batch: bool = False,
-) -> list[RolloutRow]:
+def rollout(prompts: Iterable[Mapping[str, Any]], **settings: Any) -> list[RolloutRow]:
     """Rollout rows for prompt records, in input order (each record `repeats` times), as
-    `bv rollout --ordered` writes them; every keyword is the command's option of the same name
-    (bv.stages.rollout_config.RolloutConfig, which both build). `backend`: openai, azure, exec or
-    chance; the endpoint comes from `base_url`/`api_key` or the environment, as for the command
-    (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and seeds the chance
-    backend's guesses); `params`: further request parameters, `extra_body` fields sent as given
-    (the command's `-p`). `cache`: a path, None for none, or the command's default cache.
-    `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`, `connect_timeout`,
-    `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds. `shard`: (k, n), "K/N",
-    or "auto" / "auto/N" from a SLURM job array or a Kubernetes Indexed Job. `prices`: a price
-    file or "genai-prices", recording each row's `cost_usd`; `max_cost` (USD, needs `prices`) stops
-    starting requests once the run has spent it, as Ctrl-C would (Interrupted). `batch=True` sends
-    the requests as batch jobs and waits for them (docs/batch.md). Settings that cannot work raise
-    BadConfig."""
+    `bv rollout --ordered` writes them; every keyword is the command's option of the same name,
+    at the same default (bv.stages.rollout_config.RolloutConfig declares both). `backend`: openai,
+    azure, exec or chance; the endpoint comes from `base_url`/`api_key` or the environment, as
+    for the command (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and
+    seeds the chance backend's guesses); `params`: further request parameters, `extra_body`
+    fields sent as given (the command's `-p`). `cache`: a path, None for none, or the command's
+    default cache. `quiet=False` shows progress on stderr. The waits (`rate_limit_patience`,
+    `connect_timeout`, `first_byte_timeout`, `read_timeout`, `stall_notice`) are in seconds.
+    `shard`: (k, n), "K/N", or "auto" / "auto/N" from a SLURM job array or a Kubernetes Indexed
+    Job. `prices`: a price file or "genai-prices", recording each row's `cost_usd`; `max_cost`
+    (USD, needs `prices`) stops starting requests once the run has spent it, as Ctrl-C would
+    (Interrupted). `batch=True` sends the requests as batch jobs and waits for them
+    (docs/batch.md). Settings that cannot work raise BadConfig."""
     _no_running_loop("rollout")
     from bv.core.run_context import own_run
 
-    settings = {k: v for k, v in locals().items() if k != "prompts" and k != "own_run"}
     with own_run("rollout"):
         from bv.stages.rollout import run_rollout
 
@@ -172,22 +152,27 @@ def rollout(
 
 def _rollout_config(**keywords: Any) -> Any:
     """The RolloutConfig of `rollout`'s keywords (the command builds the same from its options)."""
-    from bv.core.environment import shard_spec
-    from bv.core.templates import BV_TEMPLATES
     from bv.stages.rollout_config import RolloutConfig
 
-    base_url, artifacts = keywords["base_url"], keywords["artifacts"]
-    keywords |= {
-        "base_url": (base_url,) if isinstance(base_url, str) else tuple(base_url or ()),
-        "params": dict(keywords["params"] or {}),
-        "extra_body": dict(keywords["extra_body"] or {}),
-        "templates": keywords["templates"] or BV_TEMPLATES,
-        "cache": _cache_path(keywords["cache"]),
-        "artifacts": None if artifacts is None else Path(artifacts),
-        "prices": None if keywords["prices"] is None else str(keywords["prices"]),
-        "shard": shard_spec(keywords["shard"]) if isinstance(keywords["shard"], str) else keywords["shard"],
-    }
-    return RolloutConfig(**keywords, ordered=True)
+    return _config(RolloutConfig, keywords, ordered=True)
+
+
+def _config(config_type: Any, keywords: Mapping[str, Any], **fixed: Any) -> Any:
+    """A stage's config of bv.api's keywords: each at its declared default unless given."""
+    import dataclasses
+
+    from bv.core.settings import api_default, converted
+
+    names = [f.name for f in dataclasses.fields(config_type) if f.init and f.name not in _NOT_KEYWORDS]
+    unknown = sorted(set(keywords) - set(names))
+    if unknown:
+        raise TypeError(f"unexpected keyword(s): {', '.join(unknown)}")
+    given = {name: api_default(config_type, name) for name in names} | dict(keywords)
+    return config_type(**converted(config_type, given), **fixed)
+
+
+# The config fields that are the stage's own to set, not bv.api's keywords.
+_NOT_KEYWORDS = ("ordered", "dry_run", "spent_before")
 
 
 async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
@@ -198,39 +183,16 @@ async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list
     return await on_thread(rollout, list(prompts), options)
 
 
-def judge(
-    rows: Iterable[Mapping[str, Any]],
-    *,
-    mode: str = "auto",
-    judge_model: str | None = None,
-    judge_base_url: str | None = None,
-    judge_api_key: str | None = None,
-    judge_params: Mapping[str, Any] | None = None,
-    jobs: int = 8,
-    retries: int = 5,
-    timeout: float = 600.0,
-    rate_limit_patience: float = 900.0,
-    connect_timeout: float = 10.0,
-    first_byte_timeout: float | None = None,
-    read_timeout: float | None = None,
-    stall_notice: float = 30.0,
-    cache: str | Path | None = DEFAULT_CACHE,
-    templates: Any = None,
-    quiet: bool = True,
-    prices: str | Path | None = None,
-    max_cost: float | None = None,
-    batch: bool = False,
-) -> list[JudgedRow]:
+def judge(rows: Iterable[Mapping[str, Any]], **settings: Any) -> list[JudgedRow]:
     """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
-    the command's option of the same name (bv.stages.judge_config.JudgeConfig, which both build).
-    `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM judge when one
-    is given). `judge_params`: extra fields of the judge's request body, sent as written. `prices`
-    and `max_cost` as for `rollout`, for the LLM judge's replies (`judge_cost_usd`). `batch=True`
-    sends the LLM judge's requests as batch jobs (docs/batch.md)."""
+    the command's option of the same name, at the same default (bv.stages.judge_config.JudgeConfig
+    declares both). `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM
+    judge when one is given). `judge_params`: extra fields of the judge's request body, sent as
+    written. `prices` and `max_cost` as for `rollout`, for the LLM judge's replies
+    (`judge_cost_usd`). `batch=True` sends the LLM judge's requests as batch jobs (docs/batch.md)."""
     _no_running_loop("judge")
     from bv.core.run_context import own_run
 
-    settings = {k: v for k, v in locals().items() if k != "rows" and k != "own_run"}
     with own_run("judge"):
         from bv.core.outcome import STOP_REQUEST
         from bv.engine.on_thread import UntilStopped
@@ -248,16 +210,9 @@ def judge(
 
 def _judge_config(**keywords: Any) -> Any:
     """The JudgeConfig of `judge`'s keywords (the command builds the same from its options)."""
-    from bv.core.templates import BV_TEMPLATES
     from bv.stages.judge_config import JudgeConfig
 
-    keywords |= {
-        "templates": keywords["templates"] or BV_TEMPLATES,
-        "judge_params": dict(keywords["judge_params"] or {}),
-        "cache": _cache_path(keywords["cache"]),
-        "prices": None if keywords["prices"] is None else str(keywords["prices"]),
-    }
-    return JudgeConfig(**keywords)
+    return _config(JudgeConfig, keywords)
 
 
 async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
@@ -289,14 +244,25 @@ def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict
     return [result.rows[key] for key in ordered_keys(result, sort)]
 
 
-def report(results: Mapping[str, Iterable[Mapping[str, Any]]] | Iterable[Mapping[str, Any]]) -> Report:
-    """The report of judged rows: one input (an iterable of rows), or several by name
-    (`{"v1": rows, "v2": rows}`), compared on the rows they all have, as `bv report` does."""
+def report(
+    results: Mapping[str, Iterable[Mapping[str, Any]] | str | Path]
+    | Iterable[Mapping[str, Any]]
+    | str
+    | Path,
+) -> Report:
+    """The report of judged rows: one input (an iterable of rows, or a results file as a str or a
+    Path), or several by name (`{"v1": rows, "v2": "v2.jsonl"}`), compared on the rows they all
+    have, as `bv report` does. A bad line of a file raises BadRecord naming the file and line."""
     from bv.core.records import check_judged_row
     from bv.reporting.render import report_json
     from bv.reporting.report import build_report
 
+    if isinstance(results, str | Path):
+        results = {Path(results).stem: results}
     named = results.items() if isinstance(results, Mapping) else [("results", results)]
-    inputs = [(str(name), _checked(rows, check_judged_row, f"{name}: judged row")) for name, rows in named]
+    inputs = [
+        (str(name), _checked(_file_rows(rows), check_judged_row, f"{name}: judged row"))
+        for name, rows in named
+    ]
     built, _ = build_report(inputs)
     return Report(report_json(built))

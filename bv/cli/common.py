@@ -74,14 +74,8 @@ def cli_words(message: str, command: click.Command | None = None) -> str:
     return re.sub(r"`(\w+)`", lambda m: flags.get(m[1], m[0]), message)
 
 
-# Options whose setting in a stage's config has another name (bv.stages.*_config).
-SETTING_NAMES = {
-    "base_urls": "base_url",
-    "extra_params": "extra_body",
-    "cache_path": "cache",
-    "judge_param_pairs": "judge_params",
-    "split_file": "split",
-}
+# Options whose setting has another name (bv optimize's --split FILE is the loop's `split`).
+SETTING_NAMES = {"split_file": "split"}
 
 
 def error(message: str) -> None:
@@ -112,30 +106,11 @@ def parse_shard(spec: str | None) -> tuple[int, int] | None:
 
 
 def parse_params(pairs: tuple[str, ...], option: str = "-p/--param") -> dict[str, Any]:
-    """KEY=VALUE pairs as request body fields, VALUE as JSON when it parses. `extra_body={...}`
-    (the openai SDK's habit) is unwrapped into its fields, as the SDK merges them into the body;
-    `model` and `messages` are bv's to set."""
-    import json
+    """KEY=VALUE pairs as request body fields (bv.core.settings.body_fields), a bad one a usage error."""
+    from bv.core.errors import BadConfig
+    from bv.core.settings import body_fields
 
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
-        if key in ("model", "messages"):
-            raise click.BadParameter(f"{key!r} is set by bv, not by {option}", param_hint=option)
-        if key != "extra_body":
-            params[key] = value
-        elif isinstance(value, dict):
-            params.update(value)
-        else:
-            raise click.BadParameter(
-                f"extra_body must be a JSON object of body fields, e.g. extra_body='{{\"top_k\": 20}}'"
-                f" (or give each field as its own {option} KEY=VALUE)",
-                param_hint=option,
-            )
-    return params
+    try:
+        return body_fields(pairs)
+    except BadConfig as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None

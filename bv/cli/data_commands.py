@@ -183,7 +183,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     "--json", "as_json", is_flag=True, help="One JSON object per model: id, owned_by, created, endpoint."
 )
 def models(
-    backend: str, base_urls: tuple[str, ...], api_key: str | None, timeout: float, as_json: bool
+    backend: str, base_url: tuple[str, ...], api_key: str | None, timeout: float, as_json: bool
 ) -> None:
     """List the models an endpoint serves (its /v1/models), one per line.
 
@@ -203,7 +203,7 @@ def models(
 
     try:
         endpoint = checked_endpoint(
-            backend, model=ANY_MODEL, base_urls=base_urls, api_key=api_key, timeout=timeout
+            backend, model=ANY_MODEL, base_urls=base_url, api_key=api_key, timeout=timeout
         )
     except NoEndpoint:
         error(

@@ -10,43 +10,20 @@ from typing import Any
 import click
 
 from bv.cli.common import cli_words, default_cache, parse_params, request_params
+from bv.cli.declared import options
 from bv.cli.options import (
-    API_KEY,
-    BACKEND,
-    BASE_URLS,
-    BATCH,
-    CACHE,
-    EXEC_CMD,
     IDS,
     IMAGE_DETAIL,
-    JOBS,
-    JUDGE_API_KEY,
-    JUDGE_BASE_URL,
-    JUDGE_MODE,
-    JUDGE_MODEL,
-    JUDGE_PARAM,
     LIMIT,
-    MAX_COST,
-    MAX_PIXELS,
-    MAX_TOKENS,
-    MAX_TURNS,
-    MODEL,
-    NO_CACHE,
-    PARAMS,
-    PRICES,
     PROMPTS_HELP,
-    QUIET,
-    REPEATS,
-    RETRIES,
-    SEED,
     SKILL,
     SKIP_BAD,
     STYLE,
     SUBTYPES,
-    TEMPERATURE,
-    TIMEOUT,
     TYPES,
 )
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.rollout_config import RolloutConfig
 
 
 def default_out(backend: str, model: str | None, skill: Path | None = None) -> Path:
@@ -72,23 +49,10 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
     metavar="NAME",
     help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
 )
-@BACKEND
-@MODEL
-@BASE_URLS
-@API_KEY
-@JUDGE_MODE
-@JUDGE_MODEL
-@JUDGE_BASE_URL
-@JUDGE_API_KEY
-@JUDGE_PARAM
-@REPEATS
-@MAX_TURNS
-@MAX_TOKENS
-@TEMPERATURE
-@SEED
-@PARAMS
-@MAX_PIXELS
-@EXEC_CMD
+@options(RolloutConfig, "backend", "model", "base_url", "api_key")
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
+@options(RolloutConfig, "repeats", "max_turns", "max_tokens", "temperature", "seed", "extra_body")
+@options(RolloutConfig, "max_pixels", "exec_cmd")
 @STYLE
 @SKILL
 @click.option(
@@ -104,21 +68,14 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
-@JOBS
-@RETRIES
-@TIMEOUT
-@CACHE
-@NO_CACHE
-@PRICES
-@MAX_COST
-@BATCH
+@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch")
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Send nothing, write nothing (no key needed): print the rollout's and the judge's requests,"
     " cached replies, estimated tokens and, with --prices, what each would cost.",
 )
-@QUIET
+@options(RolloutConfig, "quiet")
 @SKIP_BAD
 def eval_(
     items: Path | None,
@@ -126,19 +83,19 @@ def eval_(
     label: str | None,
     backend: str,
     model: str | None,
-    base_urls: tuple[str, ...],
+    base_url: tuple[str, ...],
     api_key: str | None,
     mode: str,
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
-    judge_param_pairs: tuple[str, ...],
+    judge_params: tuple[str, ...],
     repeats: int,
     max_turns: int,
     max_tokens: int | None,
     temperature: float | None,
     seed: int | None,
-    extra_params: tuple[str, ...],
+    extra_body: tuple[str, ...],
     max_pixels: int | None,
     exec_cmd: str | None,
     style: str,
@@ -154,7 +111,7 @@ def eval_(
     jobs: int,
     retries: int,
     timeout: float,
-    cache_path: Path | None,
+    cache: Path | None,
     no_cache: bool,
     prices: str | None,
     max_cost: float | None,
@@ -214,21 +171,21 @@ def eval_(
         limit=limit,
         backend=backend,
         model=model,
-        base_urls=base_urls,
+        base_urls=base_url,
         api_key=api_key,
         repeats=repeats,
         max_turns=max_turns,
-        params=request_params(max_tokens, temperature, seed, max_pixels, extra_params),
+        params=request_params(max_tokens, temperature, seed, max_pixels, extra_body),
         exec_cmd=exec_cmd,
         judge_mode=mode,
         judge_model=judge_model,
         judge_base_url=judge_base_url,
         judge_api_key=judge_api_key,
-        judge_params=parse_params(judge_param_pairs, "--judge-param"),
+        judge_params=parse_params(judge_params, "--judge-param"),
         jobs=jobs,
         retries=retries,
         timeout=timeout,
-        cache=None if no_cache else cache_path or default_cache(),
+        cache=None if no_cache else cache or default_cache(),
         prices=prices,
         max_cost=max_cost,
         batch=batch,

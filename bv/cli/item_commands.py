@@ -12,12 +12,24 @@ import click
 from bv.cli import ending
 from bv.cli.common import cli_words, error
 from bv.cli.ending import finish_rows
-from bv.cli.options import IDS, IMAGE_DETAIL, INPUTS, LIMIT, PROMPTS, SKILL, SKIP_BAD, STYLE, SUBTYPES, TYPES
+from bv.cli.options import (
+    IDS,
+    IMAGE_DETAIL,
+    INPUTS,
+    LIMIT,
+    PROMPTS,
+    SKILL,
+    SKIP_BAD,
+    STYLE,
+    SUBTYPES,
+    TYPES,
+    Renamed,
+)
 from bv.core.errors import BadConfig
 from bv.core.terminal import stdin_notice
 
 
-@click.command()
+@click.command(cls=Renamed, renamed={"--seed": "--sample-seed"})
 @INPUTS
 @STYLE
 @PROMPTS
@@ -39,9 +51,9 @@ from bv.core.terminal import stdin_notice
 @TYPES
 @SUBTYPES
 @click.option(
-    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --seed)."
+    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --sample-seed)."
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
+@click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
 @SKIP_BAD
 def prompt(
@@ -58,7 +70,7 @@ def prompt(
     types: tuple[str, ...],
     subtypes: tuple[str, ...],
     sample: int | None,
-    seed: int,
+    sample_seed: int,
     limit: int | None,
     skip_bad: bool,
 ) -> None:
@@ -71,7 +83,7 @@ def prompt(
       bv prompt data/meta_data.jsonl --skill skills/v2.md > prompts.jsonl
       bv prompt data/meta_data.jsonl --style official > paper-prompts.jsonl
       bv prompt data/meta_data.jsonl --prompts my-prompts/ > prompts.jsonl
-      bv prompt data/meta_data.jsonl --sample 22 --seed 1 | bv rollout -m MODEL --dry-run
+      bv prompt data/meta_data.jsonl --sample 22 --sample-seed 1 | bv rollout -m MODEL --dry-run
     """
     from bv.core.items import parse_item
     from bv.core.jsonl import JsonlWriter, Problems, read_records
@@ -95,7 +107,7 @@ def prompt(
         raise click.UsageError(cli_words(str(exc))) from None
 
     stdin_notice(inputs, "items")
-    selection = Selection(parse_ids(ids), types, subtypes, sample, seed, limit)
+    selection = Selection(parse_ids(ids), types, subtypes, sample, sample_seed, limit)
     problems = Problems()
     unmatched = run_prompt(
         read_records(inputs, problems, parse_item),

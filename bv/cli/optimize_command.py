@@ -11,33 +11,12 @@ from typing import Any
 import click
 
 from bv.cli.common import cli_words, parse_params
-from bv.cli.options import (
-    API_KEY,
-    BACKEND,
-    BASE_URLS,
-    CACHE,
-    JOBS,
-    JUDGE_API_KEY,
-    JUDGE_BASE_URL,
-    JUDGE_MODE,
-    JUDGE_MODEL,
-    JUDGE_PARAM,
-    MAX_COST,
-    MAX_TOKENS,
-    MAX_TURNS,
-    MODEL,
-    NO_CACHE,
-    PARAMS,
-    PRICES,
-    PROMPTS,
-    QUIET,
-    RETRIES,
-    TEMPERATURE,
-    TIMEOUT,
-    Finite,
-    share,
-    waits,
-)
+from bv.cli.declared import option, options
+from bv.cli.options import PROMPTS, Finite, Renamed, share
+from bv.optimize.results import OptimizeOptions
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.request_settings import WAITS
+from bv.stages.rollout_config import RolloutConfig
 
 
 def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
@@ -49,7 +28,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
         raise click.BadParameter(str(exc)) from None
 
 
-@click.command()
+@click.command(cls=Renamed, renamed={"--batch": "--batch-size", "--seed": "--split-seed"})
 @click.argument("items", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--skill",
@@ -63,19 +42,16 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     required=True,
     help="Run folder: skills/, history.jsonl, best.md, report.md, report.html; the same command resumes it.",
 )
-@BACKEND
-@MODEL.but(help="Target model.")
-@BASE_URLS
-@API_KEY
-@MAX_TURNS.but(help="Target turns per item.")
-@MAX_TOKENS.but(help="Target's cap on completion tokens per turn.")
-@TEMPERATURE.but(help="Target's sampling temperature. [default: the server's]")
-@PARAMS.but(help="Extra target request field, as bv rollout's -p.")
-@JUDGE_MODE.but("judge_mode")
-@JUDGE_MODEL
-@JUDGE_BASE_URL
-@JUDGE_API_KEY
-@JUDGE_PARAM
+@options(
+    RolloutConfig,
+    *("backend", "model", "base_url", "api_key", "max_turns", "max_tokens", "temperature", "extra_body"),
+    model={"help": "Target model."},
+    max_turns={"help": "Target turns per item."},
+    max_tokens={"help": "Target's cap on completion tokens per turn."},
+    temperature={"help": "Target's sampling temperature. [default: the server's]"},
+    extra_body={"help": "Extra target request field, as bv rollout's -p."},
+)
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
 @click.option(
     "--test-judge-model",
     envvar="BV_TEST_JUDGE_MODEL",
@@ -115,7 +91,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
 )
 @click.option(
-    "--seed",
+    "--split-seed",
     type=int,
     default=0,
     show_default=True,
@@ -130,7 +106,11 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help="At most this many steps in all. [default: every batch of every epoch]",
 )
 @click.option(
-    "--batch", type=click.IntRange(1), default=64, show_default=True, help="Train items rolled out per step."
+    "--batch-size",
+    type=click.IntRange(1),
+    default=64,
+    show_default=True,
+    help="Train items rolled out per step.",
 )
 @click.option(
     "--minibatch",
@@ -159,7 +139,8 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     type=Finite(min=0, max=1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
-    help="The gate's false-accept rate.",
+    help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
+    " accepted edit (the j-th gate decision is tested at alpha/2^j).",
 )
 @click.option(
     "--gate",
@@ -169,13 +150,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
     " (the reference's rule).",
 )
-@click.option(
-    "--repeats",
-    type=click.IntRange(1, 100),
-    default=3,
-    show_default=True,
-    help="Runs per item on the selection and test splits.",
-)
+@option(OptimizeOptions, "repeats")
 @click.option(
     "--max-skill-chars", type=click.IntRange(1), default=16_000, show_default=True, help="Skill size cap."
 )
@@ -193,37 +168,37 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help="GEPA's budget in target rollouts on train and selection. [default: what the loop plans]",
 )
 @PROMPTS
-@JOBS
-@RETRIES
-@TIMEOUT
-@waits
-@PRICES
-@MAX_COST
-@CACHE
-@NO_CACHE
+@options(
+    RolloutConfig,
+    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache"),
+    max_cost={
+        "help": "Stop starting requests once this run has spent this much (as a first Ctrl-C;"
+        " needs --prices)."
+    },
+)
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Send and write nothing: print the split, the steps and the most requests by role.",
 )
-@QUIET
+@options(RolloutConfig, "quiet")
 def optimize(
     items: Path,
     skill: Path,
     out: Path,
     backend: str,
     model: str | None,
-    base_urls: tuple[str, ...],
+    base_url: tuple[str, ...],
     api_key: str | None,
     max_turns: int,
     max_tokens: int | None,
     temperature: float | None,
-    extra_params: tuple[str, ...],
-    judge_mode: str,
+    extra_body: tuple[str, ...],
+    mode: str,
     judge_model: str | None,
     judge_base_url: str | None,
     judge_api_key: str | None,
-    judge_param_pairs: tuple[str, ...],
+    judge_params: tuple[str, ...],
     test_judge_model: str | None,
     test_judge_base_url: str | None,
     test_judge_api_key: str | None,
@@ -233,10 +208,10 @@ def optimize(
     optimizer_temperature: float | None,
     ratio: tuple[int, int, int],
     split_file: Path | None,
-    seed: int,
+    split_seed: int,
     epochs: int,
     steps: int | None,
-    batch: int,
+    batch_size: int,
     minibatch: int,
     success_share: float,
     edits: int,
@@ -257,7 +232,7 @@ def optimize(
     stall_notice: float,
     prices: str | None,
     max_cost: float | None,
-    cache_path: Path | None,
+    cache: Path | None,
     no_cache: bool,
     dry_run: bool,
     quiet: bool,
@@ -289,7 +264,7 @@ def optimize(
     target_params: dict[str, Any] = {
         k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None
     }
-    extra = parse_params(extra_params)
+    extra = parse_params(extra_body)
     if extra:
         target_params["extra_body"] = extra
     if not optimizer_model and not dry_run:
@@ -307,24 +282,24 @@ def optimize(
         else None,
         model=model,
         backend=backend,
-        base_url=list(base_urls),
+        base_url=list(base_url),
         api_key=api_key,
         params=target_params,
         max_turns=max_turns,
-        judge_mode=judge_mode,
+        judge_mode=mode,
         judge_model=judge_model,
         judge_base_url=judge_base_url,
         judge_api_key=judge_api_key,
-        judge_params=parse_params(judge_param_pairs, "--judge-param"),
+        judge_params=parse_params(judge_params, "--judge-param"),
         test_judge_model=test_judge_model,
         test_judge_base_url=test_judge_base_url,
         test_judge_api_key=test_judge_api_key,
         ratio=ratio,
         split=split_file,
-        seed=seed,
+        seed=split_seed,
         epochs=epochs,
         steps=steps,
-        batch=batch,
+        batch=batch_size,
         minibatch=minibatch,
         success_share=success_share,
         edits=edits,
@@ -345,7 +320,7 @@ def optimize(
         max_cost=max_cost,
         search=search,
         max_metric_calls=max_metric_calls,
-        cache=None if no_cache else cache_path or api.DEFAULT_CACHE,
+        cache=None if no_cache else cache or api.DEFAULT_CACHE,
         quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
     )
     try:

@@ -1,8 +1,8 @@
-"""The options several bv commands share, declared once: flags, types, defaults, help, checks.
-
-Each command module decorates itself with these, so an option reads, defaults and is checked the
-same in every command that takes it (bv rollout's and bv eval's --jobs alike). What a command
-does with the values once they are parsed is in bv.cli.common.
+"""The options several bv commands share that are no stage's setting (the files they read, the
+prompt's selection) or that light commands take without loading a stage (bv models' --base-url,
+bv cache's --cache): flags, types, help, checks. A stage's settings are declared on its typed
+config and made options by bv.cli.declared. What a command does with the values once they are
+parsed is in bv.cli.common.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-
-from bv.engine.backends import BACKENDS
 
 
 class Finite(click.FloatRange):
@@ -36,84 +34,11 @@ def share(ctx: click.Context, param: click.Parameter, value: float | None) -> fl
     raise click.BadParameter(f"{value:g} is not a share between 0 and 1{hint}")
 
 
-JOBS = click.option(
-    "-j",
-    "--jobs",
-    type=click.IntRange(1, 4096),
-    default=8,
-    show_default=True,
-    help="Requests in flight at once.",
-)
 SKIP_BAD = click.option("--skip-bad", is_flag=True, help="Exit 0 even when some input lines were bad.")
-QUIET = click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 INPUTS = click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-RETRIES = click.option(
-    "--retries",
-    type=click.IntRange(0, 100),
-    default=5,
-    show_default=True,
-    help="Retries per request on 5xx, timeouts and dropped connections (429s: --rate-limit-patience).",
-)
-TIMEOUT = click.option(
-    "--timeout",
-    type=Finite(min=0.1),
-    default=600.0,
-    show_default=True,
-    help="Seconds per try of a request, all told.",
-)
-_WAITS = (
-    click.option(
-        "--rate-limit-patience",
-        type=Finite(min=0),
-        default=900.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="How long a request keeps retrying 429s (rate limits), from its first one, waiting as the"
-        " server asks (retry-after, x-ratelimit-reset-*); fewer requests are in flight meanwhile.",
-    ),
-    click.option(
-        "--connect-timeout",
-        type=Finite(min=0.1),
-        default=10.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Seconds to open a connection to the endpoint.",
-    ),
-    click.option(
-        "--first-byte-timeout",
-        type=Finite(min=0.1),
-        metavar="SECONDS",
-        help="Seconds from sending a request to the first byte of its reply (without streaming, most"
-        " of the model's time). [default: --timeout]",
-    ),
-    click.option(
-        "--read-timeout",
-        type=Finite(min=0.1),
-        metavar="SECONDS",
-        help="Seconds from a reply's first byte to its last. [default: --timeout]",
-    ),
-    click.option(
-        "--stall-notice",
-        type=Finite(min=0.1),
-        default=30.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="When no reply has come for this long, the progress line says so (the endpoint, the"
-        " requests in flight).",
-    ),
-)
-
-
-def waits(command: Any) -> Any:
-    """The options of how long a request stage waits: 429 patience, the timeouts, the stall notice."""
-    for option in reversed(_WAITS):
-        command = option(command)
-    return command
-
-
 BASE_URLS = click.option(
     "--base-url",
-    "base_urls",
+    "base_url",
     multiple=True,
     help="OpenAI-compatible endpoint; repeat for replicas of one model. [env var: OPENAI_BASE_URL]",
 )
@@ -126,126 +51,6 @@ CACHE = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
-NO_CACHE = click.option("--no-cache", is_flag=True, help="Neither read nor write the reply cache.")
-PRICES = click.option(
-    "--prices",
-    metavar="FILE|genai-prices",
-    envvar="BV_PRICES",
-    show_envvar=True,
-    help="Price each row (cost_usd): a JSON file of USD per million tokens per model, or genai-prices"
-    " (pip install 'babyvision-bv[prices]'); docs/formats.md#prices.",
-)
-MAX_COST = click.option(
-    "--max-cost",
-    type=Finite(min=0),
-    metavar="USD",
-    help="Stop starting requests once this run has spent this much (as a first Ctrl-C; needs --prices)."
-    " With --batch it also needs a token limit, and submits only the requests whose worst case fits"
-    " (docs/batch.md).",
-)
-BATCH = click.option(
-    "--batch",
-    is_flag=True,
-    help="Send the requests as batch jobs (OpenAI's or Azure's Batch API: about half the price, done"
-    " within 24 h) and wait for them: the same rows and cache as online; run the same command again"
-    " to resume a batch still running (docs/batch.md).",
-)
-
-
-class SharedOption:
-    """An option several commands take: a decorator, as click.option's; `but(...)` is the same
-    option for a command that names it or says it otherwise (bv optimize's target model)."""
-
-    def __init__(self, *decls: str, **attrs: Any) -> None:
-        self.decls, self.attrs = decls, attrs
-
-    def __call__(self, command: Any) -> Any:
-        return click.option(*self.decls, **self.attrs)(command)
-
-    def but(self, *decls: str, **changes: Any) -> SharedOption:
-        """This option with other declarations (`decls`: a parameter name, say) and attributes."""
-        return SharedOption(*self.decls, *decls, **{**self.attrs, **changes})
-
-
-# The options of bv rollout and bv judge, shared with bv eval, which takes them all, and bv optimize.
-BACKEND_NAMES = list(BACKENDS)
-BACKEND = SharedOption(
-    "--backend",
-    type=click.Choice(BACKEND_NAMES),
-    default="openai",
-    show_default=True,
-    envvar="BV_BACKEND",
-    show_envvar=True,
-    help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
-    " or the offline chance baseline.",
-)
-MODEL = SharedOption(
-    "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
-)
-REPEATS = click.option(
-    "--repeats",
-    type=click.IntRange(1, 1000),
-    default=1,
-    show_default=True,
-    help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
-)
-MAX_TURNS = SharedOption(
-    "--max-turns",
-    type=click.IntRange(1, 20),
-    default=1,
-    show_default=True,
-    help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
-)
-MAX_TOKENS = SharedOption(
-    "--max-tokens", type=click.IntRange(1), help="Cap on completion tokens per turn. [default: none]"
-)
-TEMPERATURE = SharedOption(
-    "--temperature", type=Finite(min=0), help="Sampling temperature. [default: the server's]"
-)
-SEED = click.option("--seed", type=int, help="Sampling seed sent to the API (chance: the guess seed).")
-PARAMS = SharedOption(
-    "-p",
-    "--param",
-    "extra_params",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
-    " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
-)
-MAX_PIXELS = click.option(
-    "--max-pixels", type=click.IntRange(1), help="Downscale larger images to this many pixels."
-)
-EXEC_CMD = click.option(
-    "--exec-cmd",
-    metavar="TEMPLATE",
-    help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
-    " {system} {system_toml} (docs/backends.md).",
-)
-JUDGE_MODE = SharedOption(
-    "--mode",
-    type=click.Choice(["auto", "rules", "llm"]),
-    default="auto",
-    show_default=True,
-    help="rules: rules only; llm: every item to the LLM judge (official protocol);"
-    " auto: rules, then the LLM judge for what rules cannot decide.",
-)
-JUDGE_MODEL = SharedOption(
-    "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
-)
-JUDGE_BASE_URL = SharedOption(
-    "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
-)
-JUDGE_PARAM = click.option(
-    "--judge-param",
-    "judge_param_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
-    " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
-)
-JUDGE_API_KEY = SharedOption("--judge-api-key", help="LLM judge API key. [env var: BV_JUDGE_API_KEY]")
-
-
 # The options of bv prompt, shared with bv eval.
 STYLE = click.option(
     "--style",
@@ -299,3 +104,30 @@ PROMPTS = click.option(
     metavar="DIR",
     help=PROMPTS_HELP,
 )
+
+
+class Renamed(click.Command):
+    """A command some of whose flags were renamed (one meaning per flag across bv's commands):
+    an old spelling still works for one release, said on stderr, and is not in --help.
+    `renamed`: {old flag: new flag}."""
+
+    def __init__(self, *args: Any, renamed: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renamed = renamed
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        words = []
+        for index, word in enumerate(args):
+            if word == "--":
+                words += args[index:]
+                break
+            old, sep, value = word.partition("=")
+            if old in self.renamed:
+                new = self.renamed[old]
+                click.echo(
+                    f"bv {ctx.info_name}: notice: {old} is now {new}; {old} goes in the next release",
+                    err=True,
+                )
+                word = f"{new}{sep}{value}"
+            words.append(word)
+        return super().parse_args(ctx, words)

@@ -2,47 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
-from bv.cli.common import SETTING_NAMES, cli_words, default_cache, parse_params, parse_shard
+from bv.cli.common import cli_words
+from bv.cli.declared import checked, config_of, options
 from bv.cli.ending import finish
-from bv.cli.options import (
-    API_KEY,
-    BACKEND,
-    BASE_URLS,
-    BATCH,
-    CACHE,
-    EXEC_CMD,
-    INPUTS,
-    JOBS,
-    JUDGE_API_KEY,
-    JUDGE_BASE_URL,
-    JUDGE_MODE,
-    JUDGE_MODEL,
-    JUDGE_PARAM,
-    MAX_COST,
-    MAX_PIXELS,
-    MAX_TOKENS,
-    MAX_TURNS,
-    MODEL,
-    NO_CACHE,
-    PARAMS,
-    PRICES,
-    PROMPTS,
-    QUIET,
-    REPEATS,
-    RETRIES,
-    SEED,
-    SKIP_BAD,
-    TEMPERATURE,
-    TIMEOUT,
-    waits,
-)
+from bv.cli.options import INPUTS, PROMPTS, SKIP_BAD
 from bv.core.outcome import Outcome
 from bv.core.terminal import printable, stdin_notice
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.request_settings import WAITS
+from bv.stages.rollout_config import RolloutConfig
 
 
 def checked_endpoint(kind: str, **options: Any) -> Any:
@@ -56,84 +29,20 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 
 @click.command()
 @INPUTS
-@BACKEND
-@MODEL
-@BASE_URLS
-@API_KEY
-@JOBS
-@click.option("--ordered", is_flag=True, help="Write rows in input order (default: as they finish).")
-@click.option(
-    "--shard",
-    metavar="K/N|auto",
-    help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines;"
-    " auto: K and N from a SLURM job array, auto/N: K from a Kubernetes Indexed Job (docs/scale.md).",
-)
-@REPEATS
-@MAX_TURNS
+@options(RolloutConfig, "backend", "model", "base_url", "api_key", "jobs", "ordered", "shard", "repeats")
+@options(RolloutConfig, "max_turns")
 @PROMPTS
-@MAX_TOKENS
-@TEMPERATURE
-@SEED
-@PARAMS
-@RETRIES
-@TIMEOUT
-@waits
-@CACHE
-@NO_CACHE
-@MAX_PIXELS
-@click.option(
-    "--artifacts",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write each row's system prompt, user prompt and conversation.json (every message of every"
-    " turn) under DIR/<run>/<id>/.",
-)
-@EXEC_CMD
-@PRICES
-@MAX_COST
-@BATCH
+@options(RolloutConfig, "max_tokens", "temperature", "seed", "extra_body", "retries", "timeout", *WAITS)
+@options(RolloutConfig, "cache", "max_pixels", "artifacts", "exec_cmd", "prices", "max_cost", "batch")
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Send nothing (no key needed): print rows, requests, cached replies, image bytes, estimated"
     " tokens and, with --prices, what it would cost.",
 )
-@QUIET
+@options(RolloutConfig, "quiet")
 @SKIP_BAD
-def rollout(
-    inputs: tuple[str, ...],
-    backend: str,
-    model: str | None,
-    base_urls: tuple[str, ...],
-    api_key: str | None,
-    jobs: int,
-    ordered: bool,
-    shard: str | None,
-    repeats: int,
-    max_turns: int,
-    templates: Any,
-    max_tokens: int | None,
-    temperature: float | None,
-    seed: int | None,
-    extra_params: tuple[str, ...],
-    retries: int,
-    timeout: float,
-    rate_limit_patience: float,
-    connect_timeout: float,
-    first_byte_timeout: float | None,
-    read_timeout: float | None,
-    stall_notice: float,
-    cache_path: Path | None,
-    no_cache: bool,
-    max_pixels: int | None,
-    artifacts: Path | None,
-    exec_cmd: str | None,
-    prices: str | None,
-    max_cost: float | None,
-    batch: bool,
-    dry_run: bool,
-    quiet: bool,
-    skip_bad: bool,
-) -> int:
+def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: Any) -> int:
     """Send prompt records to a model, concurrently, with retries and a cache.
 
     Every row is written as soon as it finishes (with --ordered, in input order); a row
@@ -156,9 +65,9 @@ def rollout(
     from bv.engine.progress import input_lines
     from bv.stages.rollout import dry_run_rollout, read_prompt_records, run_rollout
 
-    config = rollout_config(click.get_current_context())
+    config = rollout_config(settings, dry_run)
     endpoint = config.backend_config.get("endpoint")
-    if endpoint is not None and not quiet:
+    if endpoint is not None and not config.quiet:
         from bv.engine.params import temperature_warning
 
         warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
@@ -172,27 +81,19 @@ def rollout(
         for line in lines:
             click.echo(f"  {cli_words(line)}", err=True)
         return finish(Outcome(), problems, skip_bad)
-    stdin_notice(inputs, "prompt records", quiet)
+    stdin_notice(inputs, "prompt records", config.quiet)
     total = input_lines(inputs) if config.shard is None else None
     return finish(run_rollout(records, config, JsonlWriter().write, total=total), problems, skip_bad)
 
 
-# Options of the commands that are wiring, not settings of the stage (files, streams, exit status).
-WIRING = {"inputs", "dry_run", "skip_bad", "no_cache"}
-
-
-def rollout_config(ctx: click.Context) -> Any:
-    """The rollout's config from the parsed options (bv.stages.rollout_config.RolloutConfig), as
-    bv.api builds it from keywords. A backend-only setting that came from the environment
-    (BV_MODEL) is dropped for a backend that does not use it; given as an option, it is refused."""
-    from bv.stages.rollout_config import RolloutConfig
-
-    settings = stage_settings(ctx)
-    settings["shard"] = parse_shard(settings["shard"])
-    settings["extra_body"] = parse_params(settings["extra_body"])
-    for name in unused_from_environment(ctx, settings["backend"]):
-        settings[name] = None
-    return checked(RolloutConfig, settings)
+def rollout_config(settings: Mapping[str, Any], dry_run: bool) -> RolloutConfig:
+    """The rollout's config from the parsed options, as bv.api builds it from keywords. A
+    backend-only setting that came from the environment (BV_MODEL) is dropped for a backend
+    that does not use it; given as an option, it is refused."""
+    unused = unused_from_environment(click.get_current_context(), settings["backend"])
+    cleared = {name: None for name in unused}
+    config: RolloutConfig = config_of(RolloutConfig, {**settings, **cleared}, dry_run=dry_run)
+    return config
 
 
 def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
@@ -201,97 +102,24 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
     from bv.stages.rollout_config import BACKEND_ONLY, BACKEND_SETTINGS
 
     unused = [name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS.get(backend, BACKEND_ONLY)]
-    return [name for name in unused if from_environment(ctx, name)]
-
-
-def judge_config(ctx: click.Context) -> Any:
-    """The judge's config from the parsed options (bv.stages.judge_config.JudgeConfig), as bv.api
-    builds it from keywords."""
-    from bv.stages.judge_config import JudgeConfig
-
-    settings = stage_settings(ctx)
-    settings["judge_params"] = parse_params(settings["judge_params"], "--judge-param")
-    return checked(JudgeConfig, settings)
-
-
-def stage_settings(ctx: click.Context) -> dict[str, Any]:
-    """The command's options by the names of its stage's settings, the cache resolved."""
-    params = ctx.params
-    settings = {SETTING_NAMES.get(k, k): v for k, v in params.items() if k not in WIRING}
-    settings["cache"] = None if params["no_cache"] else params["cache_path"] or default_cache()
-    settings["dry_run"] = params.get("dry_run", False)  # no key needed: nothing is sent
-    return settings
-
-
-def from_environment(ctx: click.Context, setting: str) -> bool:
-    names = {v: k for k, v in SETTING_NAMES.items()}
-    source = ctx.get_parameter_source(names.get(setting, setting))
-    return source is click.core.ParameterSource.ENVIRONMENT
-
-
-def checked(config_type: Any, settings: dict[str, Any]) -> Any:
-    """The stage's config, or the command's error: a setting that cannot work is a usage error
-    (exit 2), an endpoint that cannot is an error (exit 1), each worded with the options."""
-    from bv.core.errors import BadConfig, Fatal
-
-    try:
-        return config_type(**settings)
-    except BadConfig as exc:
-        raise click.UsageError(cli_words(str(exc))) from None
-    except Fatal as exc:
-        raise type(exc)(cli_words(str(exc))) from None  # NoEndpoint stays itself
+    environment = click.core.ParameterSource.ENVIRONMENT
+    return [name for name in unused if name in ctx.params and ctx.get_parameter_source(name) is environment]
 
 
 @click.command()
 @INPUTS
-@JUDGE_MODE
-@JUDGE_MODEL
-@JUDGE_BASE_URL
-@JUDGE_API_KEY
-@JUDGE_PARAM
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
 @PROMPTS
-@JOBS
-@RETRIES
-@TIMEOUT
-@waits
-@CACHE
-@NO_CACHE
-@PRICES
-@MAX_COST
+@options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "prices", "max_cost")
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Send nothing (no key needed): print what the rules decide, what goes to the LLM judge, its"
     " cached replies, estimated tokens and, with --prices, what it would cost.",
 )
-@BATCH
-@QUIET
+@options(JudgeConfig, "batch", "quiet")
 @SKIP_BAD
-def judge(
-    inputs: tuple[str, ...],
-    mode: str,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    judge_api_key: str | None,
-    judge_param_pairs: tuple[str, ...],
-    templates: Any,
-    jobs: int,
-    retries: int,
-    timeout: float,
-    rate_limit_patience: float,
-    connect_timeout: float,
-    first_byte_timeout: float | None,
-    read_timeout: float | None,
-    stall_notice: float,
-    cache_path: Path | None,
-    no_cache: bool,
-    prices: str | None,
-    max_cost: float | None,
-    dry_run: bool,
-    batch: bool,
-    quiet: bool,
-    skip_bad: bool,
-) -> int:
+def judge(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: Any) -> int:
     """Extract each reply's answer and decide whether it is right.
 
     Rules decide first; an LLM judge, if configured, decides what they cannot. Rows keep
@@ -309,7 +137,7 @@ def judge(
     from bv.stages.judge import read_rollout_rows, run_judge
     from bv.stages.judge_plan import dry_run_judge
 
-    config = judge_config(click.get_current_context())
+    config: JudgeConfig = config_of(JudgeConfig, settings, dry_run=dry_run)
     problems = Problems()
     if dry_run:
         lines = dry_run_judge(read_rollout_rows(inputs, problems), config)
@@ -317,10 +145,10 @@ def judge(
         for line in lines:
             click.echo(f"  {cli_words(line)}", err=True)
         return finish(Outcome(), problems, skip_bad)
-    if config.no_judge_notice and not quiet:
+    if config.no_judge_notice and not config.quiet:
         click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
-    stdin_notice(inputs, "rollout rows", quiet)
+    stdin_notice(inputs, "rollout rows", config.quiet)
     # The total is for the progress display only: --quiet shows none, so the input is not read twice.
-    total = None if quiet else input_lines(inputs)
+    total = None if config.quiet else input_lines(inputs)
     outcome = run_judge(read_rollout_rows(inputs, problems), config, JsonlWriter().write, total=total)
     return finish(outcome, problems, skip_bad)

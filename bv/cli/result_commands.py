@@ -170,8 +170,8 @@ def report(
     Several runs (--repeats) give Avg@k ± std (the run-to-run
     spread); the 95% interval [ ] is over items, each item's score its mean over its runs.
     Inputs are compared per item with the first (or --baseline): the mean difference with its
-    95% interval, items improved and regressed, and a test valid with repeats (exact McNemar
-    with one run, else an exact permutation test), by type and subtype with adjusted p-values;
+    two-sided 95% interval, items improved and regressed, and the interval's own two-sided p
+    (Newcombe's interval with one run, else the t interval), by type and subtype with adjusted p;
     one line says whether it is better and by how much. An empty input, rows that are not
     judged rows, a repeated (id, run) or several models in one input are errors (exit 1).
     Exits 1 too when rows failed or input lines were bad (and with --strict, when the report

@@ -46,8 +46,11 @@ class PowerPlan:
         return self.z * math.sqrt(self.var_diff / self.n_items) if self.n_items else float("nan")
 
     def items_for(self, delta: float, runs: float | None = None) -> int:
-        """Items needed to detect `delta` at `runs` per item (the data's by default)."""
-        return math.ceil(self.z**2 * self.var_at(runs or self.runs) / delta**2)
+        """Items needed to detect `delta` at `runs` per item: at the data's runs (the default)
+        n = z^2 Var(d) / delta^2 with the measured Var(d), as documented; only at other runs is it
+        split into between + noise/K (which clamps `between` at 0 and so can exceed Var(d))."""
+        var = self.var_diff if runs is None or runs == self.runs else self.var_at(runs)
+        return math.ceil(self.z**2 * var / delta**2)
 
     def runs_for(self, delta: float) -> int | None:
         """Runs per item needed on these items to detect `delta`; None when no number suffices."""

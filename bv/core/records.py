@@ -247,12 +247,15 @@ def require(record: dict[str, Any], stage: str, *fields: str) -> None:
 
 
 def row_key(record: Mapping[str, Any]) -> tuple[str, int]:
-    """(id, run): what makes a row unique. `run` is 0 when absent; anything but an integer is refused."""
+    """(id, run): what makes a row unique. `run` is 0 when absent; anything but a
+    non-negative integer is refused."""
     if "id" not in record:
         raise BadRecord("missing 'id'")
     run = record.get("run", 0)
     if run.__class__ is not int and (isinstance(run, bool) or not isinstance(run, int)):
         raise BadRecord(f"'run' must be an integer, not {run!r}")
+    if run < 0:  # runs count from 0: a negative one is no run bv or the official scripts write
+        raise BadRecord(f"'run' must be a non-negative integer, not {run}")
     if not -(2**63) <= run < 2**63:  # the fast reader (bv.core.jsonl) leaves such a number to this check
         from bv.core.json_values import TOO_LARGE
 

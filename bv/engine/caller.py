@@ -28,9 +28,10 @@ from bv.core.stats import dollars
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
+from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
 from bv.engine.prices import Prices, first_url, reply_cost
 from bv.engine.progress import SILENT_AFTER_S, ProgressDisplay, Stats, duration
-from bv.engine.retry import RATE_LIMIT_PATIENCE_S, ConcurrencyLimit, RetryPolicy
+from bv.engine.retry import ConcurrencyLimit, RetryPolicy
 from bv.engine.stream import GRACE_S, run_stream
 
 T = TypeVar("T")
@@ -40,11 +41,11 @@ T = TypeVar("T")
 class RunSettings:
     """How a request stage (rollout, judge) runs; set from the command line."""
 
-    jobs: int = 8
-    retries: int = 5
-    timeout_s: float = 600.0
+    jobs: int = JOBS
+    retries: int = RETRIES
+    timeout_s: float = TIMEOUT_S
     rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
-    stall_notice_s: float = 30.0  # no reply for this long: the progress line says so
+    stall_notice_s: float = STALL_NOTICE_S  # no reply for this long: the progress line says so
     cache_path: Path | None = None  # None: no cache
     quiet: bool = False
     ordered: bool = False
@@ -60,7 +61,7 @@ class Caller:
     cache: ReplyCache | None
     stats: Stats
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    timeout_s: float = 600.0
+    timeout_s: float = TIMEOUT_S
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     image_hash: ImageHashes = field(default_factory=ImageHashes)
     grace_s: float = GRACE_S

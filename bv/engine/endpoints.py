@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, BVError, Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
+from bv.engine.defaults import CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
 from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
 
 OPENAI_URL = "https://api.openai.com/v1"
-CONNECT_TIMEOUT_S = 10.0  # an endpoint that does not accept a connection in this long is unreachable
 MAX_MODELS = 10_000  # models kept from one /models answer
 MAX_MODEL_ID_CHARS = 300  # a longer id is not a model name
 MAX_MODELS_BYTES = 16 * 1024 * 1024  # a /models answer, as received and as inflated
@@ -39,8 +39,8 @@ class Endpoint:
     model: str
     base_urls: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
     api_key: str | None
-    timeout_s: float = 600.0  # per try, all told
-    jobs: int = 8
+    timeout_s: float = TIMEOUT_S  # per try, all told
+    jobs: int = JOBS
     connect_timeout_s: float = CONNECT_TIMEOUT_S  # to open a connection
     first_byte_timeout_s: float | None = None  # from sending to the reply's first byte; None: timeout_s
     read_timeout_s: float | None = None  # from the first byte to the last; None: timeout_s
@@ -135,8 +135,8 @@ def resolve(
     model: str | None,
     base_urls: tuple[str, ...] | list[str] = (),
     api_key: str | None = None,
-    timeout: float = 600.0,
-    jobs: int = 8,
+    timeout: float = TIMEOUT_S,
+    jobs: int = JOBS,
     role: str = "model",
     env: Mapping[str, str] | None = None,
     connect_timeout: float = CONNECT_TIMEOUT_S,
@@ -227,8 +227,8 @@ def judge_endpoint(
     model: str | None,
     base_url: str | None,
     api_key: str | None,
-    timeout: float = 600.0,
-    jobs: int = 8,
+    timeout: float = TIMEOUT_S,
+    jobs: int = JOBS,
     env: Mapping[str, str] | None = None,
     connect_timeout: float = CONNECT_TIMEOUT_S,
     first_byte_timeout: float | None = None,

@@ -217,7 +217,8 @@ class ProgressDisplay:
         quiet: bool = False,
         stream: IO[str] | None = None,
         every_s: float | None = None,
-        stall_after_s: float = 30.0,
+        *,
+        stall_after_s: float,  # RunSettings.stall_notice_s
         silent_after_s: float = SILENT_AFTER_S,
         limit_s: float | None = None,
     ) -> None:

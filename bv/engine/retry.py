@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
 from bv.core.run_context import current
-
-# How long one request goes on retrying 429s, from its first one (--rate-limit-patience).
-RATE_LIMIT_PATIENCE_S = 900.0
+from bv.engine.defaults import RATE_LIMIT_PATIENCE_S, RETRIES
 
 
 @dataclass(frozen=True)
@@ -34,7 +32,7 @@ class RetryPolicy:
     """Exponential backoff with full jitter, never shorter than the server's wait; `retries` tries
     more for 5xx, timeouts and dropped connections, and 429s for up to `rate_limit_patience_s`."""
 
-    retries: int = 5
+    retries: int = RETRIES
     rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S
     base_s: float = field(default_factory=lambda: current().limits.retry_base_s)
     cap_s: float = 60.0

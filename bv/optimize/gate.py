@@ -1,10 +1,13 @@
 """The gate: accept a candidate skill over the current one on the selection split.
 
-`paired` (the default) accepts only when the one-sided paired per-item test (bv.core.stats:
-the candidate better than the current skill, each item's score the mean over its repeats) is
-significant at alpha, so a candidate no better than the current skill is accepted at most an
-alpha share of the time. `greater` accepts whenever the candidate's selection score is higher,
-as the reference does; with a sampling target that follows noise, and it is here to compare."""
+`paired` (the default) accepts only when the one-sided paired per-item comparison
+(bv.core.paired: the candidate better than the current skill, each item's score the mean over
+its finished repeats) is significant at this decision's share of alpha. The shares halve: the
+run's j-th decision is tested at alpha / 2^j, so over any number of steps they sum below alpha,
+and a run whose edits cannot help ends with an accepted edit at most alpha of the time (the
+family-wise rate over the run, by the union bound; docs/optimize.md). `greater` accepts whenever
+the candidate's selection score is higher, as the reference does: it follows noise and is here
+to compare. Rows that failed (no verdict) are left out and counted, never scored as wrong."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bv.core.paired import PairedComparison, paired_comparison
 from bv.core.records import JudgedRow
-from bv.core.stats import PairedComparison, item_estimate, paired_comparison
+from bv.core.stats import item_estimate
 
 GATES = ("paired", "greater")
 _FIELDS = (
@@ -28,21 +32,33 @@ _FIELDS = (
     "improved",
     "regressed",
     "unchanged",
+    "alternative",
+    "bound",
 )
+
+
+def step_alpha(alpha: float, decision: int) -> float:
+    """The share of the run's alpha its `decision`-th gate decision (1-based) is tested at."""
+    return alpha / 2**decision
 
 
 @dataclass(frozen=True)
 class Decision:
     accepted: bool
     gate: str
-    alpha: float
-    comparison: PairedComparison
+    alpha: float  # the run's
+    decision: int  # the how-manieth gate decision of the run (1-based)
+    comparison: PairedComparison  # one-sided at step_alpha(alpha, decision)
+    failed: tuple[int, int] = (0, 0)  # failed rows left out: the current skill's, the candidate's
 
     def to_json(self) -> dict[str, Any]:
         return {
             "accepted": self.accepted,
             "gate": self.gate,
             "alpha": self.alpha,
+            "decision": self.decision,
+            "step_alpha": step_alpha(self.alpha, self.decision),
+            "failed_rows": {"current": self.failed[0], "candidate": self.failed[1]},
             **comparison_json(self.comparison),
         }
 
@@ -57,20 +73,42 @@ def _finite(value: Any) -> Any:
 
 
 def decide(
-    current: Mapping[str, Sequence[float]], candidate: Mapping[str, Sequence[float]], gate: str, alpha: float
+    current: Mapping[str, Sequence[float]],
+    candidate: Mapping[str, Sequence[float]],
+    gate: str,
+    alpha: float,
+    decision: int = 1,
+    failed: tuple[int, int] = (0, 0),
 ) -> Decision:
-    comparison = paired_comparison(current, candidate, alternative="greater")
+    """The run's `decision`-th gate decision, on the items both sides have a finished row of."""
+    share = step_alpha(alpha, decision)
+    comparison = paired_comparison(current, candidate, alternative="greater", alpha=share)
     if gate == "paired":
-        accepted = comparison.p_value <= alpha
+        accepted = comparison.p_value < share
     elif gate == "greater":
         accepted = comparison.mean_b > comparison.mean_a
     else:
         raise ValueError(f"unknown gate {gate!r} (one of {', '.join(GATES)})")
-    return Decision(accepted, gate, alpha, comparison)
+    return Decision(accepted, gate, alpha, decision, comparison, failed)
+
+
+def failed(row: JudgedRow) -> bool:
+    """A row with no verdict: its rollout or its judging failed."""
+    return bool(row.get("error")) or row.get("hard") is None
+
+
+def finished_scores(rows: Sequence[JudgedRow]) -> tuple[dict[str, list[float]], int]:
+    """Item id -> the scores of its finished rows, and how many rows failed (left out: a failed
+    row is no evidence about the skill; an item with none finished is not compared)."""
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        if not failed(row):
+            out.setdefault(str(row["id"]), []).append(1.0 if row.get("hard") == 1 else 0.0)
+    return out, sum(1 for row in rows if failed(row))
 
 
 def scores(rows: Sequence[JudgedRow]) -> dict[str, list[float]]:
-    """Item id -> its per-run scores; a row that failed (no verdict) scores 0, as bv report counts it."""
+    """Item id -> its per-run scores, a failed row 0 as bv report counts it (GEPA's scores)."""
     out: dict[str, list[float]] = {}
     for row in rows:
         out.setdefault(str(row["id"]), []).append(1.0 if row.get("hard") == 1 else 0.0)

@@ -25,7 +25,7 @@ from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
-from bv.optimize.gate import decide, estimate, scores
+from bv.optimize.gate import decide, estimate, finished_scores
 from bv.optimize.reflect import minibatches, reflection_prompt
 from bv.optimize.results import (
     OptimizeError,
@@ -166,17 +166,20 @@ class _Loop:
     # --- one evaluation -----------------------------------------------------------------------
     def evaluate(
         self, part: str, skill: Skill, repeats: int, what: str
-    ) -> tuple[list[JudgedRow], dict[str, Any]]:
+    ) -> tuple[list[JudgedRow], dict[str, list[float]], int]:
+        """The rows, the scores of the finished ones and how many failed (left out, not scored 0)."""
         engines = runs.for_part(self.engines, part)
         rows = runs.rollout_and_judge(
             [self.by_id[i] for i in self.split.part(part)], skill, engines, repeats, what
         )
-        return rows, scores(rows)
+        return (rows, *finished_scores(rows))
 
     def seed_row(self) -> dict[str, Any]:
         skill = self.seed_skill
         file = self.folder.write_skill(0, skill.sha256, skill.text)
-        rows, seed_scores = self.evaluate("selection", skill, self.options.repeats, "seed on selection")
+        rows, seed_scores, failed = self.evaluate(
+            "selection", skill, self.options.repeats, "seed on selection"
+        )
         ref = {"sha256": skill.sha256, "file": file}
         selection = estimate(seed_scores)
         return {
@@ -186,6 +189,7 @@ class _Loop:
             "selection": selection,
             "best": {**ref, "step": 0, "accuracy": selection["accuracy"]},
             "scores": seed_scores,
+            "failed_rows": failed,
             "tokens": tokens_of(rows, []),
         }
 
@@ -194,7 +198,7 @@ class _Loop:
         last = history[-1]
         current_ref = last["skill"]
         current = self.skill_of(current_ref)
-        current_scores = _current_scores(history)
+        current_scores, current_failed = _current_scores(history)
         epoch, position = divmod(step - 1, self.per_epoch)
         order = _order(self.options.seed, epoch, self.split.train)
         batch_ids = order[position * self.options.batch : (position + 1) * self.options.batch]
@@ -254,15 +258,23 @@ class _Loop:
         if text != current.text and grader_phrases(text):  # flagged and counted, never silently kept
             row["addresses_grader"] = grader_phrases(text)
         selection_rows: list[JudgedRow] = []
+        failed = 0
         chosen_ref, chosen_scores = current_ref, current_scores
         if text != current.text:
             sha = _sha(text)
             ref = {"sha256": sha, "file": self.folder.write_skill(step, sha, text)}
             candidate = Skill(Path(ref["file"]).stem, text)
-            selection_rows, candidate_scores = self.evaluate(
+            selection_rows, candidate_scores, failed = self.evaluate(
                 "selection", candidate, self.options.repeats, f"step {step}: gate"
             )
-            decision = decide(current_scores, candidate_scores, self.options.gate, self.options.alpha)
+            decision = decide(
+                current_scores,
+                candidate_scores,
+                self.options.gate,
+                self.options.alpha,
+                decision=1 + sum(1 for r in history if r.get("gate")),
+                failed=(current_failed, failed),
+            )
             row.update(
                 candidate=ref,
                 gate=decision.to_json(),
@@ -273,7 +285,7 @@ class _Loop:
                 chosen_ref, chosen_scores = ref, candidate_scores
         row["skill"] = chosen_ref
         if row["accepted"]:
-            row["scores"] = chosen_scores
+            row["scores"], row["failed_rows"] = chosen_scores, failed
         best = last["best"]
         accuracy = estimate(chosen_scores)["accuracy"]
         if (
@@ -304,9 +316,11 @@ class _Loop:
         """The seed and the best skill on the test split, each item `repeats` times, compared per item."""
         from bv.optimize.gate import paired
 
-        seed_rows, seed_scores = self.evaluate("test", self.seed_skill, self.options.repeats, "seed on test")
-        best_rows, best_scores = (
-            (seed_rows, seed_scores)
+        seed_rows, seed_scores, _ = self.evaluate(
+            "test", self.seed_skill, self.options.repeats, "seed on test"
+        )
+        best_rows, best_scores, _ = (
+            (seed_rows, seed_scores, 0)
             if best.text == self.seed_skill.text
             else self.evaluate("test", best, self.options.repeats, "best on test")
         )
@@ -322,11 +336,12 @@ class _Loop:
         }
 
 
-def _current_scores(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """The current skill's selection scores: those of the last row that set the skill."""
+def _current_scores(history: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[float]], int]:
+    """The current skill's selection scores (finished rows) and its failed rows: those of the last
+    row that set the skill."""
     for row in reversed(history):
         if row["kind"] == "seed" or row.get("accepted"):
-            return {k: list(v) for k, v in row["scores"].items()}
+            return {k: list(v) for k, v in row["scores"].items()}, int(row.get("failed_rows") or 0)
     raise AssertionError("a history starts with the seed's row")
 
 

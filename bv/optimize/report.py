@@ -15,6 +15,7 @@ from bv.core.stats import dollars
 from bv.optimize.edits import quote
 from bv.optimize.mdtext import cell as _cell
 from bv.optimize.mdtext import fenced as _fenced
+from bv.optimize.results import gate_figures
 from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split
 
@@ -42,12 +43,22 @@ def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
     """The final comparison on the test split; `provenance` says where the best skill came from."""
     t, c = test, test["comparison"]
     runs = f"{t['repeats']} run{'s' if t['repeats'] != 1 else ''} each"
+    s = t["seed"]
+    seed = f"  seed  {s['sha256'][:12]}  accuracy {_f(s['accuracy'])} {_ci(s['ci95'])}"
+    head = f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer):"
+    if t["best"]["sha256"] == t["seed"]["sha256"]:
+        return [
+            head,
+            seed,
+            f"  no edit was accepted ({provenance}): the best skill is the seed, nothing compared",
+        ]
     return [
-        f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer):",
-        f"  seed  {t['seed']['sha256'][:12]}  accuracy {_f(t['seed']['accuracy'])} {_ci(t['seed']['ci95'])}",
+        head,
+        seed,
         f"  best  {t['best']['sha256'][:12]}  accuracy {_f(t['best']['accuracy'])} {_ci(t['best']['ci95'])}"
         f"  ({provenance})",
-        f"  difference {_signed(c['diff'])} {_ci(c['ci95'])}, p = {_p(c['p_value'])};"
+        f"  difference {_signed(c['diff'])}, two-sided 95% CI {_ci(c['ci95'])},"
+        f" two-sided p = {_p(c['p_value'])};"
         f" {c['improved']} items improved, {c['regressed']} regressed, {c['unchanged']} unchanged",
         f"  ({c['method']})",
     ]
@@ -55,9 +66,14 @@ def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
 
 def headline(result: OptimizeResult) -> list[str]:
     """The lines the command prints at the end and the report opens with."""
-    return test_lines(
-        result.test, f"step {result.best_step}, {result.accepted} of {result.steps} steps accepted"
+    chosen = result.selection.get("accuracy")
+    optimistic = (
+        f"; its selection score {_f(chosen)} is optimistic: the skill was chosen on that split"
+        if result.accepted and chosen is not None
+        else ""
     )
+    steps = f"step {result.best_step}, {result.accepted} of {result.steps} steps accepted"
+    return test_lines(result.test, steps + optimistic)
 
 
 def _n(counts: Mapping[str, float], key: str) -> str:
@@ -155,13 +171,13 @@ def _document(
     out = [*head, "## Steps", ""]
     out += [
         "| step | epoch | train acc | proposed | applied | current (selection) | candidate (selection) "
-        "| diff [95% CI] | p | decision |",
-        "|---:|---:|---:|---:|---:|---|---|---|---:|---|",
+        "| gate: diff, one-sided bound and p at the decision's share of alpha | decision |",
+        "|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for row in history:
         if row["kind"] == "seed":
             s = row["selection"]
-            out.append(f"| 0 | | | | | seed {_f(s['accuracy'])} {_ci(s['ci95'])} | | | | |")
+            out.append(f"| 0 | | | | | seed {_f(s['accuracy'])} {_ci(s['ci95'])} | | | |")
             continue
         gate, sel = row["gate"], row.get("selection") or {}
         cur, cand = sel.get("current"), sel.get("candidate")
@@ -170,8 +186,7 @@ def _document(
             f"| {row['proposed']} | {row['applied']} "
             f"| {_f(cur['accuracy']) + ' ' + _ci(cur['ci95']) if cur else ''} "
             f"| {_f(cand['accuracy']) + ' ' + _ci(cand['ci95']) if cand else ''} "
-            f"| {_signed(gate['diff']) + ' ' + _ci(gate['ci95']) if gate else ''} "
-            f"| {_p(gate['p_value']) if gate else ''} "
+            f"| {_cell(gate_figures(gate), 400) if gate else ''} "
             f"| {('accepted' if row['accepted'] else 'rejected') if gate else 'no candidate'} |"
         )
     out += ["", *_grader_lines(history)]
@@ -281,6 +296,12 @@ def _svg(history: Sequence[Mapping[str, Any]]) -> str:
     ]
     for tick in (0.0, 0.5, 1.0):
         parts.append(f'<text x="4" y="{y(tick) + 4:.1f}" font-size="10">{tick:.1f}</text>')
+    every = max(1, -(-steps // 10))  # at most about ten step labels
+    for step in range(0, steps + 1, every):
+        parts.append(
+            f'<text class="step" x="{x(step):.1f}" y="{y(0) + 14:.1f}" font-size="10"'
+            f' text-anchor="middle">{step}</text>'
+        )
     points, current = [], None
     for row in history:
         if row["kind"] == "seed":
@@ -310,18 +331,22 @@ def _svg(history: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _page(title: str, head: list[str], chart: str, body: str) -> str:
-    """A report page: one file, no scripts; the headline, a chart, the Markdown report's content."""
+    """A report page: one file, no scripts; the headline, the Markdown report rendered (its text
+    escaped first: bv.reporting.markdown_html), then the chart."""
+    from bv.reporting.markdown_html import to_html
+
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}</style></head><body>"
+        "<style>body{font-family:system-ui,sans-serif;margin:2em}pre{white-space:pre-wrap}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 8px}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><pre>"
         + html.escape("\n".join(head))
-        + "</pre>"
+        + '</pre><section class="report">'
+        + to_html(body)
+        + "</section>"
         + chart
-        + "<h2>Report</h2><pre>"
-        + html.escape(body)
-        + "</pre></body></html>\n"
+        + "</body></html>\n"
     )
 
 

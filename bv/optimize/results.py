@@ -10,6 +10,7 @@ from typing import Any
 
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow
+from bv.core.settings import setting
 from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
 from bv.optimize.gate import GATES
 from bv.optimize.reflect import count_fields
@@ -37,7 +38,15 @@ class OptimizeOptions:
     edits: int = 4  # the step size: edits applied at most per step
     alpha: float = 0.05
     gate: str = "paired"
-    repeats: int = 3  # runs per item on the selection and test splits
+    repeats: int = setting(
+        3,
+        "--repeats",
+        kind=int,
+        low=1,
+        high=100,
+        show_default=True,
+        help="Runs per item on the selection and test splits.",
+    )
     max_skill_chars: int = DEFAULT_MAX_SKILL_CHARS
 
     def __post_init__(self) -> None:
@@ -104,7 +113,7 @@ class OptimizeResult:
     def improved(self) -> bool:
         """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
         c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ class GepaResult:
     @property
     def improved(self) -> bool:
         c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] <= 0.05
+        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
 
 
 def accuracy_of(rows: Sequence[JudgedRow]) -> float | None:
@@ -217,10 +226,29 @@ def _step_line(row: Mapping[str, Any], total: int) -> str:
     gate = row["gate"]
     if gate is None:
         return head + "; no candidate"
-    lo, hi = gate["ci95"]
     verdict = "accepted" if gate["accepted"] else "rejected"
-    return (
-        f"{head}; gate {gate['gate']}: {figure(gate['mean_a'])} -> {figure(gate['mean_b'])},"
-        f" diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}],"
-        f" p={figure(gate['p_value'], 4)}: {verdict}"
+    means = f"{figure(gate['mean_a'])} -> {figure(gate['mean_b'])}"
+    return f"{head}; gate {gate['gate']}: {means}, {gate_figures(gate)}: {verdict}"
+
+
+def gate_figures(gate: Mapping[str, Any]) -> str:
+    """A gate decision's difference, its one-sided bound and p at the decision's share of alpha
+    (the bound is above 0 exactly when p is below that share), and the failed rows left out."""
+    share = gate.get("step_alpha")
+    if share is None:  # a history written before the shares: the decision's test and alpha as they were
+        lo, hi = gate["ci95"]
+        return f"diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}], p={figure(gate['p_value'], 4)}"
+    failed = gate.get("failed_rows") or {}
+    left_out = sum(failed.values())
+    text = (
+        f"diff {figure(gate['diff'])} >= {figure((gate.get('bound') or [None])[0])}"
+        f" (one-sided {100 * (1 - share):.4g}% bound), one-sided p={figure(gate['p_value'], 4)}"
+        f" vs alpha {share:.3g} (decision {gate['decision']}: alpha/2^{gate['decision']})"
+        f" on {gate['n_items']} items"
     )
+    if left_out:
+        text += (
+            f"; {left_out} failed rows left out"
+            f" ({failed.get('current', 0)} current, {failed.get('candidate', 0)} candidate)"
+        )
+    return text

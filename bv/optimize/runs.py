@@ -14,7 +14,9 @@ from bv.core.errors import BadRecord, Fatal, Interrupted
 from bv.core.outcome import SIGNAL_NAMES
 from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.redaction import public_params
+from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
+from bv.engine.defaults import TIMEOUT_S
 from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
@@ -27,7 +29,7 @@ class Model:
     """One role's model and where it is served (the API key is used, never recorded)."""
 
     model: str | None = None
-    backend: str = "openai"
+    backend: str = shared(RolloutConfig, "backend")
     base_url: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -53,17 +55,17 @@ class Engines:
 
     target: Model
     optimizer: Model
-    judge_mode: str = "auto"
+    judge_mode: str = shared(JudgeConfig, "mode")
     judge: Model = field(default_factory=Model)
     # the final test's own judge (`test_judge_*`), so that a skill that sways the gate's judge
     # cannot sway the test's; None: the test is judged as the gate is
     test_judge: Model | None = None
-    max_turns: int = 1
+    max_turns: int = shared(RolloutConfig, "max_turns")
     image_root: Path | None = None
     templates: Templates = BV_TEMPLATES
-    jobs: int = 8
-    retries: int = 5
-    timeout_s: float = 600.0
+    jobs: int = shared(RolloutConfig, "jobs")
+    retries: int = shared(RolloutConfig, "retries")
+    timeout_s: float = TIMEOUT_S
     cache_path: Path | None = None
     quiet: bool = True
     # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take

@@ -28,15 +28,31 @@ def _test_judge(o: Mapping[str, Any]) -> Any:
     )
 
 
+def _ratio(given: str | tuple[int, int, int]) -> tuple[int, int, int]:
+    """A ratio as either face gives it: "2:1:7" (the command line's) or (2, 1, 7)."""
+    from bv.optimize.results import OptimizeError
+    from bv.optimize.split import parse_ratio
+
+    if not isinstance(given, str):
+        return (int(given[0]), int(given[1]), int(given[2]))
+    try:
+        return parse_ratio(given)
+    except ValueError as exc:
+        raise OptimizeError(f"`ratio`: {exc}") from None
+
+
 def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[Any, ...]:
     """(items, seed skill, run folder, engines, loop options) from bv.api.optimize's keywords,
     its `cache` keyword resolved by bv.api to `cache_path`."""
     from bv.core import environment
+    from bv.core.settings import default_of
     from bv.core.templates import Templates
     from bv.engine.prices import price_book
     from bv.optimize.loop import OptimizeOptions
     from bv.optimize.runs import WAITS, Engines, Model
+    from bv.stages.judge_config import JudgeConfig
     from bv.stages.prompt import Skill
+    from bv.stages.rollout_config import RolloutConfig
 
     o = options
     price_book(
@@ -50,8 +66,9 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
     def urls(value: str | list[str] | None) -> tuple[str, ...]:
         return (value,) if isinstance(value, str) else tuple(value or ())
 
+    backend = o["backend"] or default_of(RolloutConfig, "backend")
     engines = Engines(
-        target=Model(o["model"], o["backend"], urls(o["base_url"]), o["api_key"], dict(o["params"] or {})),
+        target=Model(o["model"], backend, urls(o["base_url"]), o["api_key"], dict(o["params"] or {})),
         optimizer=Model(
             o["optimizer_model"],
             "openai",
@@ -59,7 +76,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
             o["optimizer_api_key"] or environment.variables().get("BV_OPTIMIZER_API_KEY"),
             dict(o["optimizer_params"] or {}),
         ),
-        judge_mode=o["judge_mode"],
+        judge_mode=o["judge_mode"] or default_of(JudgeConfig, "mode"),
         judge=Model(
             o["judge_model"],
             "openai",
@@ -68,7 +85,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
             dict(o["judge_params"] or {}),
         ),
         test_judge=_test_judge(o),
-        max_turns=o["max_turns"],
+        max_turns=o["max_turns"] or default_of(RolloutConfig, "max_turns"),
         templates=templates or Templates(),
         jobs=o["jobs"],
         retries=o["retries"],
@@ -81,7 +98,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
     )
     split = o["split"]
     loop_options = OptimizeOptions(
-        ratio=tuple(o["ratio"]),
+        ratio=_ratio(o["ratio"]),
         split_file=Path(split) if split is not None else None,
         seed=o["seed"],
         epochs=o["epochs"],
@@ -92,7 +109,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
         edits=o["edits"],
         alpha=o["alpha"],
         gate=o["gate"],
-        repeats=o["repeats"],
+        **({"repeats": o["repeats"]} if o["repeats"] is not None else {}),
         max_skill_chars=o["max_skill_chars"],
     )
     return Path(o["items"]), seed_skill, Path(o["out"]), engines, loop_options

@@ -10,14 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from bv.core.paired import Alternative, PairedComparison, paired_comparison
 from bv.core.power import PowerPlan, paired_power, single_power
-from bv.core.stats import (
-    ADJUSTMENT_NAMES,
-    ADJUSTMENTS,
-    Alternative,
-    PairedComparison,
-    paired_comparison,
-)
+from bv.core.stats import ADJUSTMENT_NAMES, ADJUSTMENTS
 from bv.reporting.report_types import Built, Difference, Paired, Power, Summary
 from bv.reporting.tally import GROUPS, Tally
 
@@ -124,11 +119,14 @@ def points(value: float | None, sign: bool = True) -> str:
 
 
 def verdict(pair: Paired, adjusted_by: str | None = None) -> str:
-    """Better or not, and by how much, in one line."""
+    """Better or not, and by how much, in one line. The p-value is the interval's own (two-sided),
+    so without an adjustment "significant" is "the interval excludes 0"; an adjusted p is
+    compared instead, beside the interval as it was before the adjustment (said)."""
     p = pair["p_adjusted"] if adjusted_by else pair["p_value"]
-    p_text = f"p = {p:.3g}" + (f", {ADJUSTMENT_NAMES[adjusted_by]}-adjusted" if adjusted_by else "")
+    p_text = f"two-sided p = {p:.3g}" + (f", {ADJUSTMENT_NAMES[adjusted_by]}-adjusted" if adjusted_by else "")
     ci = pair["ci95"]
-    interval = f"95% CI {points(ci[0])} to {points(ci[1])}" if ci else "no interval"
+    unadjusted = ", unadjusted" if adjusted_by else ""
+    interval = f"two-sided 95% CI{unadjusted} {points(ci[0])} to {points(ci[1])}" if ci else "no interval"
     a, b, diff = pair["a"], pair["b"], pair["diff"]
     counts = (
         f"on {pair['n_items']} items: {pair['improved']} improved, {pair['regressed']} regressed,"
@@ -190,7 +188,14 @@ def power_lines(plans: Sequence[Power]) -> list[str]:
         needs = []
         for target in POWER_TARGETS:
             items, runs = plan["items_needed"][str(target)], plan["runs_needed"][str(target)]
-            on_these = f"{runs} runs per item on these items" if runs else "no number of runs on these items"
+            if plan["runs"] == 1:  # no item was run twice: its run-to-run noise is unknown, not 0
+                on_these = (
+                    "runs per item: unknown (run-to-run noise cannot be estimated from one run per item)"
+                )
+            else:
+                on_these = (
+                    f"{runs} runs per item on these items" if runs else "no number of runs on these items"
+                )
             needs.append(f"{target} points needs {items} items at {plan['runs']:g} runs, or {on_these}")
         lines.append(
             f"Power, {who}: at 80% power and alpha 0.05, {plan['n_items']} items and {plan['runs']:g} runs"

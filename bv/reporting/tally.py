@@ -263,8 +263,8 @@ class Tally:
 
         `cluster` ("type" or "subtype") clusters the standard errors of the groups above it."""
         at = next((i for i, (_, name) in enumerate(GROUPS) if name == cluster), None)
-        values: dict[tuple[int, str], tuple[list[float], list[str]]] = {}
-        everything: tuple[list[float], list[str]] = ([], [])
+        values: dict[tuple[int, str], tuple[list[float], list[str], list[int]]] = {}
+        everything: tuple[list[float], list[str], list[int]] = ([], [], [])
         one_run = True
         for item, (right, n) in self.item_scores(exclude_failed).items():
             score = right / n
@@ -273,16 +273,20 @@ class Tally:
             key = labels[at] if at is not None else item
             everything[0].append(score)
             everything[1].append(key)
+            everything[2].append(n)
             for index, label in enumerate(labels):
                 lists = values.get((index, label))
                 if lists is None:
-                    lists = values[index, label] = ([], [])
+                    lists = values[index, label] = ([], [], [])
                 lists[0].append(score)
                 lists[1].append(key)
+                lists[2].append(n)
 
-        def estimate(lists: tuple[list[float], list[str]]) -> ItemEstimate:
+        def estimate(lists: tuple[list[float], list[str], list[int]]) -> ItemEstimate:
             clustered = at is not None and len(set(lists[1])) > 1  # a group inside one cluster: not
-            return estimate_over_items(lists[0], one_run=one_run, clusters=lists[1] if clustered else None)
+            return estimate_over_items(
+                lists[0], one_run=one_run, clusters=lists[1] if clustered else None, rows=sum(lists[2])
+            )
 
         return estimate(everything), {key: estimate(lists) for key, lists in values.items()}
 

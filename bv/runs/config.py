@@ -14,6 +14,9 @@ from bv import __version__
 from bv.core import redaction
 from bv.core.atomic import atomic_output
 from bv.core.errors import BadConfig, Fatal
+from bv.core.settings import shared
+from bv.stages.judge_config import JudgeConfig
+from bv.stages.rollout_config import RolloutConfig
 
 
 class BadOption(BadConfig):
@@ -41,16 +44,16 @@ class EvalConfig:
     sample_seed: int = 0
     limit: int | None = None
     # rollout
-    backend: str = "openai"
+    backend: str = shared(RolloutConfig, "backend")
     model: str | None = None
     base_urls: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
-    repeats: int = 1
-    max_turns: int = 1
+    repeats: int = shared(RolloutConfig, "repeats")
+    max_turns: int = shared(RolloutConfig, "max_turns")
     params: Mapping[str, Any] = field(default_factory=dict)
     exec_cmd: str | None = None
     # judge
-    judge_mode: str = "auto"
+    judge_mode: str = shared(JudgeConfig, "mode")
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_api_key: str | None = field(default=None, repr=False)
@@ -59,9 +62,9 @@ class EvalConfig:
     prices: str | None = None  # a price file, or "genai-prices": rows record their cost
     max_cost: float | None = None  # USD, the rollout's and the judge's spend together (needs prices)
     batch: bool = False  # the rollout's and the LLM judge's requests as batch jobs
-    jobs: int = 8
-    retries: int = 5
-    timeout: float = 600.0
+    jobs: int = shared(RolloutConfig, "jobs")
+    retries: int = shared(RolloutConfig, "retries")
+    timeout: float = shared(RolloutConfig, "timeout")
     cache: Path | None = None  # None: no reply cache (and no resuming)
     quiet: bool = False
     skip_bad: bool = False
@@ -71,25 +74,31 @@ class EvalConfig:
         cls,
         items: str | Path,
         out: str | Path,
-        model: str | None,
-        backend: str,
         base_urls: tuple[str, ...],
         cache: Path | None,
         quiet: bool,
         options: Mapping[str, Any],
     ) -> EvalConfig:
-        """The config of bv.api.evaluate's arguments (`options`: the other fields; the item
-        selections as any sequence, `prices` a path or a string, as bv.api.rollout takes them)."""
+        """The config of bv.api.evaluate's arguments (`options`: the other fields, or bv eval's
+        options by their names: max_tokens and the other request parameters, mode; the item
+        selections as any sequence, paths and `prices` a str or a Path, as bv.api.rollout takes them)."""
+        from bv.stages.rollout_config import NAMED_PARAMS
+
+        options = dict(options)
+        params = dict(options.pop("params", None) or {})
+        params |= {name: options.pop(name) for name in NAMED_PARAMS if name in options}
+        if "mode" in options:
+            options["judge_mode"] = options.pop("mode")
         given: dict[str, Any] = {
             name: tuple(options[name]) for name in ("ids", "types", "subtypes") if name in options
         }
+        given |= {name: Path(options[name]) for name in ("skill", "prompts") if options.get(name) is not None}
         if options.get("prices") is not None:
             given["prices"] = str(options["prices"])
         return cls(
             items=Path(items),
             out=Path(out),
-            model=model,
-            backend=backend,
+            params={k: v for k, v in params.items() if v is not None},
             base_urls=base_urls,
             cache=cache,
             quiet=quiet,

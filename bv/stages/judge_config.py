@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bv.core.errors import BadConfig
+from bv.core.settings import body_fields, check, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
 from bv.engine.endpoints import Endpoint
@@ -25,21 +26,41 @@ class JudgeConfig(RequestSettings):
     `mode`: rules (rules only), llm (every row to the LLM judge, the official protocol) or auto
     (rules, then the LLM judge for what they cannot decide, when a judge model is given)."""
 
-    mode: str = "auto"
-    judge_model: str | None = None
-    judge_base_url: str | None = None
-    judge_api_key: str | None = field(default=None, repr=False)
-    judge_params: Mapping[str, Any] = field(default_factory=dict)  # judge request fields, sent as written
+    mode: str = setting(
+        "auto",
+        "--mode",
+        choices=MODES,
+        show_default=True,
+        help="rules: rules only; llm: every item to the LLM judge (official protocol);"
+        " auto: rules, then the LLM judge for what rules cannot decide.",
+    )
+    judge_model: str | None = setting(
+        None, "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
+    )
+    judge_base_url: str | None = setting(
+        None, "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
+    )
+    judge_api_key: str | None = setting(
+        None, "--judge-api-key", secret=True, help="LLM judge API key. [env var: BV_JUDGE_API_KEY]"
+    )
+    # judge request fields, sent as written
+    judge_params: Mapping[str, Any] = setting(
+        None,
+        "--judge-param",
+        factory=dict,
+        multiple=True,
+        convert=body_fields,
+        metavar="KEY=VALUE",
+        help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
+        " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
+    )
     templates: Templates = BV_TEMPLATES
     endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
 
     def __post_init__(self) -> None:
         from bv.engine.endpoints import judge_endpoint
 
-        if self.mode not in MODES:
-            raise BadConfig(f"unknown `mode` {self.mode!r}; known: {', '.join(MODES)}", option="mode")
-        if self.jobs < 1:
-            raise BadConfig(f"`jobs` must be at least 1, not {self.jobs}", option="jobs")
+        check(self)
         endpoint = judge_endpoint(
             self.mode,
             self.judge_model,

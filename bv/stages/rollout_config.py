@@ -13,6 +13,7 @@ from typing import Any
 from bv.core.errors import BadConfig
 from bv.core.records import PromptRecord
 from bv.core.redaction import public_params
+from bv.core.settings import body_fields, check, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
@@ -31,6 +32,22 @@ BACKEND_SETTINGS: dict[str, tuple[str, ...]] = {
     "chance": (),
 }
 BACKEND_ONLY = tuple(dict.fromkeys(name for names in BACKEND_SETTINGS.values() for name in names))
+
+
+def urls(given: str | Iterable[str]) -> tuple[str, ...]:
+    """Endpoints as either face gives them: one URL, or several (replicas of one model)."""
+    return (given,) if isinstance(given, str) else tuple(given)
+
+
+def shard_of(given: str | tuple[int, int]) -> tuple[int, int]:
+    """A shard as either face gives it: (k, n), or "K/N", "auto", "auto/N" (bv.core.environment)."""
+    from bv.core.environment import shard_spec
+
+    if isinstance(given, str):
+        return shard_spec(given)
+    return (int(given[0]), int(given[1]))
+
+
 # Request parameters with a setting of their own; any other goes in `params` (or `extra_body`).
 NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
 
@@ -46,23 +63,104 @@ class RolloutConfig(RequestSettings):
     `request_params` is what every request carries and every row records. How its requests are
     sent (concurrency, retries, the waits, the cache) is bv.stages.request_settings'."""
 
-    backend: str = "openai"
-    model: str | None = None
-    base_url: tuple[str, ...] = ()
-    api_key: str | None = field(default=None, repr=False)
-    exec_cmd: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    max_pixels: int | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    params: Mapping[str, Any] = field(default_factory=dict)
-    repeats: int = 1
-    max_turns: int = 1
-    shard: tuple[int, int] | None = None  # (k, n): only items whose id hashes to k modulo n
-    artifacts: Path | None = None  # each row's prompts and conversation under DIR/<run>/<id>/
+    backend: str = setting(
+        "openai",
+        "--backend",
+        choices=tuple(BACKEND_SETTINGS),
+        show_default=True,
+        envvar="BV_BACKEND",
+        show_envvar=True,
+        help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
+        " or the offline chance baseline.",
+    )
+    model: str | None = setting(
+        None, "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
+    )
+    base_url: tuple[str, ...] = setting(
+        (),
+        "--base-url",
+        multiple=True,
+        convert=urls,
+        help="OpenAI-compatible endpoint; repeat for replicas of one model. [env var: OPENAI_BASE_URL]",
+    )
+    api_key: str | None = setting(
+        None,
+        "--api-key",
+        secret=True,
+        help="API key. [env var: OPENAI_API_KEY, or AZURE_OPENAI_API_KEY for azure]",
+    )
+    exec_cmd: str | None = setting(
+        None,
+        "--exec-cmd",
+        metavar="TEMPLATE",
+        help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
+        " {system} {system_toml} (docs/backends.md).",
+    )
+    max_tokens: int | None = setting(
+        None, "--max-tokens", kind=int, low=1, help="Cap on completion tokens per turn. [default: none]"
+    )
+    temperature: float | None = setting(
+        None, "--temperature", kind=float, low=0, help="Sampling temperature. [default: the server's]"
+    )
+    seed: int | None = setting(
+        None, "--seed", kind=int, help="Sampling seed sent to the API (chance: the guess seed)."
+    )
+    max_pixels: int | None = setting(
+        None, "--max-pixels", kind=int, low=1, help="Downscale larger images to this many pixels."
+    )
+    extra_body: Mapping[str, Any] = setting(
+        None,
+        "-p",
+        "--param",
+        factory=dict,
+        multiple=True,
+        convert=body_fields,
+        metavar="KEY=VALUE",
+        help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
+        " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
+    )
+    params: Mapping[str, Any] = setting(None, factory=dict, convert=dict)  # bv.api's further request fields
+    repeats: int = setting(
+        1,
+        "--repeats",
+        kind=int,
+        low=1,
+        high=1000,
+        show_default=True,
+        help="Roll out every item K times (run 0..K-1), e.g. 3 for Avg@3.",
+    )
+    max_turns: int = setting(
+        1,
+        "--max-turns",
+        kind=int,
+        low=1,
+        high=20,
+        show_default=True,
+        help="Turns per item; a reply without \\boxed{} gets a refinement turn.",
+    )
+    # (k, n): only items whose id hashes to k modulo n
+    shard: tuple[int, int] | None = setting(
+        None,
+        "--shard",
+        convert=shard_of,
+        metavar="K/N|auto",
+        help="Only shard K of N (0-based; by a stable hash of the id), to split a run across machines;"
+        " auto: K and N from a SLURM job array, auto/N: K from a Kubernetes Indexed Job (docs/scale.md).",
+    )
+    # each row's prompts and conversation under DIR/<run>/<id>/
+    artifacts: Path | None = setting(
+        None,
+        "--artifacts",
+        kind=Path,
+        folder=True,
+        help="Write each row's system prompt, user prompt and conversation.json (every message of every"
+        " turn) under DIR/<run>/<id>/.",
+    )
     templates: Templates = BV_TEMPLATES  # refinement turns render refine.md from here
-    ordered: bool = False  # rows in input order (bv.api always asks for it)
+    # rows in input order (bv.api always asks for it)
+    ordered: bool = setting(
+        False, "--ordered", kind=bool, help="Write rows in input order (default: as they finish)."
+    )
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
     request_params: dict[str, Any] = field(init=False, repr=False)
     recorded_params: dict[str, Any] = field(init=False, repr=False, compare=False)  # secrets as ***
@@ -79,9 +177,7 @@ class RolloutConfig(RequestSettings):
         if unused:
             names = ", ".join(f"`{name}`" for name in unused)
             raise BadConfig(f"the {self.backend} backend does not use {names}", option=unused[0])
-        for name in ("repeats", "max_turns", "jobs"):
-            if getattr(self, name) < 1:
-                raise BadConfig(f"`{name}` must be at least 1, not {getattr(self, name)}", option=name)
+        check(self)
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
         book = price_book(self.prices, self.max_cost, self.batch, self.max_tokens)

@@ -39,6 +39,7 @@ from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
 from bv.core.terminal import printable
 from bv.engine.backends import Reply
+from bv.engine.defaults import TIMEOUT_S
 
 SKILL_NAME = "babyvision"
 SKILL_DESCRIPTION = (
@@ -81,7 +82,7 @@ class ExecBackend:
         template: str,
         argv: list[str],
         model: str,
-        timeout: float = 600.0,
+        timeout: float = TIMEOUT_S,
         keep_dir: Path | None = None,
     ) -> None:
         self.template = template
@@ -99,7 +100,7 @@ class ExecBackend:
         cls,
         exec_cmd: str | None = None,
         model: str | None = None,
-        timeout: float = 600.0,
+        timeout: float = TIMEOUT_S,
         api_key: str | None = None,
         keep_workdirs: str | Path | None = None,
     ) -> ExecBackend:

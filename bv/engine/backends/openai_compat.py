@@ -32,6 +32,7 @@ from bv.engine.backends.replies import (
     read_body,
 )
 from bv.engine.deadlines import Deadline, Deadlines
+from bv.engine.defaults import JOBS, TIMEOUT_S
 from bv.engine.endpoints import (
     CONNECT_TIMEOUT_S,
     Endpoint,
@@ -92,8 +93,8 @@ class OpenAIBackend:
         model: str | None = None,
         base_urls: list[str] | tuple[str, ...] = (),
         api_key: str | None = None,
-        timeout: float = 600.0,
-        jobs: int = 8,
+        timeout: float = TIMEOUT_S,
+        jobs: int = JOBS,
         connect_timeout: float = CONNECT_TIMEOUT_S,
         first_byte_timeout: float | None = None,
         read_timeout: float | None = None,

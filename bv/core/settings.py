@@ -1,0 +1,167 @@
+"""A setting declared once, on the typed config that holds it: its flag, help, environment
+variable, default, type and check, as a dataclass field's metadata (`setting(...)`).
+
+The command line's options are made from these declarations (bv.cli.declared), bv.api's keywords
+take their defaults from them (`api_default`), and every config checks its declared bounds and choices the
+same way (`check`), so no face writes a default, a range or a flag of its own. No click here:
+this is the declaration, not the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+from typing import Any
+
+from bv.core.errors import BadConfig
+
+
+class _Same:
+    """`api_default` not declared: bv.api's default is the config's."""
+
+    def __repr__(self) -> str:
+        return "the config's default"
+
+
+SAME: Any = _Same()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one setting is given: `flags` on the command line (empty: bv.api only), `kind` (int,
+    float, str, Path, bool), the bounds (`low`/`high`) or `choices` its value must keep, and
+    `convert`, which turns what either face was given (a CLI text, a keyword's value) into the
+    config's value, raising BadConfig."""
+
+    flags: tuple[str, ...] = ()
+    help: str = ""
+    kind: type = str
+    low: float | None = None
+    high: float | None = None
+    open_bounds: bool = False  # `low` and `high` themselves refused (a rate: 0 < alpha < 1)
+    choices: tuple[str, ...] | None = None
+    envvar: str | None = None
+    show_envvar: bool = False
+    show_default: bool = False
+    metavar: str | None = None
+    multiple: bool = False
+    exists: bool = False  # a path that must exist (a file, or with `folder`, a folder)
+    folder: bool = False
+    convert: Callable[[Any], Any] | None = None
+    off: tuple[str, str] | None = None  # (flag, help) of the option that turns it off (--no-cache)
+    api_default: Any = SAME  # both faces' default where it is not the config's (a library is quiet)
+
+
+def setting(
+    default: Any = MISSING, *flags: str, factory: Any = MISSING, secret: bool = False, **declared: Any
+) -> Any:
+    """A dataclass field declaring a setting (see Setting); `factory` for a mutable default, and
+    a `secret` kept out of the config's repr."""
+    meta = {"setting": Setting(flags=flags, **declared)}
+    if factory is not MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta, repr=not secret)
+    return dataclasses.field(default=default, metadata=meta, repr=not secret)
+
+
+def shared(config_type: Any, name: str) -> Any:
+    """A field declared as `config_type`'s `name` (another config taking the same setting)."""
+    f = config_type.__dataclass_fields__[name]
+    if f.default_factory is not MISSING:
+        return dataclasses.field(default_factory=f.default_factory, metadata=f.metadata, repr=f.repr)
+    return dataclasses.field(default=f.default, metadata=f.metadata, repr=f.repr)
+
+
+def declared(config_type: Any) -> dict[str, Setting]:
+    """The declared settings of a config, by name, in their order."""
+    return {f.name: f.metadata["setting"] for f in dataclasses.fields(config_type) if "setting" in f.metadata}
+
+
+def default_of(config_type: Any, name: str) -> Any:
+    """The config's own default of a field."""
+    f = config_type.__dataclass_fields__[name]
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def api_default(config_type: Any, name: str) -> Any:
+    """bv.api's default of a setting: its declared `api_default`, else the config's."""
+    decl = config_type.__dataclass_fields__[name].metadata.get("setting")
+    if decl is not None and decl.api_default is not SAME:
+        return decl.api_default
+    return default_of(config_type, name)
+
+
+def check(config: Any) -> None:
+    """Each declared setting within its bounds and choices, or BadConfig naming it."""
+    for name, decl in declared(type(config)).items():
+        value = getattr(config, name)
+        if value is None or isinstance(value, bool):
+            continue
+        if decl.choices is not None and value not in decl.choices:
+            raise BadConfig(f"unknown `{name}` {value!r}; known: {', '.join(decl.choices)}", option=name)
+        if decl.kind in (int, float):
+            if not math.isfinite(value):
+                raise BadConfig(f"`{name}` must be a finite number, not {value}", option=name)
+            low, high, open_ = decl.low, decl.high, decl.open_bounds
+            if low is not None and (value < low or (open_ and value == low)):
+                least = "above" if open_ else "at least"
+                raise BadConfig(f"`{name}` must be {least} {low:g}, not {value}", option=name)
+            if high is not None and (value > high or (open_ and value == high)):
+                most = "below" if open_ else "at most"
+                raise BadConfig(f"`{name}` must be {most} {high:g}, not {value}", option=name)
+
+
+def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
+    """What the faces were given, as the config takes it: each declared setting's `convert`, and
+    a path given as a str made a Path. An unknown name is a TypeError, as for any call."""
+    names = {f.name for f in dataclasses.fields(config_type) if f.init}
+    unknown = sorted(set(given) - names)
+    if unknown:
+        raise TypeError(f"unexpected keyword(s): {', '.join(unknown)}")
+    decls = declared(config_type)
+    values = dict(given)
+    for name, value in given.items():
+        decl = decls.get(name)
+        if decl is None or value is None:
+            continue
+        if decl.convert is not None:
+            try:
+                values[name] = decl.convert(value)
+            except BadConfig as exc:
+                raise BadConfig(f"`{name}`: {exc}", option=name) from None
+        elif decl.kind is Path:
+            values[name] = Path(value)
+    return values
+
+
+def body_fields(given: Any) -> dict[str, Any]:
+    """Request body fields: a mapping as given, or KEY=VALUE texts (the command line's), VALUE as
+    JSON when it parses. `extra_body={...}` (the openai SDK's habit) is unwrapped into its
+    fields, as the SDK merges them into the body; `model` and `messages` are bv's to set."""
+    import json
+
+    if isinstance(given, Mapping):
+        return dict(given)
+    fields: dict[str, Any] = {}
+    for pair in given:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise BadConfig(f"{pair!r} is not KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if key in ("model", "messages"):
+            raise BadConfig(f"{key!r} is set by bv, not by a request field")
+        if key != "extra_body":
+            fields[key] = value
+        elif isinstance(value, dict):
+            fields.update(value)
+        else:
+            raise BadConfig(
+                "extra_body must be a JSON object of body fields, e.g. extra_body='{\"top_k\": 20}'"
+                " (or give each field as its own KEY=VALUE)"
+            )
+    return fields
