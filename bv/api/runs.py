@@ -68,6 +68,9 @@ def optimize(
     judge_base_url: str | None = None,
     judge_api_key: str | None = None,
     judge_params: Mapping[str, Any] | None = None,
+    test_judge_model: str | None = None,
+    test_judge_base_url: str | None = None,
+    test_judge_api_key: str | None = None,
     ratio: tuple[int, int, int] = (2, 1, 7),
     split: str | Path | None = None,
     seed: int = 0,
@@ -104,11 +107,14 @@ def optimize(
     `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
     the test split (`result.test`), with the history and tokens by role. The target model's
     options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. `judge_params` and the waits are `bv.api.judge`'s and `bv.api.rollout`'s, for every
-    request of the run; `prices` (a price file or "genai-prices", as `bv.api.rollout`'s) prices
-    every role's replies, and the history and report give their cost; `max_cost` (USD, needs
-    `prices`) is one budget for every role over the run: once reached no new request starts, and
-    Interrupted is raised as after Ctrl-C (history and report say where; calling again resumes).
+    step. `test_judge_model`, `test_judge_base_url`, `test_judge_api_key`: the final test's own
+    LLM judge (what is not given is the judge's), so that a skill which sways the gate's judge
+    cannot sway the test's. `judge_params` and the waits are `bv.api.judge`'s and
+    `bv.api.rollout`'s, for every request of the run; `prices` (a price file or "genai-prices",
+    as `bv.api.rollout`'s) prices every role's replies, and the history and report give their
+    cost; `max_cost` (USD, needs `prices`) is one budget for every role over the run: once
+    reached no new request starts, and Interrupted is raised as after Ctrl-C (history and report
+    say where; calling again resumes).
     `search="gepa"` searches
     with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
     target rollouts) and returns a

@@ -77,6 +77,21 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @JUDGE_API_KEY
 @JUDGE_PARAM
 @click.option(
+    "--test-judge-model",
+    envvar="BV_TEST_JUDGE_MODEL",
+    help="The final test's own LLM judge, so a skill that sways the gate's judge cannot sway the"
+    " test's. [default: --judge-model] [env: BV_TEST_JUDGE_MODEL]",
+)
+@click.option(
+    "--test-judge-base-url",
+    envvar="BV_TEST_JUDGE_BASE_URL",
+    help="Its endpoint. [default: --judge-base-url] [env: BV_TEST_JUDGE_BASE_URL]",
+)
+@click.option(
+    "--test-judge-api-key",
+    help="Its API key. [env: BV_TEST_JUDGE_API_KEY; default: the judge's, when the endpoint is the same]",
+)
+@click.option(
     "--optimizer-model",
     envvar="BV_OPTIMIZER_MODEL",
     help="The model that writes edits. [env: BV_OPTIMIZER_MODEL]",
@@ -209,6 +224,9 @@ def optimize(
     judge_base_url: str | None,
     judge_api_key: str | None,
     judge_param_pairs: tuple[str, ...],
+    test_judge_model: str | None,
+    test_judge_base_url: str | None,
+    test_judge_api_key: str | None,
     optimizer_model: str | None,
     optimizer_base_url: str | None,
     optimizer_api_key: str | None,
@@ -298,6 +316,9 @@ def optimize(
         judge_base_url=judge_base_url,
         judge_api_key=judge_api_key,
         judge_params=parse_params(judge_param_pairs, "--judge-param"),
+        test_judge_model=test_judge_model,
+        test_judge_base_url=test_judge_base_url,
+        test_judge_api_key=test_judge_api_key,
         ratio=ratio,
         split=split_file,
         seed=seed,

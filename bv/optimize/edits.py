@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,8 @@ STATUSES = {
     "malformed": "not an operation bv can read (unknown op, a missing or non-text field)",
     "absent": "its target is not in the current skill",
     "ambiguous": "its target is in the current skill more than once",
-    "leak": "it quotes an item's question with its gold answer, or a held-out item's question",
+    "leak": "it quotes an item's question with its gold answer, or a held-out item's question"
+    " (by itself, or in the skill as the step's edits before it leave it)",
     "too_large": "the skill would exceed the size cap",
     "control_chars": "its text holds control characters",
     "no_change": "it leaves the skill as it was",
@@ -43,6 +45,18 @@ STATUSES = {
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _SPACE = re.compile(r"\s+")
+_INVISIBLE = re.compile(  # zero-width spaces and joiners, soft hyphens, BOMs, variation selectors
+    r"[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2060-\u2064\ufe00-\ufe0f\ufeff]"
+)
+# Text that speaks to whoever grades the answer rather than to the model answering (an LLM judge
+# reads the reply): flagged, never silently kept (docs/optimize.md).
+_TO_GRADER = re.compile(
+    r"\bgraders?\b|\bground[ _-]?truth\b"
+    r"|\b(?:the|a|an|any|dear|to) (?:judge|evaluator|scorer|grading model|judging model|checker)s?\b"
+    r"|\b(?:reply|respond|output|return|say|answer) (?:with |only )?[\"'`*]*(?:true|correct)\b"
+    r"|\bmark (?:this|it|the (?:answer|response|reply)) (?:as )?(?:correct|right|true)\b"
+    r"|\bignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) instructions\b"
+)
 
 
 @dataclass(frozen=True)
@@ -160,7 +174,16 @@ def parse_edit(raw: Any) -> Edit | str:
 
 
 def _norm(text: str) -> str:
-    return _SPACE.sub(" ", text).strip().casefold()
+    """Text as the leak check compares it: NFKC (full-width, ligatures), invisible characters
+    (zero-width spaces and joiners, soft hyphens, BOMs) removed, spaces collapsed, case folded."""
+    return _SPACE.sub(" ", _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))).strip().casefold()
+
+
+def grader_phrases(text: str) -> list[str]:
+    """The phrases of a skill that address the grader or judge ("Reply True", "ground truth",
+    "the judge"…), at most 5, each quoted short; empty when it addresses none."""
+    found = dict.fromkeys(m.group(0) for m in _TO_GRADER.finditer(_norm(text)))
+    return [quote(phrase, 40) for phrase in list(found)[:5]]
 
 
 @dataclass(frozen=True)
@@ -201,21 +224,30 @@ def _golds_in(content: str, golds: Sequence[str]) -> bool:
     return False
 
 
-def leak(content: str, guarded: Sequence[Guarded]) -> str | None:
-    """Why `content` leaks an item, or None. A question shared by train and held-out items (the
-    templated ones) counts as a train question."""
+def leaks(content: str, guarded: Sequence[Guarded]) -> dict[int, str]:
+    """The items `content` leaks (their index in `guarded`) and why. A question shared by train
+    and held-out items (the templated ones) counts as a train question."""
     text = _norm(content)
     train_questions = {g.question for g in guarded if not g.held_out}
-    for g in guarded:
+    found: dict[int, str] = {}
+    for index, g in enumerate(guarded):
         if not _quotes(text, g.question):
             continue
         if _golds_in(text, g.golds):
-            return "it quotes an item's question with its gold answer"
-        if g.held_out and g.question not in train_questions:
-            return (
+            found[index] = "it quotes an item's question with its gold answer"
+        elif g.held_out and g.question not in train_questions:
+            found[index] = (
                 "it quotes the question of a held-out item (selection or test), which the optimizer never saw"
             )
-    return None
+    return found
+
+
+def leak(content: str, guarded: Sequence[Guarded], already: Iterable[int] = ()) -> str | None:
+    """Why `content` leaks an item, or None; `already`: items the text it came from leaked
+    (the seed's own doing), not counted again. The one check of an edit's content, of the whole
+    skill after each edit is applied (`propose`) and of a skill GEPA rewrote (`skill_problem`)."""
+    known = set(already)
+    return next((why for index, why in leaks(content, guarded).items() if index not in known), None)
 
 
 def apply_edit(text: str, edit: Edit) -> str:
@@ -261,16 +293,19 @@ def check_edit(text: str, edit: Edit, guarded: Sequence[Guarded], max_chars: int
     return Checked(edit, "ok")
 
 
-def skill_problem(text: str, guarded: Sequence[Guarded], max_chars: int) -> tuple[str, str] | None:
+def skill_problem(
+    text: str, guarded: Sequence[Guarded], max_chars: int, already: Iterable[int] = ()
+) -> tuple[str, str] | None:
     """Why a whole new skill text (one GEPA rewrote, not an edit) may not be tried, as
-    (status, why) with the statuses of STATUSES (and "empty"), or None when it may."""
+    (status, why) with the statuses of STATUSES (and "empty"), or None when it may; `already`
+    as `leak` takes it."""
     if not text.strip():
         return "empty", "the new skill is empty"
     if _CONTROL.search(text):
         return "control_chars", "its text holds control characters"
     if len(text) > max_chars:
         return "too_large", f"the skill is {len(text)} characters, over the cap of {max_chars}"
-    why = leak(text, guarded)
+    why = leak(text, guarded, already)
     return ("leak", why) if why else None
 
 
@@ -311,6 +346,7 @@ def propose(
     passing = [i for i, c in enumerate(checked) if c.status == "ok"]
     ranked = sorted(passing, key=lambda i: -checked[i].edit.support)  # type: ignore[union-attr]
     candidate, applied = text, 0
+    already = leaks(text, guarded) if passing else {}  # what the current skill carries already
     for index in ranked:
         entry = checked[index]
         assert entry.edit is not None
@@ -322,6 +358,11 @@ def propose(
             status = "conflict" if again.status in ("absent", "ambiguous") else again.status
             checked[index] = Checked(entry.edit, status, again.why)
             continue
-        candidate, applied = apply_edit(candidate, entry.edit), applied + 1
+        after = apply_edit(candidate, entry.edit)
+        why = leak(after, guarded, already)  # the whole skill: a question in one edit, its answer in another
+        if why:
+            checked[index] = Checked(entry.edit, "leak", f"with the edits before it, {why}")
+            continue
+        candidate, applied = after, applied + 1
         checked[index] = Checked(entry.edit, "applied")
     return candidate, checked

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import runs
-from bv.optimize.edits import MAX_REPLY_CHARS, guarded_items, quote, skill_problem
+from bv.optimize.edits import MAX_REPLY_CHARS, guarded_items, leaks, quote, skill_problem
 from bv.optimize.gate import estimate, scores
 from bv.optimize.loop import _Loop
 from bv.optimize.reflect import attempt_fields
@@ -120,6 +120,7 @@ class BvAdapter:
         self.selection = set(loop.split.selection)
         self.allowed = set(loop.split.train) | self.selection
         self.guarded = guarded_items(loop.items, set(loop.split.train))
+        self.seed_leaks = leaks(loop.seed_skill.text, self.guarded)  # the seed's own, not GEPA's doing
         self.rows: list[JudgedRow] = []
         self.refused: dict[str, dict[str, Any]] = {}
         self.metric_calls = 0
@@ -135,7 +136,7 @@ class BvAdapter:
         problem = (
             None
             if text == self.loop.seed_skill.text
-            else skill_problem(text, self.guarded, self.loop.options.max_skill_chars)
+            else skill_problem(text, self.guarded, self.loop.options.max_skill_chars, self.seed_leaks)
         )
         if problem is not None:  # not tried: scores 0, so GEPA keeps its parent; no request spent
             status, why = problem
@@ -274,13 +275,27 @@ def search(
     with the seed on the test split. `max_metric_calls`, the budget, counts target rollouts (a
     selection item's repeats each count; GEPA's own counter counts an item once), checked
     between GEPA's iterations as GEPA checks its own; it defaults to what bv's loop with the
-    same options plans (default_budget)."""
+    same options plans (default_budget). The folder is this run's alone meanwhile."""
     try:
         import gepa
     except ImportError:
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
+    with RunFolder(out).owned():
+        return _search(items_path, seed_skill, out, engines, options, max_metric_calls, say, gepa)
+
+
+def _search(
+    items_path: Path,
+    seed_skill: Skill,
+    out: Path,
+    engines: runs.Engines,
+    options: OptimizeOptions,
+    max_metric_calls: int | None,
+    say: Callable[[str], None],
+    gepa: Any,
+) -> GepaResult:
     from bv.optimize.report import gepa_page, gepa_report
 
     folder = RunFolder(out)
@@ -296,7 +311,7 @@ def search(
         seed_candidate={COMPONENT: loop.seed_skill.text},
         trainset=list(loop.split.train),
         valset=list(loop.split.selection),
-        adapter=adapter,  # type: ignore[arg-type]
+        adapter=adapter,
         reflection_lm=lm,
         reflection_minibatch_size=options.minibatch,
         stop_callbacks=[stop, lambda state: adapter.metric_calls >= budget],

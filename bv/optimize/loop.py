@@ -24,7 +24,7 @@ from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
-from bv.optimize.edits import ReplyProblem, guarded_items, propose, quote, read_reply
+from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
 from bv.optimize.gate import decide, estimate, scores
 from bv.optimize.reflect import minibatches, reflection_prompt
 from bv.optimize.results import (
@@ -131,6 +131,7 @@ class _Loop:
             "target": {**self.engines.target.recorded(), "max_turns": self.engines.max_turns},
             "optimizer": self.engines.optimizer.recorded(),
             "judge": {"mode": self.engines.judge_mode, **judge},
+            **({"test_judge": self.engines.test_judge.recorded()} if self.engines.test_judge else {}),
             "templates": {name: templates.sha256(name) for name in template_names()},
             "endpoints": endpoints,
         }
@@ -156,18 +157,7 @@ class _Loop:
     # --- the run folder -----------------------------------------------------------------------
     def open_folder(self) -> list[dict[str, Any]]:
         """The history so far; the folder's identity written, or checked against this run's."""
-        before = self.folder.read_json("run.json")
-        keys = (set(before or {}) | set(self.identity)) - {"endpoints"}
-        differ = sorted(k for k in keys if before is not None and before.get(k) != self.identity.get(k))
-        if differ:
-            raise OptimizeError(
-                f"{self.folder.path} holds a run with other settings ({', '.join(differ)} differ):"
-                " use another `out`, or the same items, skill and options to resume it"
-            )
-        if before != self.identity:  # new, or served elsewhere now
-            self.folder.write_json("run.json", self.identity)
-        if before is None:
-            self.folder.write_json("split.json", self.split.to_json())
+        self.folder.open(self.identity, self.split.to_json())
         return self.folder.history()
 
     def skill_of(self, ref: Mapping[str, Any]) -> Skill:
@@ -177,8 +167,9 @@ class _Loop:
     def evaluate(
         self, part: str, skill: Skill, repeats: int, what: str
     ) -> tuple[list[JudgedRow], dict[str, Any]]:
+        engines = runs.for_part(self.engines, part)
         rows = runs.rollout_and_judge(
-            [self.by_id[i] for i in self.split.part(part)], skill, self.engines, repeats, what
+            [self.by_id[i] for i in self.split.part(part)], skill, engines, repeats, what
         )
         return rows, scores(rows)
 
@@ -260,6 +251,8 @@ class _Loop:
             "gate": None,
             "accepted": False,
         }
+        if text != current.text and grader_phrases(text):  # flagged and counted, never silently kept
+            row["addresses_grader"] = grader_phrases(text)
         selection_rows: list[JudgedRow] = []
         chosen_ref, chosen_scores = current_ref, current_scores
         if text != current.text:
@@ -346,7 +339,20 @@ def optimize(
     *,
     say: Callable[[str], None] = lambda line: None,
 ) -> OptimizeResult:
-    """Run (or resume) the loop in the run folder `out` and return what it found."""
+    """Run (or resume) the loop in the run folder `out` (this run's alone meanwhile) and return
+    what it found."""
+    with RunFolder(out).owned():
+        return _optimize(items_path, seed_skill, out, engines, options, say)
+
+
+def _optimize(
+    items_path: Path,
+    seed_skill: Skill,
+    out: Path,
+    engines: runs.Engines,
+    options: OptimizeOptions,
+    say: Callable[[str], None],
+) -> OptimizeResult:
     from bv.optimize.report import record_stop, write_reports
 
     folder = RunFolder(out)

@@ -1,7 +1,9 @@
 """report.md and report.html of a `bv optimize` run: the headline (seed against best on the
 test split, paired per item), the selection score per step with its interval, every edit and
-what became of it, tokens by role. Edit texts come from the optimizer, so they are escaped for
-each format (Markdown table cells, HTML) and bounded."""
+what became of it, tokens by role. Edit texts come from the optimizer (and replies and errors
+from servers), so they are bounded and escaped for each format: report.md's through
+bv.optimize.mdtext (rendered, they read as the text itself: no raw HTML, link, remote image or
+forged fence), report.html's by html.escape."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from bv.core.stats import dollars
 from bv.optimize.edits import quote
+from bv.optimize.mdtext import cell as _cell
+from bv.optimize.mdtext import fenced as _fenced
 from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split
 
@@ -33,12 +37,6 @@ def _ci(pair: Sequence[Any] | None) -> str:
 
 def _p(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
-
-
-def _cell(text: Any, limit: int = 160) -> str:
-    return (
-        quote(str(text), limit).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
-    )
 
 
 def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
@@ -120,13 +118,26 @@ def markdown(
         "",
         "## Headline",
         "",
-        "```",
-        *headline(result),
-        "```",
+        *_fenced(headline(result)),
         "",
     ]
     steps = [*result.history, result.test]
     return _document(head, result.history, (result.tokens, "whole run", steps), identity, split, stops)
+
+
+def _grader_lines(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The warning that candidates addressed the grader or judge, counted, with their steps."""
+    flagged = [row for row in history if row.get("addresses_grader")]
+    if not flagged:
+        return []
+    steps = ", ".join(str(row["step"]) for row in flagged)
+    phrases = sorted({phrase for row in flagged for phrase in row["addresses_grader"]})
+    return [
+        f"**Warning:** {len(flagged)} candidate skill(s) address the grader or judge (steps {steps}:"
+        f" {_cell(', '.join(phrases), 200)}); a gain from them may be the judge obeying the skill,"
+        " not better answers. Give the test its own judge (`test_judge_model`) or use the rules.",
+        "",
+    ]
 
 
 def _document(
@@ -162,8 +173,8 @@ def _document(
             f"| {_p(gate['p_value']) if gate else ''} "
             f"| {('accepted' if row['accepted'] else 'rejected') if gate else 'no candidate'} |"
         )
+    out += ["", *_grader_lines(history)]
     out += [
-        "",
         "## Edits",
         "",
         "| step | status | op | target | content | why |",
@@ -239,8 +250,8 @@ def write_incomplete(
 
     lines = ["INCOMPLETE: " + why[0], *why[1:], "re-run the same command to go on: finished steps are kept,"
              " and the reply cache answers every reply already paid for"]  # fmt: skip
-    head = [f"# bv optimize: {_cell(folder.path, 200)} (incomplete)", "", "## Incomplete", "", "```"]
-    head += [*lines, "```", ""]
+    head = [f"# bv optimize: {_cell(folder.path, 200)} (incomplete)", "", "## Incomplete", ""]
+    head += [*_fenced([quote(line, 2000) for line in lines]), ""]
     body = _document(
         head, history, (add_tokens(history), "finished steps", history), identity, split, folder.stops()
     )
@@ -355,8 +366,8 @@ def gepa_lines(result: GepaResult) -> list[str]:
 def gepa_report(result: GepaResult, identity: Mapping[str, Any]) -> str:
     """report.md of a GEPA search: the headline, GEPA's pool, the rewrites bv refused, tokens."""
     search = result.search
-    out = [f"# bv optimize --search gepa: {_cell(result.out, 200)}", "", "## Headline", "", "```"]
-    out += [*gepa_lines(result), "```", "", "## GEPA's pool (selection score: GEPA's mean over items)", ""]
+    out = [f"# bv optimize --search gepa: {_cell(result.out, 200)}", "", "## Headline", ""]
+    out += [*_fenced(gepa_lines(result)), "", "## GEPA's pool (selection score: GEPA's mean over items)", ""]
     out += ["| candidate | parents | selection | found after rollouts | skill |", "|---:|---|---:|---:|---|"]
     for c in search["pool"]:
         parents = ", ".join(str(p) for p in c["parents"] if p is not None) or "seed"

@@ -179,6 +179,13 @@ def seed_line(row: Mapping[str, Any]) -> str:
 
 
 def step_line(row: Mapping[str, Any], total: int) -> str:
+    """A finished step in one line; a candidate that addresses the grader is warned of."""
+    flagged = row.get("addresses_grader")
+    warning = f"; warning: the candidate addresses the grader ({', '.join(flagged)})" if flagged else ""
+    return _step_line(row, total) + warning
+
+
+def _step_line(row: Mapping[str, Any], total: int) -> str:
     head = f"step {row['step']}/{total}: {row['proposed']} edits proposed, {row['applied']} applied"
     problems = [r["status"] for r in row["reflections"] if r["status"] != "ok"]
     if problems:

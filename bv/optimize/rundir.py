@@ -11,20 +11,53 @@
 
 A step is finished when its history row is on disk: each row is one write, synced, so a kill -9
 leaves at most a partial last line, which the re-run drops (and redoes that step from the reply
-cache). Every other file is written whole or not at all (bv.core.atomic)."""
+cache). Every other file is written whole or not at all (bv.core.atomic). The folder is owned
+(bv.core.run_folder): a folder that is not a bv optimize run is refused, and while a run
+writes no other may."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from bv.core import run_folder
 from bv.core.atomic import atomic_output
-from bv.core.errors import BadRecord
+from bv.core.errors import BadRecord, Fatal
+from bv.core.run_folder import FolderRefused
+from bv.optimize.results import OptimizeError
 
 MAX_HISTORY_LINE = 64 * 1024 * 1024
 STOPPED = "stopped"  # the kind of a history row that says where and why a run stopped early
+RESUMED_ELSEWHERE = ("endpoints",)  # run.json keys a re-run may change (a model served elsewhere)
+_NAMED = {"items_sha256": "the items file's SHA-256", "seed_skill_sha256": "the seed skill's SHA-256"}
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def differences(before: Mapping[str, Any], now: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """What differs between two run.json records, each as `name: old → new` (nested settings
+    dotted: `options.repeats: 1 → 2`); the split is named, not listed. Keys are recorded as
+    `***`, so none is ever shown."""
+    said = []
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key), now.get(key)
+        if old == new or (not prefix and key in RESUMED_ELSEWHERE):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(old, Mapping) and isinstance(new, Mapping) and name != "split":
+            said += differences(old, new, f"{name}.")
+        elif name == "split":
+            said.append("split: other item ids in train, selection or test")
+        else:
+            said.append(f"{_NAMED.get(name, name)}: {_shown(old)} → {_shown(new)}")
+    return said
 
 
 class RunFolder:
@@ -34,6 +67,33 @@ class RunFolder:
     @property
     def history_path(self) -> Path:
         return self.path / "history.jsonl"
+
+    @contextlib.contextmanager
+    def owned(self) -> Iterator[None]:
+        """The folder this run's alone until the block ends (bv.core.run_folder.owned)."""
+        with run_folder.owned(self.path, "optimize"):
+            yield
+
+    def open(self, identity: Mapping[str, Any], split: Any) -> None:
+        """Take up the run the folder holds, or start one: run.json (and split.json) written; a
+        run with other settings is refused (OptimizeError names each difference, both values)."""
+        run_folder.check(self.path, "optimize")
+        before = self.read_json("run.json")
+        if before is not None and not isinstance(before, dict):
+            raise FolderRefused(
+                f"{self.path / 'run.json'} is not a bv optimize run's record (not a JSON object):"
+                " use another `out`, or delete that folder to replace what it holds"
+            )
+        differ = differences(before, identity) if before is not None else []
+        if differ:
+            raise OptimizeError(
+                f"{self.path} holds a run with other settings ({'; '.join(differ)}): use another"
+                " `out`, or the same items, skill and options to resume it"
+            )
+        if before != identity:  # new, or served elsewhere now
+            self.write_json("run.json", identity)
+        if before is None:
+            self.write_json("split.json", split)
 
     def write_text(self, name: str, text: str) -> None:
         with atomic_output(self.path / name) as f:
@@ -66,7 +126,9 @@ class RunFolder:
 
         path = self.path / name
         try:
-            text = path.read_text(encoding="utf-8").removesuffix("\n")
+            # bytes, not read_text: its newline translation turns a CRLF skill's \r\n into \n, and
+            # its hash would never be the one written (issue 34)
+            text = path.read_bytes().decode("utf-8").removesuffix("\n")
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRecord(f"{path}: cannot read this run's skill ({exc})") from None
         if hashlib.sha256(text.encode()).hexdigest() != sha:
@@ -109,11 +171,14 @@ class RunFolder:
 
     def append_history(self, row: dict[str, Any]) -> None:
         line = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # a full disk: the partial line is dropped by the next run's read
+            raise Fatal(f"cannot write {self.history_path}: {exc.strerror or exc}") from None

@@ -6,13 +6,14 @@ prompt records of text messages, cached and retried like any other."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 from bv.core.errors import BadRecord, Fatal, Interrupted
 from bv.core.outcome import SIGNAL_NAMES
 from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
+from bv.core.redaction import public_params
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig
@@ -33,7 +34,7 @@ class Model:
 
     def recorded(self) -> dict[str, Any]:
         """What must stay the same for a run folder to resume: not the key, not the endpoint."""
-        return {"model": self.model, "backend": self.backend, "params": dict(self.params)}
+        return {"model": self.model, "backend": self.backend, "params": public_params(self.params)}
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Engines:
     optimizer: Model
     judge_mode: str = "auto"
     judge: Model = field(default_factory=Model)
+    # the final test's own judge (`test_judge_*`), so that a skill that sways the gate's judge
+    # cannot sway the test's; None: the test is judged as the gate is
+    test_judge: Model | None = None
     max_turns: int = 1
     image_root: Path | None = None
     templates: Templates = BV_TEMPLATES
@@ -82,6 +86,11 @@ class Engines:
             "spent_before": self.spend.usd,  # each stage starts with the run's spend so far
             **self.waits,
         }
+
+
+def for_part(engines: Engines, part: str) -> Engines:
+    """The engines that evaluate a split: the test split with the test's judge, when given."""
+    return replace(engines, judge=engines.test_judge) if part == "test" and engines.test_judge else engines
 
 
 def _ended(outcome: Any, rows: list[Any], what: str, engines: Engines) -> list[Any]:

@@ -9,6 +9,25 @@ from pathlib import Path
 from typing import Any
 
 
+def _test_judge(o: Mapping[str, Any]) -> Any:
+    """The final test's own judge, when any `test_judge_*` keyword is given: what is not given is
+    the gate judge's (its key only when the endpoint is the same, never sent elsewhere)."""
+    from bv.core import environment
+    from bv.optimize.runs import Model
+
+    model, url = o["test_judge_model"], o["test_judge_base_url"]
+    if model is None and url is None and o["test_judge_api_key"] is None:
+        return None
+    key = o["test_judge_api_key"] or environment.variables().get("BV_TEST_JUDGE_API_KEY")
+    return Model(
+        model or o["judge_model"],
+        "openai",
+        (url,) if url else ((o["judge_base_url"],) if o["judge_base_url"] else ()),
+        key or (o["judge_api_key"] if url is None else None),
+        dict(o["judge_params"] or {}),
+    )
+
+
 def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[Any, ...]:
     """(items, seed skill, run folder, engines, loop options) from bv.api.optimize's keywords,
     its `cache` keyword resolved by bv.api to `cache_path`."""
@@ -48,6 +67,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
             o["judge_api_key"],
             dict(o["judge_params"] or {}),
         ),
+        test_judge=_test_judge(o),
         max_turns=o["max_turns"],
         templates=templates or Templates(),
         jobs=o["jobs"],

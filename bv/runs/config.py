@@ -132,6 +132,8 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":
             record[f.name] = str(Path(value).resolve())
+        elif f.name in ("params", "judge_params"):
+            record[f.name] = _plain(redaction.public_params(value))  # `-p api_key=…`: ***
         else:
             record[f.name] = _plain(value)
     return json.loads(redaction.redact(json.dumps(record)))  # a key pasted into another option
@@ -155,7 +157,9 @@ def write_config(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def read_config(path: Path) -> dict[str, Any] | None:
-    """The record a run folder holds; None when it has none (a new folder)."""
+    """The record a run folder holds; None when it has none (a new folder). A config.json that
+    is not a bv eval record (not an object, its options not one) is refused, never replaced:
+    the folder may hold something else."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -164,7 +168,13 @@ def read_config(path: Path) -> dict[str, Any] | None:
         raise Fatal(
             f"{path}: cannot read the run's configuration ({exc}); delete the folder or choose another"
         ) from None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        what = "its options are not a JSON object" if isinstance(data, dict) else "not a JSON object"
+        raise BadOption(
+            f"{path} is not the configuration of a bv eval run ({what}): give another `out` DIR,"
+            " or delete that folder to replace what it holds"
+        )
+    return data
 
 
 def run_record(

@@ -148,15 +148,23 @@ def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
                 f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
                 " `out` DIR, or delete that folder to replace its run"
             )
-    config.out.mkdir(parents=True, exist_ok=True)
     write_config(path, record)
 
 
 def run_eval(config: EvalConfig) -> EvalResult:
-    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit."""
-    from bv.core.images import content_hash
+    """Run the evaluation into `config.out`; what stopped it is in the result, never an exit. The
+    folder is this run's alone while it runs (bv.core.run_folder: another kind of folder, or one
+    another bv eval is writing into, is refused)."""
+    from bv.core import run_folder
 
     checked = plan(config)
+    with run_folder.owned(config.out, "eval"):
+        return _run(config, checked)
+
+
+def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
+    from bv.core.images import content_hash
+
     endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
     record = run_record(
         config,

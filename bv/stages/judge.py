@@ -332,7 +332,11 @@ def run_judge(
     if caller is not None and endpoint is not None:
         params = judge_params(endpoint, config.judge_params)
         llm = LLMJudge(
-            caller, params, body_fields(params, endpoint.rule), templates, prices=config.price_book
+            caller,
+            params,
+            redaction.public_params(body_fields(params, endpoint.rule)),  # secret-named fields: ***
+            templates,
+            prices=config.price_book,
         )
     version, recorded = judge_version(templates), templates.recorded("judge")
     decided = stats.decided  # rows by who decided; a failed rollout's row is `rollout_error`

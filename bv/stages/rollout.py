@@ -88,7 +88,7 @@ async def rollout_one(
         "run": run,
         "backend": caller.backend.name,
         "model": caller.backend.model,
-        "params": config.request_params,
+        "params": config.recorded_params,
         "response": response,
         "turns": turns,
         "usage": row_usage(turns),

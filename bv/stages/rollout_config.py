@@ -12,6 +12,7 @@ from typing import Any
 
 from bv.core.errors import BadConfig
 from bv.core.records import PromptRecord
+from bv.core.redaction import public_params
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
@@ -64,6 +65,7 @@ class RolloutConfig(RequestSettings):
     ordered: bool = False  # rows in input order (bv.api always asks for it)
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
     request_params: dict[str, Any] = field(init=False, repr=False)
+    recorded_params: dict[str, Any] = field(init=False, repr=False, compare=False)  # secrets as ***
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +92,7 @@ class RolloutConfig(RequestSettings):
             check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
         object.__setattr__(self, "request_params", self._request_params())
+        object.__setattr__(self, "recorded_params", public_params(self.request_params))
         object.__setattr__(self, "backend_config", self._backend_config())
         if self.backend in ("openai", "azure"):  # exec agents and chance say their own usage, or none
             endpoint = self.backend_config["endpoint"]
