@@ -284,9 +284,8 @@ def test_max_cost_under_batch_sends_nothing_that_cannot_fit_or_be_priced(batches
     status, rows, err = rollout(
         batches, prompts, tmp_path / "b.sqlite", common, f"--prices {online_only} --max-cost 100"
     )
-    assert status == 130 and rows == [] and batches.creations == 0
-    assert "stopped: a batch request's worst-case cost is unknown: no batch price for model 'gpt-4o'" in err
-    assert "so the cost limit cannot be kept" in err
+    assert status == 2 and rows == [] and batches.creations == 0  # refused before anything is sent
+    assert "--max-cost cannot be kept for model 'gpt-4o': its price is unknown: no batch price" in err
 
 
 def test_max_cost_under_batch_needs_a_token_limit(batches, prompts, dear_output, tmp_path):

@@ -1,5 +1,6 @@
-"""`bv optimize --max-cost` (issue 22): one budget for every role's spend over the run. Reached, no
-new request starts, those in flight finish and are cached, and the run stops as on a first Ctrl-C:
+"""`bv optimize --max-cost` (issue 22): one budget for every role's spend over the run. Reached (or a
+request's estimated worst case no longer fits in what is left), no new request starts, those in
+flight finish and are cached, and the run stops as on a first Ctrl-C:
 exit 130, a `stopped` row in history.jsonl, an incomplete report, the reason on stderr; the same
 command then goes on from the finished steps. `bv.api.optimize(max_cost=)` stops alike. The costs
 are worked out here from the servers' own records and the rates, apart from bv.engine.prices."""
@@ -66,15 +67,19 @@ def test_the_budget_covers_every_role_and_stops_within_one_wave(data_dir, models
     assert stopped.returncode == 130, stopped.stderr  # as an interrupted run
     replies = paid(models)
     spent = list(itertools.accumulate(cost for _, cost, _ in replies))
-    reached = next(i for i, total in enumerate(spent) if total >= LIMIT)  # the reply that reached it
-    assert len(replies) - (reached + 1) <= JOBS - 1  # after it, only those already in flight
+    # Each request's estimated worst case is reserved before it goes: the spend stays under the
+    # limit, stopping within the wave in flight before it (as before, when replies overshot it)
+    assert spent[-1] <= LIMIT and spent[-1] >= LIMIT - (JOBS + 1) * TARGET_REPLY
     assert len(models.target.seen) + len(models.optimizer.seen) == len(replies)  # each one finished
-    # the optimizer's spend counted: the target's alone had not reached the limit
-    assert sum(cost for _, cost, role in replies[: reached + 1] if role == "target") < LIMIT
+    # the optimizer's spend counted: without it the target's replies were LIMIT - 5.5 of them short
+    target = sum(cost for _, cost, role in replies if role == "target")
+    assert spent[-1] - target == pytest.approx(OPTIMIZER_REPLY) and target < LIMIT - OPTIMIZER_REPLY
     assert len(models.optimizer.finished()) == 1  # step 2 stopped before its reflection
     assert cached(out.parent / "cache.sqlite") == len(replies)  # every paid reply is cached
     said = stopped.stderr
-    assert "bv optimize: stopped at the cost limit" in said and f"of ${LIMIT:g}), in step 2: train" in said
+    assert "bv optimize: stopped at the cost limit" in said
+    assert f"of ${LIMIT:g}; the next request could cost" in said
+    assert "), in step 2: train" in said
     assert "1 of 3 steps finished; re-run the same command to go on" in said
     rows = rows_of(out)
     assert [r.get("step") for r in rows[:2]] == [0, 1] and rows[2]["kind"] == "stopped"

@@ -65,7 +65,7 @@ ROLLOUT = {
 }
 JUDGE = {
     "mode": ("llm", ["--mode", "llm"]),
-    "judge_model": ("jm", ["--judge-model", "jm"]),
+    "judge_model": ("gpt-4o-mini", ["--judge-model", "gpt-4o-mini"]),
     "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
     "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
     "judge_params": (

@@ -69,6 +69,12 @@ class Caller:
     first: FirstRequests = field(default_factory=lambda: FirstRequests())
     prices: Prices | None = None  # prices each reply paid for into stats.spent_usd
     max_cost: float | None = None
+    # The most one request may cost (bv.stages.estimate.online_worst_case): reserved of `max_cost`
+    # before it is sent, released when it ends, so replies in flight cannot overshoot the limit.
+    worst_case: Callable[[list[dict[str, Any]]], float | None] | None = None
+    _reserved: float = 0.0
+    _holding: int = 0  # requests holding a reservation (a count: floats summed down drift off 0)
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
     _in_flight: set[asyncio.Task] = field(default_factory=set)  # the tasks awaiting a request
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
@@ -226,6 +232,7 @@ class Caller:
         while True:
             if self.stopping.is_set():
                 raise Interrupted()
+            held = await self._reserve(messages)
             self.stats.requests += 1
             try:
                 return await self._send(messages, params, run)
@@ -237,6 +244,11 @@ class Caller:
                 raise
             except Exception as exc:  # an unforeseen transport error: retry it like a transient one
                 last = Transient(f"{type(exc).__name__}: {redaction.redact(str(exc))[:200]}")
+            finally:  # a reply is counted in the spend before any other task runs (`call`)
+                if held:
+                    self._holding -= 1
+                    self._reserved = self._reserved - held if self._holding else 0.0
+                    self._released.set()
             if isinstance(last, RateLimited):
                 now = time.monotonic()
                 first_limited = first_limited or now
@@ -253,6 +265,31 @@ class Caller:
                 raise ItemFailure(f"{last.reason} (gave up after {self.policy.retries + 1} tries)")
             await self._wait(self.policy.delay(attempt, last.retry_after), last.reason)
             attempt += 1
+
+    async def _reserve(self, messages: list[dict[str, Any]]) -> float:
+        """Hold this request's worst case of what is left of the cost limit before it is sent:
+        wait while requests in flight hold what it needs; stop the run (as at the limit) when it
+        cannot fit even with none in flight."""
+        if self.max_cost is None or self.worst_case is None:
+            return 0.0
+        worst = self.worst_case(messages)
+        if worst is None or worst <= 0:  # free; or unpriced: its reply's unknown cost stops the run
+            return 0.0
+        stats = self.stats
+        while stats.spent_usd + self._reserved + worst > self.max_cost:
+            if not self._holding or self.stopping.is_set():
+                if stats.limit_reached is None:
+                    stats.limit_reached = (
+                        f"stopped at the cost limit ({dollars(stats.spent_usd)} spent of ${self.max_cost:g};"
+                        f" the next request could cost up to {dollars(worst)})"
+                    )
+                    self.stopping.set()
+                raise Interrupted()
+            self._released.clear()
+            await self._released.wait()
+        self._reserved += worst
+        self._holding += 1
+        return worst
 
     async def _wait(self, seconds: float, reason: str) -> None:
         """Sleep before a retry, visibly (progress shows who waits and why), cut short by Ctrl-C."""

@@ -361,3 +361,26 @@ def row_cost(
         ),
         none="no replies",
     )
+
+
+def check_priced(
+    prices: Prices | None,
+    max_cost: float | None,
+    model: str | None,
+    endpoint: str | None,
+    batch: bool = False,
+) -> None:
+    """Refuse (BadConfig, before anything is sent) a cost limit on a model the prices do not
+    know: every reply's cost would be unknown, so the limit could not be kept."""
+    if prices is None or max_cost is None:
+        return
+    found = prices.cost(
+        model or "", {"prompt_tokens": 1, "completion_tokens": 1}, endpoint=endpoint, batch=batch
+    )
+    if found.usd is None:
+        raise BadConfig(
+            f"`max_cost` cannot be kept for model {model!r}: its price is {found.source}, so nothing"
+            ' is sent. Give its rates in a price file (`prices` FILE: {"MODEL": {"input": USD,'
+            ' "output": USD}} per million tokens, docs/formats.md#prices), or run without `max_cost`',
+            option="max_cost",
+        )

@@ -89,7 +89,7 @@ def request_images(
         yield size, dimensions, detail
 
 
-def _request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[int, int]:
+def request_cost(messages: list[dict[str, Any]], costs: ImageCosts) -> tuple[int, int]:
     """(image bytes, estimated prompt tokens) of one request."""
     text = sum(len(message_text(m.get("content"))) for m in messages)
     tokens, data = math.ceil(text / CHARS_PER_TOKEN), 0
@@ -122,7 +122,7 @@ def plan_rollout(
                     plan.to_send += 1
                     plan.may_send += max_turns - turn - 1
                     try:
-                        data, tokens = _request_cost(conversation, costs)
+                        data, tokens = request_cost(conversation, costs)
                     except (ImageError, OSError):
                         plan.image_errors += 1
                     else:

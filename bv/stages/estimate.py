@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bv.core.images import ImageError
 from bv.core.records import message_text
 from bv.core.stats import counted, dollars, human_count
 from bv.engine.cache import ReplyCache
 from bv.engine.prices import Prices
-from bv.stages.dryrun import ImageCosts, image_tokens, request_images
+from bv.stages.dryrun import ImageCosts, image_tokens, request_cost, request_images
 
 TOKENS_PER_MESSAGE = 4  # OpenAI's chat format counts 3 per message (role, delimiters); 1 to spare
 REPLY_PRIMING = 3  # and 3 that start the reply
@@ -145,3 +146,30 @@ def prompt_token_bound(max_pixels: int | None) -> Callable[[list[dict[str, Any]]
         return tokens
 
     return bound
+
+
+def online_worst_case(
+    prices: Prices | None,
+    max_cost: float | None,
+    model: str,
+    endpoint: str | None,
+    max_tokens: Any,
+    max_pixels: int | None,
+) -> Callable[[list[dict[str, Any]]], float | None] | None:
+    """What the caller reserves of `max_cost` before each online request (bv.engine.caller): its
+    prompt tokens as the dry run estimates them (text at 4 characters a token, images by OpenAI's
+    tile rule, the chat format's tokens) plus `max_tokens` of completion (none without a token
+    limit), at the online price; None when there is no limit to keep."""
+    if prices is None or max_cost is None:
+        return None
+    costs, most = ImageCosts(max_pixels), max_tokens if max_tokens.__class__ is int else 0
+
+    def worst(messages: list[dict[str, Any]]) -> float | None:
+        try:
+            prompt = request_cost(messages, costs)[1] + TOKENS_PER_MESSAGE * len(messages) + REPLY_PRIMING
+            usage = {"prompt_tokens": prompt, "completion_tokens": most}
+        except (ImageError, OSError):  # the request fails on its image before anything is paid
+            return None
+        return prices.cost(model, usage, endpoint=endpoint).usd
+
+    return worst

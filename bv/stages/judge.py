@@ -319,7 +319,13 @@ def run_judge(
         caller = BatchCaller.for_batches(backend, settings, stats, stopping, "judge", limit, bound)
         runner = run_batch_stage
     elif backend is not None:
+        from bv.stages.estimate import online_worst_case
+
         caller = Caller.for_run(backend, settings, stats, stopping)
+        where = first_url(backend.endpoint)
+        caller.worst_case = online_worst_case(
+            config.price_book, config.max_cost, backend.model, where, config.token_limit, None
+        )
     templates = config.templates
     llm = None
     if caller is not None and endpoint is not None:

@@ -11,7 +11,7 @@ from bv.core.settings import body_fields, check, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
 from bv.engine.endpoints import Endpoint
-from bv.engine.prices import price_book
+from bv.engine.prices import check_priced, first_url, price_book
 from bv.stages.request_settings import RequestSettings
 
 MODES = ("auto", "rules", "llm")
@@ -83,6 +83,8 @@ class JudgeConfig(RequestSettings):
         limit_name = "`judge_params` max_tokens"
         book = price_book(self.prices, self.max_cost, self.batch, self.token_limit, limit_name)
         object.__setattr__(self, "price_book", book)
+        if endpoint is not None:
+            check_priced(book, self.max_cost, endpoint.model, first_url(endpoint.public), self.batch)
 
     @property
     def token_limit(self) -> Any:

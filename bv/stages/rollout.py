@@ -188,7 +188,17 @@ def run_rollout(
         )
         runner = run_batch_stage
     else:
+        from bv.stages.estimate import online_worst_case
+
         caller = Caller.for_run(backend, settings, stats, stopping)
+        caller.worst_case = online_worst_case(
+            config.price_book,
+            config.max_cost,
+            backend.model,
+            first_url(backend.endpoint),
+            config.max_tokens,
+            config.request_params.get("max_pixels"),
+        )
     try:
         outcome = runner(
             expand_runs(records_in, config.repeats),

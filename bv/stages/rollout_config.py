@@ -17,7 +17,7 @@ from bv.core.settings import body_fields, check, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
-from bv.engine.prices import price_book
+from bv.engine.prices import check_priced, first_url, price_book
 from bv.stages.prompt import refine_text
 from bv.stages.request_settings import RequestSettings
 
@@ -190,6 +190,9 @@ class RolloutConfig(RequestSettings):
         object.__setattr__(self, "request_params", self._request_params())
         object.__setattr__(self, "recorded_params", public_params(self.request_params))
         object.__setattr__(self, "backend_config", self._backend_config())
+        if self.backend in ("openai", "azure"):  # exec agents and chance say their own usage, or none
+            endpoint = self.backend_config["endpoint"]
+            check_priced(book, self.max_cost, endpoint.model, first_url(endpoint.public), self.batch)
 
     def _given(self, name: str) -> bool:
         """Whether a setting differs from its default (an empty one counts as not given)."""
