@@ -47,6 +47,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith(("OPENAI_", "AZURE_OPENAI_", "BV_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe's table fits $COLUMNS when it is set
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
 
 

@@ -69,6 +69,13 @@ class FakeBatch:
         self.api_key: str | None = None  # set: a request with another key is refused (401)
         self.retrievals = 0
         self.chats = 0  # chat completions answered online
+        # Azure's completed shape: an error file even when no request failed (its fixture
+        # azure_batch_completed, from Azure's batch guide), and its download this slow (seconds)
+        self.always_error_file = False
+        self.error_file_delay_s = 0.0
+        self._error_files: set[str] = set()
+        self.expires_in = 86400  # a batch's expires_at, from its creation (OpenAI's 24h window)
+        self.gzip_files = False  # files' content sent with Content-Encoding: gzip
         self.port = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -130,6 +137,8 @@ class FakeBatch:
         elif request.can_read_body:
             call.json = json.loads(await request.read())
         self.seen.append(call)
+        if self.error_file_delay_s and any(f"/files/{f}/content" in path for f in self._error_files):
+            await asyncio.sleep(self.error_file_delay_s)
         given = call.headers.get("api-key") or call.headers.get("authorization", "").removeprefix("Bearer ")
         if self.api_key is not None and given != self.api_key:
             refused = {
@@ -147,6 +156,13 @@ class FakeBatch:
         else:
             return web.json_response({"error": {"message": f"no route {path}"}}, status=404)
         answer, status = self._route(request.method, route, call, query)
+        if self.gzip_files and route.endswith("/content") and status == 200:
+            import gzip
+
+            packed = gzip.compress(answer)
+            return web.Response(
+                body=packed, headers={"Content-Encoding": "gzip"}, content_type="application/jsonl"
+            )
         return web.Response(body=answer, status=status, content_type="application/json")
 
     def _route(self, method: str, route: str, call: Call, query: dict[str, str]) -> tuple[bytes, int]:
@@ -204,7 +220,7 @@ class FakeBatch:
             error_file_id=None,
             created_at=now,
             in_progress_at=None,
-            expires_at=now + 86400,
+            expires_at=now + self.expires_in,
             finalizing_at=None,
             completed_at=None,
             request_counts={"total": 0, "completed": 0, "failed": 0},
@@ -274,10 +290,12 @@ class FakeBatch:
         counts = {"total": len(job.lines), "completed": len(outputs), "failed": len(errors)}
         info["request_counts"] = counts
         for name, entries in (("output_file_id", outputs), ("error_file_id", errors)):
-            if entries:
+            if entries or (name == "error_file_id" and self.always_error_file):
                 file_id = self._id("file-")
                 self.files[file_id] = b"".join(json.dumps(e).encode() + b"\n" for e in entries)
                 info[name] = file_id
+                if name == "error_file_id":
+                    self._error_files.add(file_id)
         when = int(time.time())
         if self.outcome == "completed":
             info.update(status="completed", completed_at=when)

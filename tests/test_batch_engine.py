@@ -308,3 +308,63 @@ def test_urls_escape_what_they_carry():
         BatchClient(endpoint).url("batches/b%201", {"after": "x&y"})
         == "http://h:1/v1/batches/b%201?after=x%26y"
     )
+
+
+def test_a_completed_batch_with_an_error_file_leaves_no_record(batches, tmp_path):
+    """Issue 34: Azure's completed batch names an error file even when nothing failed
+    (tests/fixtures/batch/azure_batch_completed.json). The rows were answered from the output file
+    and the stage ended while the error file was still being fetched, so the record stayed and
+    every re-run "resumed" the old batch. The record goes once both files are read."""
+    batches.always_error_file, batches.error_file_delay_s = True, 0.5
+    cache = tmp_path / "cache.sqlite"
+    rows = run(batches, cache, [0, 1, 2])
+    assert [r["content"] for r in rows] == ["\\boxed{A}"] * 3
+    error_file = next(iter(batches._error_files))
+    assert any(c.path.endswith(f"/files/{error_file}/content") for c in batches.seen)  # it was read
+    assert not list(folder_for(cache).glob("*.json"))  # and the record is gone
+    again = run(batches, cache, [0, 1, 2, 3])  # a re-run resumes nothing: the new request goes anew
+    assert [r["cached"] for r in again] == [True, True, True, False] and batches.creations == 2
+
+
+def test_a_gzip_result_file_is_inflated_a_piece_at_a_time(batches):
+    """Issue 34: ~66 KB of gzip inflating to 66 MiB of newlines took 1.2-1.7 GB, each chunk
+    inflated whole and split; inflated INFLATE_PIECE at a time, the peak stays small."""
+    import tracemalloc
+
+    from bv.engine.batch_api import BatchClient
+
+    line = json.dumps(fixture("openai_output_line")).encode()
+    batches.files["file-bomb"] = b"\n" * (16 << 20) + line + b"\n"
+    batches.gzip_files = True
+    endpoint = resolve("openai", model="gpt-4o", base_urls=[batches.base_url], api_key="sk-test", env={})
+
+    async def read() -> list[bytes]:
+        client = BatchClient(endpoint)
+        try:
+            return [got async for got in client.lines("file-bomb")]
+        finally:
+            await client.aclose()
+
+    tracemalloc.start()
+    try:
+        got = asyncio.run(read())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == [line]
+    assert peak < 12 << 20, peak  # the file inflates to 16 MiB; 128 MiB more when split whole
+
+
+def test_a_batch_still_running_past_its_expiry_is_not_polled_forever(batches, tmp_path):
+    """Issue 34: a batch in_progress past its expires_at was polled forever (377 polls in 20 s).
+    Past expires_at and the grace, polling ends: its rows fail, saying so, and its record stays
+    for a re-run to collect it should the server end it."""
+    from bv.engine.batch_api import EXPIRY_GRACE_S
+
+    batches.hold.set()
+    batches.expires_in = -EXPIRY_GRACE_S - 60
+    cache = tmp_path / "cache.sqlite"
+    rows = run(batches, cache, [0, 1])
+    assert all("past its expires_at" in r["error"] for r in rows), rows
+    assert batches.retrievals < 5
+    assert len(list(folder_for(cache).glob("*.json"))) == 1

@@ -49,7 +49,8 @@ def _skill_cases(tmp_path):
 def test_a_skill_that_is_not_a_small_text_file_is_refused_plainly(sample_dir, tmp_path, kind):
     path, why = _skill_cases(tmp_path)[kind]
     result = sh(f"bv prompt {sample_dir}/meta_data.jsonl --skill {path}", timeout=30)
-    assert result.returncode == 1 and result.stdout == ""
+    # a bad value of --skill exits 2 (docs/exit-status.md), as a bad template does (issue 34)
+    assert result.returncode == 2 and result.stdout == ""
     assert f"--skill {path}: " in result.stderr and why in result.stderr, result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr
 

@@ -221,5 +221,5 @@ def test_skill_that_is_not_utf8_is_a_clear_error(tmp_path):
     skill.write_bytes(b"\xff\xfe not text")
     result = bv_inproc(f"bv prompt --skill {skill} /dev/null")
     assert (
-        result.returncode == 1 and "not UTF-8 text" in result.stderr and "internal error" not in result.stderr
+        result.returncode == 2 and "not UTF-8 text" in result.stderr and "internal error" not in result.stderr
     )

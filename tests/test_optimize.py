@@ -268,3 +268,19 @@ def test_the_demo_command_of_docs_optimize_md_runs(data_dir, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_seed_skill_with_windows_line_endings_runs_and_resumes(data_dir, models, tmp_path):
+    """Issue 34: a CRLF seed stopped every run at step 1 ("changed since the run wrote it"): the
+    skill read back with newline translation did not hash to what was written. Read as bytes."""
+    crlf = tmp_path / "seed-crlf.md"
+    crlf.write_bytes(SEED_SKILL.replace("\n", "\r\n").encode() + b"\r\n")
+    out = tmp_path / "run"
+    args = command(data_dir, models, out, "--steps 2").replace(str(data_dir / "seed.md"), str(crlf))
+    done = bv_inproc("bv " + args)
+    assert done.returncode == 0, done.stderr
+    assert "changed since" not in done.stderr and len(history(out)) == 3
+    seed = history(out)[0]["skill"]
+    assert b"\r\n" in (out / seed["file"]).read_bytes()  # kept as written, and hashed as such
+    again = bv_inproc("bv " + args)
+    assert again.returncode == 0 and "changed since" not in again.stderr, again.stderr

@@ -79,6 +79,8 @@ def test_the_served_model_name_is_priced_first_then_the_asked_one(price_file):
         ('{"m": {"input": 1}}', "no 'output' rate"),
         ('{"m": {"input": 1, "output": -2}}', "'output' must be a number"),
         ('{"m": {"input": 1, "output": true}}', "'output' must be a number"),
+        ('{"m": {"input": 1e308, "output": 2}}', "'input' must be a number .* to 1,000,000"),  # issue 34
+        ('{"m": {"input": 1, "output": 2, "batch": {"input": 1, "output": 1e7}}}', "'output' must be"),
         ('{"m": {"input": 1, "output": 2, "cache": 1}}', "unknown rate 'cache'"),
         ('{"m": 3}', "rates must be an object"),
         ('{"m": {"input": 1, "output": 2, "batch": 1.5}}', "fraction of these rates"),

@@ -146,7 +146,7 @@ def test_failed_counts_side_by_side(tmp_path):
     # Newcombe's (a does not vary: correlation 0), and McNemar on 0 against 1 gives p = 1
     assert "a err/judge/und" in out
     assert (
-        "| **Overall** | 4/4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 1"
+        "| **Overall** | 4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 1"
         " | 0/0/0 | 0/1/0 |" in out
     )
 

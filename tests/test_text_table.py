@@ -28,11 +28,11 @@ def no_forced_colour(monkeypatch):
 
 def both(report, stream_factory=io.StringIO) -> tuple[str, str]:
     """(bv's plain table, rich's rendering) of one report, each into a stream of its own."""
-    from bv.reporting.render import notes
+    from bv.reporting.render import notes, verdicts
 
     ours, theirs = stream_factory(), stream_factory()
     render_table(report, ours)
-    print_table(report, notes(report), theirs)
+    print_table(report, notes(report, with_verdicts=False), theirs, verdicts(report))
     return _text(ours), _text(theirs)
 
 

@@ -49,6 +49,13 @@ def colour_forced() -> bool:
     return bool(os.environ.get("FORCE_COLOR"))
 
 
+def columns() -> int | None:
+    """$COLUMNS when it is set to a width: the table bv writes to a pipe or a file fits it (none:
+    as wide as it needs)."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and 0 < int(value) < 100_000 else None
+
+
 def cache_home() -> Path:
     """$XDG_CACHE_HOME, else ~/.cache: where the reply cache lives."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser())

@@ -2,11 +2,11 @@
 
 Choice items are decided when the answer is a label in a common form (`B`, `(B)`, `B.`,
 `Option B`, lower case), an option's exact text, or an option's label leading other text
-(`B. because …`: the label decides, so text after it never reaches an LLM judge; only another
-option's exact text after it is left undecided). Blank items are decided when the answer
-equals an accepted gold after normalising case, spaces, brackets and trailing punctuation,
-when both are numbers, or when both are number tuples of the same shape (coordinates),
-compared exactly (as decimals): then different values are decided wrong. Everything else is
+(`B. because …`, or `B` alone on the first line: the label decides, so text after it never reaches
+an LLM judge; only another option's exact text after it is left undecided). Blank items are
+decided when the answer equals an accepted gold after normalising case, spaces, brackets and
+trailing punctuation, when both are numbers, or when both are number tuples of the same shape
+(coordinates), compared exactly (as decimals): then different values are decided wrong. Everything else is
 left to the LLM judge.
 docs/judging.md lists every rule with examples; bump RULES_VERSION when one changes.
 """
@@ -23,15 +23,18 @@ from decimal import Decimal
 
 from bv.core.records import Choice, RolloutRow
 
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 # A label alone: B  (B)  B.  B)  b  Option B  option (b)  Answer: B  (labels need not be letters)
 _LABEL_FORM = re.compile(
     r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：]+)\)?[.):]?$", re.IGNORECASE
 )
-# A label leading other text: B. red circle  (B) it is blue  Option B: the blue one  B - blue
+# A label leading other text: B. red circle  (B) it is blue  Option B: the blue one  B - blue, or
+# a label alone on its first line, whatever the lines after it say (issue 34: `B\n## Ground
+# Truth\n…` is decided here, never sent to an LLM judge that the text after it may address)
 _LABEL_WITH_TEXT = re.compile(
-    r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：,]+)\)?(?:[.):：,]|\s[-–—])\s+(.+)$",
+    r"^(?:(?:option|choice|answer)\s*(?:[:：]\s*)?)?\(?([^\s().:：,]+)\)?"
+    r"(?:(?:[.):：,]|\s[-–—])\s+|[.):：,]?[^\S\n]*\n\s*)(.+)$",
     re.DOTALL | re.IGNORECASE,
 )
 _NUMBER_WORDS = {

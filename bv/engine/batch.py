@@ -193,6 +193,11 @@ class BatchCaller(Caller):
             finally:
                 self._active -= 1
                 self._wake()
+                if self._active == 0 and self._started >= self._expected and self._coordinator:
+                    # the last row holds the stage open until the batches are collected: the rows
+                    # have their replies from the output file while the error file is still being
+                    # read, and a record removed only after it (issue 34) must not be left behind
+                    await asyncio.wait({self._coordinator})
 
         return run
 

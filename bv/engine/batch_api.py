@@ -13,7 +13,7 @@ endpoints). What comes back is read as hostile: bodies under a cap, a batch obje
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from bv.engine.retry import RetryPolicy, wait_seconds
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 MAX_OBJECT_BYTES = 4 * 1024 * 1024  # a file or batch object, a page of the batch list
 LIST_PAGES = 20  # pages of 100 batches looked through for one made from a given input file
+EXPIRY_GRACE_S = 15 * 60  # past a batch's expires_at, time left for the provider to end it
 TRIES = 6  # tries of one call to these endpoints for a transient failure (429, 5xx, the wire)
 
 
@@ -47,6 +48,12 @@ class BatchInfo:
     completed: int | None = None
     failed: int | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)  # code, message, line (1-based)
+    expires_at: float | None = None  # Unix seconds: past it (and a grace), polling ends
+
+    def overdue(self, now: float) -> bool:
+        """Still not ended EXPIRY_GRACE_S after its expires_at: the provider should have ended it
+        (`expired`); a server that keeps it running is not polled forever (issue 34)."""
+        return not self.done and self.expires_at is not None and now > self.expires_at + EXPIRY_GRACE_S
 
     @property
     def done(self) -> bool:
@@ -98,7 +105,23 @@ def batch_info(data: Any) -> BatchInfo:
         completed=_count(counts.get("completed")),
         failed=_count(counts.get("failed")),
         errors=found,
+        expires_at=_when(data.get("expires_at")),
     )
+
+
+def _when(value: Any) -> float | None:
+    """A time as OpenAI writes it (Unix seconds) or Azure's REST pages may (an ISO 8601 date)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e11:
+        return float(value)
+    if isinstance(value, str) and len(value) <= 40:
+        from datetime import UTC, datetime
+
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    return None
 
 
 class BatchClient:
@@ -277,15 +300,15 @@ class BatchClient:
             inflate = zlib.decompressobj(47) if encoding in ("gzip", "x-gzip", "deflate") else None
             pending, skipping = b"", False
             async for chunk in response.content.iter_chunked(64 * 1024):
-                data = inflate.decompress(chunk) if inflate is not None else chunk
-                *whole, pending = (pending + data).split(b"\n")
-                for line in whole:
-                    if skipping:
-                        skipping = False  # the end of an oversized line
-                    elif line.strip():
-                        yield line
-                if len(pending) > MAX_RESULT_LINE_BYTES:
-                    pending, skipping = b"", True
+                for data in _inflated(inflate, chunk):
+                    *whole, pending = (pending + data).split(b"\n")
+                    for line in whole:
+                        if skipping:
+                            skipping = False  # the end of an oversized line
+                        elif line.strip():
+                            yield line
+                    if len(pending) > MAX_RESULT_LINE_BYTES:
+                        pending, skipping = b"", True
             if pending.strip() and not skipping:
                 yield pending
 
@@ -295,3 +318,21 @@ class BatchClient:
                 await self._session.close()
             except Exception:  # best effort: the run is ending
                 pass
+
+
+INFLATE_PIECE = 256 * 1024  # the most one step of inflating a result file may give
+
+
+def _inflated(inflate: Any, chunk: bytes) -> Iterator[bytes]:
+    """A downloaded chunk, inflated INFLATE_PIECE at a time: 64 KiB of gzip can hold 64 MiB of
+    newlines (issue 34: 1.2-1.7 GB when inflated whole and split), so what is held at once is
+    bounded as a reply's inflation is (bv.engine.backends.replies)."""
+    if inflate is None:
+        yield chunk
+        return
+    data = inflate.decompress(chunk, INFLATE_PIECE)
+    while True:
+        yield data
+        if not inflate.unconsumed_tail:
+            return
+        data = inflate.decompress(inflate.unconsumed_tail, INFLATE_PIECE)

@@ -10,6 +10,7 @@ talks to the files and batches endpoints (bv.engine.batch_api).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from bv.core.errors import Fatal, ItemFailure
 from bv.core.outcome import say
 from bv.core.stats import counted
 from bv.engine.backends import Backend
-from bv.engine.batch_api import BatchClient, BatchInfo
+from bv.engine.batch_api import EXPIRY_GRACE_S, BatchClient, BatchInfo
 from bv.engine.batch_lines import InputFile, InputFiles, Result, limits, read_result, request_line
 from bv.engine.batch_state import BatchRecord, BatchState
 from bv.engine.progress import Stats
@@ -127,6 +128,12 @@ class BatchJobs:
         assert record.batch_id is not None
         try:
             while not info.done:
+                if info.overdue(time.time()):
+                    raise ItemFailure(
+                        f"batch {info.id} is still {info.status} past its expires_at (and"
+                        f" {EXPIRY_GRACE_S // 60} minutes more): no longer polled; the same command"
+                        " collects its results if the server ends it"
+                    )
                 self._show(info)
                 await asyncio.sleep(self.poll_s)
                 info = await self.client.retrieve(record.batch_id)

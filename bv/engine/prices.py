@@ -30,6 +30,9 @@ RATE_NAMES = ("input", "output", "cached_input", "reasoning")  # USD per million
 BATCH = "batch"  # a price file's key for a model's batch rates (an object of rates, or a fraction)
 BATCH_BASIS = " (batch)"  # how a price source names batch rates
 _PER_TOKEN = 1e-6
+# The dearest rate a price file may give, USD per million tokens ($1 a token, thousands of times
+# any model's): a rate of 1e308 is finite but makes every cost inf (issue 34: "$inf spent").
+MAX_RATE = 1e6
 
 
 @dataclass(frozen=True)
@@ -167,9 +170,10 @@ def _rates(path: Path, model: str, entry: Any, batch: bool = False) -> Rates:
         if name not in entry:
             raise BadConfig(f"{where}: no {name!r} rate (USD per million tokens)", option="prices")
     for name, value in entry.items():
-        if value.__class__ not in (int, float) or not math.isfinite(value) or value < 0:
+        if value.__class__ not in (int, float) or not (math.isfinite(value) and 0 <= value <= MAX_RATE):
             raise BadConfig(
-                f"{where}: {name!r} must be a number of USD per million tokens, not {value!r}",
+                f"{where}: {name!r} must be a number of USD per million tokens from 0 to"
+                f" {MAX_RATE:,.0f}, not {value!r}",
                 option="prices",
             )
     given = {name: float(value) for name, value in entry.items()}

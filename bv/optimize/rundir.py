@@ -66,7 +66,9 @@ class RunFolder:
 
         path = self.path / name
         try:
-            text = path.read_text(encoding="utf-8").removesuffix("\n")
+            # bytes, not read_text: its newline translation turns a CRLF skill's \r\n into \n, and
+            # its hash would never be the one written (issue 34)
+            text = path.read_bytes().decode("utf-8").removesuffix("\n")
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRecord(f"{path}: cannot read this run's skill ({exc})") from None
         if hashlib.sha256(text.encode()).hexdigest() != sha:

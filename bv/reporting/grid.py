@@ -58,13 +58,18 @@ def interval_text(ci: list[float] | None, sign: bool = False) -> str:
     return f"{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}" if sign else f"{pct(ci[0])}–{pct(ci[1])}"
 
 
-def accuracy_text(cell: Figures, brief: bool = False) -> str:
-    """`41.2 ± 2.1 [36.3–46.1]`: ± the run-to-run spread, [] the 95% interval over items
-    (left out when `brief`, for a narrow terminal)."""
+# How much of an input's accuracy a comparison shows: all of it, without its interval, or bare
+# (a narrow terminal keeps the difference's interval, which the verdict is about).
+FULL, BRIEF, BARE = 0, 1, 2
+
+
+def accuracy_text(cell: Figures, detail: int = FULL) -> str:
+    """`41.2 ± 2.1 [36.3–46.1]`: ± the run-to-run spread, [] the 95% interval over items (left
+    out at BRIEF, the spread too at BARE)."""
     if cell["accuracy"] is None:
         return "–"
-    spread = f" ± {pct(cell['std'])}" if cell["std"] is not None else ""
-    return f"{pct(cell['accuracy'])}{spread}" + ("" if brief else f" [{interval_text(cell.get('ci95'))}]")
+    spread = f" ± {pct(cell['std'])}" if cell["std"] is not None and detail < BARE else ""
+    return f"{pct(cell['accuracy'])}{spread}" + ("" if detail else f" [{interval_text(cell.get('ci95'))}]")
 
 
 def difference_text(diff: Difference | None) -> str:
@@ -83,9 +88,12 @@ def failures_text(cell: Figures) -> str:
     return f"{cell['errors']}/{cell['judge_errors']}/{cell['undecided']}"
 
 
-def grid(report: Built, brief: bool = False) -> tuple[list[str], list[list[str]], list[str]]:
-    """Headers, rows and each row's level, for the table and Markdown formats; `brief` leaves
-    the inputs' own intervals out of a comparison (a narrow terminal keeps the difference's)."""
+def grid(
+    report: Built, detail: int = FULL, only: int | None = None
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """Headers, rows and each row's level, for the table and Markdown formats; `detail` says how
+    much of each input's accuracy a comparison shows, and `only` keeps one comparison alone
+    (its two inputs), as a narrow table stacks them."""
     summaries = summaries_of(report)
     accuracy_label = "accuracy % (finished rows)" if finished_only(summaries) else "accuracy %"
     if len(summaries) == 1:
@@ -113,6 +121,9 @@ def grid(report: Built, brief: bool = False) -> tuple[list[str], list[list[str]]
         return headers, rows, levels
     comparison = comparison_of(report)
     pairs = comparison["pairs"] if comparison else []
+    if only is not None:
+        pairs = [pairs[only]]
+        summaries = [s for s in summaries if s["name"] in (pairs[0]["a"], pairs[0]["b"])]
     suffix = " % (finished)" if finished_only(summaries) else " %"
     headers = ["group", "n"] + [f"{s['name']}{suffix}" for s in summaries]
     adjusted = "p (" + (comparison["adjustment"].split(",")[0] if comparison else "") + ")"
@@ -131,8 +142,9 @@ def grid(report: Built, brief: bool = False) -> tuple[list[str], list[list[str]]
     rows, levels = [], []
     for level, label, group, _ in ordered_groups(summaries[0]):
         cells = [_find(s, level, label) for s in summaries]
-        row = [label, "/".join(str(c["n"]) if c else "–" for c in cells)]
-        row += [accuracy_text(c, brief) if c else "–" for c in cells]
+        counts = [str(c["n"]) if c else "–" for c in cells]
+        row = [label, counts[0] if len(set(counts)) == 1 else "/".join(counts)]  # one n when they agree
+        row += [accuracy_text(c, detail) if c else "–" for c in cells]
         for pair in pairs:
             diff = group_difference(pair, level, group)
             row += [difference_text(diff), "–" if diff is None else f"{diff['p_adjusted']:.2g}"]

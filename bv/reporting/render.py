@@ -67,10 +67,16 @@ DIFFERENCE = (
 )
 
 
-def notes(report: Built) -> list[str]:
+def verdicts(report: Built) -> list[str]:
+    """Each comparison's answer in one line (the table says it first, Markdown last)."""
+    comparison = comparison_of(report)
+    return [pair["verdict"] + "." for pair in comparison["pairs"]] if comparison else []
+
+
+def notes(report: Built, with_verdicts: bool = True) -> list[str]:
     """The lines under the table: how each figure is computed, each input's provenance and cost,
-    what a reader must know (incomplete runs, different items, other differences), and the
-    answer of each comparison in one line."""
+    what a reader must know (incomplete runs, different items, other differences), and (unless
+    said first) the answer of each comparison in one line."""
     from bv.reporting.compare import notices, power_lines, provenance_of
 
     summaries = summaries_of(report)
@@ -112,7 +118,7 @@ def notes(report: Built) -> list[str]:
     if comparison:
         if len(comparison["pairs"]) > 1 or comparison["pairs"][0]["by_type"]:
             lines.append(f"p-values adjusted by {comparison['adjustment']}.")
-        lines += [pair["verdict"] + "." for pair in comparison["pairs"]]
+        lines += verdicts(report) if with_verdicts else []
     plans = report.get("power") if "inputs" in report else None
     if plans:
         lines += power_lines(plans)
@@ -137,19 +143,29 @@ def provenance_parts(provenance: Provenance) -> list[str]:
 
 
 def render_table(report: Built, stream: Any) -> None:
-    """On a terminal, rich fits the table to the window (bv.reporting.table_fit); in a pipe or a
-    file, bv writes the same table as plain text (bv.reporting.text_table): as wide as it needs,
-    never cut, and without rich's start-up. A pipe that rich is told to treat as a terminal
-    (FORCE_COLOR, TTY_COMPATIBLE=1) keeps rich's colours."""
+    """The verdicts first, then the table and its notes. On a terminal, rich fits the table to
+    the window (bv.reporting.table_fit); in a pipe or a file, bv writes the same table as plain
+    text (bv.reporting.text_table) without rich's start-up: as wide as it needs, or, with
+    $COLUMNS set, shaped to fit it as a terminal's is (bv.reporting.table_shape). A pipe that
+    rich is told to treat as a terminal (FORCE_COLOR, TTY_COMPATIBLE=1) keeps rich's colours."""
     if stream.isatty() or colour_forced():
         from bv.reporting.table_fit import print_table
 
-        print_table(report, notes(report), stream)
+        print_table(report, notes(report, with_verdicts=False), stream, verdicts(report))
         return
-    from bv.reporting.text_table import write_table
+    from bv.core.environment import columns
+    from bv.reporting.table_shape import shape
+    from bv.reporting.text_table import fits_in, write_table
 
+    width = columns()
+    blocks, left_out = shape(report, (lambda *_: True) if width is None else fits_in(width))
     title = "bv report: " + ", ".join(s["name"] for s in summaries_of(report))
-    write_table(stream, title, *grid(report), notes(report))
+    stream.write("".join(printable(line) + "\n" for line in verdicts(report)))
+    for i, block in enumerate(blocks):
+        heading = title if block.title is None else f"{title}: {block.title}"
+        last = i == len(blocks) - 1
+        below = ([left_out] if left_out else []) + notes(report, with_verdicts=False) if last else []
+        write_table(stream, heading, block.headers, block.rows, block.levels, below, width)
 
 
 def render_markdown(report: Built, stream: Any) -> None:

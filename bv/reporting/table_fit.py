@@ -3,8 +3,9 @@ names give way (a pipe or a file gets bv.reporting.text_table, the same table un
 
 rich shrinks every column alike when a table is too wide, so at 80 columns it cut `100.0` to
 `10…`. Here each figure column gets the width of its widest cell (its header may wrap
-between words), the group column gets what is left and ends with `…`, and when even that
-leaves too little, the box is dropped for a compact one-space layout.
+between words), the group column gets what is left, the box is dropped for a compact
+one-space layout when the names would not be whole in it, and bv.reporting.table_shape takes
+detail out (or stacks the comparisons) before a name is cut; only then does it end with `…`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from bv.core.errors import StdoutClosed
 from bv.core.terminal import printable
 from bv.reporting.grid import grid, summaries_of
 from bv.reporting.report_types import Built
-from bv.reporting.text_table import cell_len
-
-MIN_LABEL = 16  # below this, the compact layout buys room for the group names
+from bv.reporting.table_shape import Fits, labels, shape
+from bv.reporting.text_table import cell_len, header_width
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,7 @@ def _natural(headers: list[str], rows: list[list[str]]) -> list[int]:
 
 
 def _figure_width(header: str, cells: list[str]) -> int:
-    words = max((cell_len(word) for word in printable(header).split()), default=1)
-    return max([words, *(_cells(cell) for cell in cells)])
+    return header_width(printable(header), [_cells(cell) for cell in cells])
 
 
 def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | None:
@@ -58,21 +57,28 @@ def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | 
     figures = [_figure_width(h, list(col)) for h, col in zip(headers[1:], columns[1:], strict=True)]
     for compact in (False, True):
         label = width - sum(figures) - _overhead(len(headers), compact)
-        if label >= min(natural[0], MIN_LABEL) or compact:
-            return Fit([max(label, 4), *figures], compact)
+        if label >= natural[0] or compact:  # the box only while the names stay whole
+            return Fit([min(max(label, 4), natural[0]), *figures], compact)
     raise AssertionError("unreachable")
 
 
 def fits(headers: list[str], rows: list[list[str]], width: int) -> bool:
-    """Whether the figures fit `width` with room for the group names (at worst in the compact layout)."""
+    """Whether the table fits `width` with every figure and every group name whole (at worst in
+    the compact layout); `rows` carry the names as shown (subtypes indented)."""
     fit = fit_columns(headers, rows, width)
-    return fit is None or fit.widths[0] >= MIN_LABEL
+    return fit is None or fit.widths[0] >= _natural(headers, rows)[0]
+
+
+def fits_in(width: int) -> Fits:
+    """`fits` at `width`, over a block's headers, rows and levels (what table_shape asks)."""
+    return lambda headers, rows, levels: fits(
+        headers, [[label, *row[1:]] for label, row in zip(labels(rows, levels), rows, strict=True)], width
+    )
 
 
 def natural_width(headers: list[str], rows: list[list[str]], levels: list[str]) -> int:
     """The cells the table takes uncut, its texts escaped: what a pipe or a file is given, however wide."""
-    labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
-    cells = [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)]
+    cells = [[label, *row[1:]] for label, row in zip(labels(rows, levels), rows, strict=True)]
     return sum(_natural(headers, cells)) + _overhead(len(headers), compact=False)
 
 
@@ -82,15 +88,15 @@ def fitted_table(title: Any, headers: list[str], rows: list[list[str]], levels: 
     from rich.table import Table
     from rich.text import Text
 
-    labels = [("  " if level == "subtype" else "") + row[0] for row, level in zip(rows, levels, strict=True)]
-    fit = fit_columns(headers, [[label, *row[1:]] for label, row in zip(labels, rows, strict=True)], width)
+    shown = labels(rows, levels)
+    fit = fit_columns(headers, [[label, *row[1:]] for label, row in zip(shown, rows, strict=True)], width)
     if fit is not None and fit.compact:
         table = Table(title=title, title_justify="left", box=SIMPLE_HEAD, show_edge=False, padding=0)
     else:
         table = Table(title=title, title_justify="left")
     for i, header in enumerate(headers):
         table.add_column(
-            Text(printable(header)),  # input names are data: never markup, never escapes
+            Text(printable(header), overflow="fold"),  # input names are data: never markup
             justify="left" if i == 0 else "right",
             no_wrap=i == 0,
             width=None if fit is None else fit.widths[i],
@@ -99,10 +105,11 @@ def fitted_table(title: Any, headers: list[str], rows: list[list[str]], levels: 
     return table
 
 
-def print_table(report: Built, notes: list[str], stream: Any) -> None:
-    """The report table and the notes under it, by rich: fitted to a terminal's window, or (a
-    stream rich is told to colour though it is no terminal) as wide as it needs, never cut.
-    No emoji codes: a `:name:` in a file or group name is data, shown as written."""
+def print_table(report: Built, notes: list[str], stream: Any, verdicts: list[str]) -> None:
+    """The verdicts, the report table and the notes under it, by rich: fitted to a terminal's
+    window (bv.reporting.table_shape: less detail, or the comparisons stacked, before a group
+    name is cut), or (a stream rich is told to colour though it is no terminal) as wide as it
+    needs, never cut. No emoji codes: a `:name:` in a file or group name is data, shown as written."""
     from rich.console import Console
     from rich.text import Text
 
@@ -111,33 +118,35 @@ def print_table(report: Built, notes: list[str], stream: Any) -> None:
             raise StdoutClosed()
 
     summaries = summaries_of(report)
-    headers, rows, levels = grid(report)
     terminal = stream.isatty()
-    brief = False
     if terminal:
         console = QuietConsole(file=stream, emoji=False)
-        brief = len(summaries) > 1 and not fits(headers, rows, console.width)
-        if brief:
-            headers, rows, levels = grid(report, brief=True)
+        blocks, left_out = shape(report, fits_in(console.width))
     else:
-        console = QuietConsole(file=stream, emoji=False, width=max(240, natural_width(headers, rows, levels)))
-    # Every text is a rich Text, never markup: names from the data are shown as written.
-    title = Text("bv report: " + ", ".join(printable(s["name"]) for s in summaries), style="table.title")
-    table = fitted_table(title, headers, rows, levels, console.width)
-    for row, level in zip(rows, levels, strict=True):
-        name = printable(row[0])
-        label = {
-            "overall": Text.assemble((name, "bold")),
-            "type": Text.assemble((name, "bold")),
-            "subtype": Text(f"  {name}"),
-            "ans_type": Text.assemble((name, "dim")),
-        }[level]
-        table.add_row(label, *(Text(printable(cell)) for cell in row[1:]), end_section=level == "overall")
-
-    console.print(table)
-    if brief:
-        console.print(
-            "Each input's own interval is left out to fit the terminal (the Markdown format shows it)."
+        headers, rows, levels = grid(report)
+        width = max(240, natural_width(headers, rows, levels))
+        console = QuietConsole(file=stream, emoji=False, width=width)
+        blocks, left_out = shape(report, lambda *_: True)
+    for line in verdicts:  # the answer first
+        console.print(Text(printable(line), style="bold"), soft_wrap=not terminal)
+    names = "bv report: " + ", ".join(printable(s["name"]) for s in summaries)
+    for block in blocks:
+        # Every text is a rich Text, never markup: names from the data are shown as written.
+        heading = names if block.title is None else f"{names}: {printable(block.title)}"
+        table = fitted_table(
+            Text(heading, style="table.title"), block.headers, block.rows, block.levels, console.width
         )
+        for row, level in zip(block.rows, block.levels, strict=True):
+            name = printable(row[0])
+            label = {
+                "overall": Text.assemble((name, "bold")),
+                "type": Text.assemble((name, "bold")),
+                "subtype": Text(f"  {name}"),
+                "ans_type": Text.assemble((name, "dim")),
+            }[level]
+            table.add_row(label, *(Text(printable(cell)) for cell in row[1:]), end_section=level == "overall")
+        console.print(table)
+    if left_out:
+        console.print(left_out, markup=False, highlight=False)
     for line in notes:  # whole lines in a pipe or file, as the table is
         console.print(printable(line), markup=False, highlight=False, soft_wrap=not terminal)

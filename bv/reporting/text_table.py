@@ -1,7 +1,8 @@
 """The report table as plain text, for a pipe or a file: the layout rich gives it on a terminal
 (the same box, padding, alignment and title, byte for byte: tests/test_text_table.py holds it to
 rich's own rendering), without importing rich, whose import and rendering were most of
-`bv report`'s start-up (docs/performance.md). The table is as wide as its cells and never cut.
+`bv report`'s start-up (docs/performance.md). The table is as wide as its cells and never cut,
+unless told a width ($COLUMNS): then, wider than it, it takes rich's compact layout.
 
 Widths are terminal cells, as rich counts them: a CJK character takes two, a combining accent
 none. Text of one-cell characters only (nearly all of a report) is measured by its length;
@@ -93,22 +94,113 @@ def title_lines(title: str, width: int) -> list[str]:
     return lines
 
 
-def write_table(
-    stream: Any, title: str, headers: list[str], rows: list[list[str]], levels: list[str], notes: list[str]
-) -> None:
-    """The title, the table (groups left, figures right, a rule under the overall row) and the
-    notes under it, every text from data escaped (`printable`), never read as markup."""
-    encoding = (getattr(stream, "encoding", None) or "utf-8").lower()
-    top, head, head_rule, body, section, bottom = _BOX if encoding.startswith("utf") else _ASCII_BOX
+def _table(headers: list[str], rows: list[list[str]], levels: list[str]) -> list[list[str]]:
+    """The header row and the body, every text escaped, subtypes indented under their type."""
     labels = [
         ("  " if level == "subtype" else "") + printable(row[0])
         for row, level in zip(rows, levels, strict=True)
     ]
     table = [[printable(h) for h in headers]]
-    table += [
+    return table + [
         [label, *(printable(cell) for cell in row[1:])] for label, row in zip(labels, rows, strict=True)
     ]
+
+
+FOLD = 8  # a header word longer than this and than its cells (a long input name) is folded
+
+
+def header_width(header: str, cells: list[int]) -> int:
+    """A figure column's width in a fitted table: its widest cell, or its header's longest word,
+    folded past FOLD cells so that a long input name does not take the group names' room."""
+    widest = max(cells, default=1)
+    word = max((cell_len(word) for word in header.split()), default=1)
+    return max(widest, min(word, max(widest, FOLD)))
+
+
+def _compact_widths(table: list[list[str]], width: int) -> list[int]:
+    """The compact layout's columns in `width`: each figure as wide as its widest cell or header
+    word (headers wrap between words), the group names what is left (whole when it is enough)."""
+    columns = list(zip(*table, strict=True))
+    figures = [header_width(column[0], [cell_len(c) for c in column[1:]]) for column in columns[1:]]
+    label = width - sum(figures) - (len(columns) - 1)
+    return [min(max(label, 4), max(cell_len(c) for c in columns[0])), *figures]
+
+
+def fits_in(width: int) -> Any:
+    """Whether a block fits `width` with its figures and group names whole (boxed, or compact)."""
+
+    def fits(headers: list[str], rows: list[list[str]], levels: list[str]) -> bool:
+        table = _table(headers, rows, levels)
+        natural = [max(cell_len(cell) for cell in column) for column in zip(*table, strict=True)]
+        if sum(natural) + 3 * len(natural) + 1 <= width:
+            return True
+        return _compact_widths(table, width)[0] >= natural[0]
+
+    return fits
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """A header's words in lines of `width` cells (a longer word folded across lines)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and cell_len(lines[-1]) + 1 + cell_len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines += _chop(word, width)
+    return lines or [""]
+
+
+def _write_compact(stream: Any, title: str, table: list[list[str]], levels: list[str], width: int) -> None:
+    """The table without a box, one space between columns, in `width`: what a pipe gets when the
+    boxed table is wider than $COLUMNS. A group name is cut (ending in `…`) only when even this
+    leaves it too little room, which bv.reporting.table_shape avoids where it can."""
+    utf = (getattr(stream, "encoding", None) or "utf-8").lower().startswith("utf")
+    widths = _compact_widths(table, width)
+    total = sum(widths) + len(widths) - 1
+
+    def cut(text: str, room: int) -> str:
+        if cell_len(text) <= room:
+            return text
+        return _crop(text, room - 1) + ("…" if utf else "~")
+
+    out = [line.rstrip() + "\n" for line in title_lines(printable(title), total)]
+    heads = [_wrapped(h, w) for h, w in zip(table[0], widths, strict=True)]
+    for k in range(max(len(h) for h in heads)):
+        cells = [h[k] if k < len(h) else "" for h in heads]
+        line = [cut(cells[0], widths[0]).ljust(widths[0])]
+        line += [" " * (w - cell_len(c)) + c for c, w in zip(cells[1:], widths[1:], strict=True)]
+        out.append(" ".join(line).rstrip() + "\n")
+    out.append(("─" if utf else "-") * total + "\n")
+    for i, (cells, level) in enumerate(zip(table[1:], levels, strict=True)):
+        label = cut(cells[0], widths[0])
+        line = [label + " " * (widths[0] - cell_len(label))]
+        line += [" " * max(0, w - cell_len(c)) + c for c, w in zip(cells[1:], widths[1:], strict=True)]
+        out.append(" ".join(line).rstrip() + "\n")
+        if level == "overall" and i < len(levels) - 1:
+            out.append("\n")
+    stream.write("".join(out))
+
+
+def write_table(
+    stream: Any,
+    title: str,
+    headers: list[str],
+    rows: list[list[str]],
+    levels: list[str],
+    notes: list[str],
+    width: int | None = None,
+) -> None:
+    """The title, the table (groups left, figures right, a rule under the overall row) and the
+    notes under it, every text from data escaped (`printable`), never read as markup; boxed,
+    or in `width` the compact layout when the box would not fit."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower()
+    top, head, head_rule, body, section, bottom = _BOX if encoding.startswith("utf") else _ASCII_BOX
+    table = _table(headers, rows, levels)
     widths = [max(cell_len(cell) for cell in column) for column in zip(*table, strict=True)]
+    if width is not None and sum(widths) + 3 * len(widths) + 1 > width:
+        _write_compact(stream, title, table, levels, width)
+        stream.write("".join(printable(note) + "\n" for note in notes))
+        return
 
     def rule(chars: tuple[str, ...]) -> str:
         left, horizontal, divider, right = chars

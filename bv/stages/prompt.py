@@ -54,11 +54,12 @@ class Skill:
 
     @classmethod
     def load(cls, path: Path) -> Skill:
-        """The skill in a Markdown file: a regular file of UTF-8 text of at most MAX_SKILL_BYTES."""
+        """The skill in a Markdown file: a regular file of UTF-8 text of at most MAX_SKILL_BYTES;
+        BadConfig for anything else (FIFO, device, folder, missing, too big, not UTF-8)."""
         try:
             return cls(name=path.stem, text=read_text_file(path, MAX_SKILL_BYTES, "a skill").strip())
-        except TemplateError as exc:
-            raise BadRecord(f"`skill` {exc}") from None
+        except TemplateError as exc:  # a bad value of the setting, as a bad template is (exit 2)
+            raise BadConfig(f"`skill` {exc}", option="skill") from None
 
 
 def system_prompt(skill: Skill | None, templates: Templates = BV_TEMPLATES) -> str:
