@@ -256,3 +256,35 @@ def test_the_judge_stops_the_same_way(prompts, server, tmp_path):
     assert result.returncode == 1
     assert "the first 3 requests were all refused the same way" in result.stderr
     assert len(server.seen) - before == 3
+
+
+def test_a_retry_after_pauses_the_endpoint_and_refusals_are_counted_apart(prompts, server):
+    """The first request is refused with `retry-after: 1`, every other one answered after 0.3 s,
+    -j 4: before, the three answered meanwhile were followed by new requests at once, each to
+    find out alone; now no request starts until the second is over. The summary counts the
+    refused try apart from the 12 requests."""
+    lock = threading.Lock()
+    count = {"n": 0}
+
+    def respond(seen):
+        with lock:
+            count["n"] += 1
+            n = count["n"]
+        if n == 1:
+            return Reply(status=429, headers={"retry-after": "1"})
+        return Reply(content="\\boxed{A}", delay=0.3)
+
+    server.responder = respond
+    result = bv_inproc(
+        f"bv rollout --base-url {server.base_url} -m m -j 4 --retries 0 --no-cache {prompts}",
+        env={"BV_RETRY_BASE_S": "0.01"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(jsonl(result.stdout)) == 12 and len(server.seen) == 13
+    seen = sorted(server.seen, key=lambda s: s.started)
+    refused_at = min(s.finished for s in seen if s.status == 429)
+    after = [s.started - refused_at for s in seen if s.started > refused_at]
+    # the three sent with it arrive at once; then nothing is sent in the second asked for (before:
+    # new requests 0.3 s on, as the three were answered)
+    assert len([a for a in after if a < 0.1]) <= 3 and not [a for a in after if 0.1 <= a < 0.9], after
+    assert "12 requests (and 1 try refused with 429)" in result.stderr

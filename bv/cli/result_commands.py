@@ -28,13 +28,20 @@ if TYPE_CHECKING:
     help="Write here (atomically) instead of stdout.",
 )
 @click.option("--sort", is_flag=True, help="Order rows by (id, run).")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 and write nothing when a shard is missing or shards of different counts are mixed (for CI).",
+)
 @SKIP_BAD
-def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bool) -> None:
+def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, strict: bool, skip_bad: bool) -> None:
     """Combine runs and shards: one row per (id, run), a later file winning (files, or stdin).
 
     An input may be a bv eval run folder (its results.jsonl). With -o, any input error (a
     missing file, or a bad line without --skip-bad) leaves the output file as it was: a
-    partial merge never replaces a good file.
+    partial merge never replaces a good file. Rows of `--shard` runs record their shard: the
+    shards present are named, and a missing one (or shards of mixed counts) is warned about,
+    an error with --strict.
 
     \b
     Examples:
@@ -44,6 +51,9 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_row
     from bv.core.run_inputs import results_path
+    from bv.core.shards import described
+    from bv.core.shards import problems as shard_problems
+    from bv.core.terminal import printable
     from bv.stages.merge import check_inputs, merge_rows, ordered_keys, write_rows
 
     inputs = tuple(results_path(path) for path in inputs)
@@ -58,11 +68,21 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, skip_bad: bo
             " rows with --skip-bad)"
         )
         sys.exit(ending.ROWS_FAILED)
+    shards = result.shards.as_json()
+    wrong = shard_problems(shards)
+    for line in wrong:
+        click.echo(printable(f"bv merge: {'error' if strict else 'warning'}: {line}"), err=True)
+    if strict and wrong:
+        problems.finish()
+        error("--strict: the shards do not make one whole run (above); nothing written")
+        sys.exit(ending.ROWS_FAILED)
     keys = ordered_keys(result, sort)
     with reader_may_leave():
         write_rows(result, keys, output)
+    present = f", {described(shards)}" if shards is not None else ""
     click.echo(
-        f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced",
+        f"bv merge: {result.rows_in} rows in, {len(keys)} rows out, {result.replaced} duplicates replaced"
+        + present,
         err=True,
     )
     finish_rows(problems, skip_bad)

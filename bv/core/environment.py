@@ -68,11 +68,17 @@ def data_home() -> Path:
 
 # The variables a batch scheduler sets in each task of an array of tasks: SLURM's job arrays, and
 # Kubernetes' Indexed Jobs (which give the index only: the count is the Job's `completions`).
-SLURM_INDEX, SLURM_COUNT, SLURM_MIN, SLURM_STEP = (
+SLURM_INDEX, SLURM_COUNT, SLURM_MIN, SLURM_MAX, SLURM_STEP = (
     "SLURM_ARRAY_TASK_ID",
     "SLURM_ARRAY_TASK_COUNT",
     "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
     "SLURM_ARRAY_TASK_STEP",
+)
+# What to do instead when a task's variables are not a place in the whole array.
+_SLURM_INSTEAD = (
+    "to redo a task of an array, requeue it in its own job (scontrol requeue JOBID_TASK), which"
+    " keeps the array's variables, or give its shard as --shard K/N"
 )
 KUBERNETES_INDEX = "JOB_COMPLETION_INDEX"
 
@@ -81,7 +87,8 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
     """(k, n), this task's shard, from the scheduler: SLURM_ARRAY_TASK_ID counted from
     SLURM_ARRAY_TASK_MIN in steps of SLURM_ARRAY_TASK_STEP (1 or more), of SLURM_ARRAY_TASK_COUNT; or
     Kubernetes' JOB_COMPLETION_INDEX, of `count` (which SLURM's count must equal when both are
-    given). Both schedulers' indexes set and different is an error, not one of them winning.
+    given). Both schedulers' indexes set and different is an error, not one of them winning; so
+    is an array that is not one range from task 0 or 1 (a list, one task alone, a part resubmitted).
     BadConfig when no scheduler says, or what it says is not a place in the array."""
     from bv.core.errors import BadConfig
 
@@ -112,6 +119,26 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
             raise BadConfig(
                 f"SLURM array task {task} is not one of {tasks} tasks from {first} in steps of {step}"
                 " (an array given as a list has no place for each task: give the shard as K/N)",
+                option="shard",
+            )
+        last = whole(SLURM_MAX)
+        if last is not None and last != first + (tasks - 1) * step:
+            raise BadConfig(
+                f"the SLURM array is not one range: {SLURM_MAX}={last} is not {SLURM_MIN} + ({SLURM_COUNT}"
+                f" - 1) x {SLURM_STEP} = {first + (tasks - 1) * step} (an array given as a list, such as"
+                f" --array=1,5,9, has no place for each task); {_SLURM_INSTEAD}",
+                option="shard",
+            )
+        if tasks == 1 or first > 1:
+            why = (
+                f"{SLURM_COUNT}=1: an array of one task"
+                if tasks == 1
+                else f"{SLURM_MIN}={first}: an array that starts past task 1"
+            )
+            raise BadConfig(
+                f"{why} is what resubmitting part of a larger array gives (sbatch --array={task} runs"
+                f" task {task} alone, as shard 0 of 1), and bv cannot tell which shard of how many it"
+                f" is; {_SLURM_INSTEAD}",
                 option="shard",
             )
         if count is not None and count != tasks:

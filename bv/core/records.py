@@ -107,6 +107,7 @@ class RolloutFields(TypedDict):
     started_at: str
     cost_usd: float | None  # what the row's replies cost, cached ones too (None: unknown, or not priced)
     price_source: str | None  # where that price came from, or why it is unknown (None: no prices)
+    shard: NotRequired[str]  # "K/N" with --shard: which shard of the items the row belongs to
     rollout_templates: NotRequired[dict[str, str]]
 
 

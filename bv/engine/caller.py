@@ -101,6 +101,7 @@ class Caller:
         ticket = None
         try:
             if self.limit is not None:
+                await self._paused()
                 ticket = await self.limit.acquire()
             self.stats.sending()
             if self._backstop is None:
@@ -250,6 +251,9 @@ class Caller:
                     self._reserved = self._reserved - held if self._holding else 0.0
                     self._released.set()
             if isinstance(last, RateLimited):
+                self.stats.rate_limited += 1
+                if last.retry_after is not None and self.limit is not None:
+                    self.limit.pause(last.retry_after)  # the endpoint said wait: nobody sends meanwhile
                 now = time.monotonic()
                 first_limited = first_limited or now
                 limited += 1
@@ -290,6 +294,17 @@ class Caller:
         self._reserved += worst
         self._holding += 1
         return worst
+
+    async def _paused(self) -> None:
+        """Wait out the endpoint's pause (a 429's retry-after), if one is on, before sending: the
+        wait a server asks of one request is its word for every request (bounded: each pause is at
+        most BV_MAX_WAIT_S, and a wait ends once none is left)."""
+        assert self.limit is not None
+        for _ in range(64):  # a pause renewed while waiting is waited again, a bounded number of times
+            left = self.limit.pause_left()
+            if left <= 0:
+                return
+            await self._wait(left, "paused (retry-after)")
 
     async def _wait(self, seconds: float, reason: str) -> None:
         """Sleep before a retry, visibly (progress shows who waits and why), cut short by Ctrl-C."""

@@ -29,7 +29,8 @@ class Stats:
     done: int = 0
     errors: int = 0
     answered: int = 0  # rows whose reply has a \boxed{} answer
-    requests: int = 0
+    requests: int = 0  # tries sent, those refused with a 429 among them
+    rate_limited: int = 0  # tries refused with a 429 (counted apart in the summary)
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -47,6 +48,7 @@ class Stats:
     unpriced: int = 0  # replies whose cost is unknown (bv.engine.prices), left out of the spend
     cost_limit: float | None = None  # the run stops starting requests once it has spent this
     limit_reached: str | None = None  # why the run stopped starting requests, once a limit is reached
+    shard: str | None = None  # "K/N" with --shard: named in the summary
     ever_answered: bool = False  # some try got something back (a reply, an error status)
 
     def sending(self) -> None:
@@ -161,13 +163,15 @@ class Stats:
     def summary(self) -> str:
         elapsed = time.monotonic() - self.started
         parts = [
-            counted(self.done, "row"),
+            counted(self.done, "row") + (f" of shard {self.shard}" if self.shard else ""),
             self.decided_text() if self.decided else counted(self.errors, "error"),
         ]
         if self.requests or self.cache_hits:  # a judge by rules alone sends nothing
+            refused = f" (and {counted(self.rate_limited, 'try')} refused with 429)"
             parts += [
                 counted(self.cache_hits, "cache hit"),
-                counted(self.requests, "request"),
+                counted(self.requests - self.rate_limited, "request")
+                + (refused if self.rate_limited else ""),
                 f"{human_count(self.prompt_tokens)} prompt + {human_count(self.completion_tokens)}"
                 " completion tokens",
             ]

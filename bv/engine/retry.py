@@ -7,7 +7,8 @@ the engine decides retries the same way for every backend, the judge included. T
 server asks for is honoured in every form users meet (`wait_seconds`) up to the run's max_wait_s
 (BV_MAX_WAIT_S, bv.core.run_context.Limits); a longer one is capped, and bv says so on stderr.
 While 429s go on, `ConcurrencyLimit` halves the
-requests in flight, and gives them back as clean replies return.
+requests in flight, and gives them back as clean replies return; a 429's wait pauses the endpoint:
+no request is sent until it is over (the wait asked of one request holds for all).
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ class ConcurrencyLimit:
         self.cuts = 0  # how many times the limit was cut: a request's ticket is the count it saw
         self._clean = 0  # clean replies since the limit last changed
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._paused_until = 0.0  # time.monotonic() before which no request is sent (a retry-after)
+
+    def pause(self, seconds: float) -> None:
+        """The endpoint asked to wait `seconds` (already capped by wait_seconds): every request not
+        yet sent waits too, instead of each one finding out with a 429 of its own."""
+        self._paused_until = max(self._paused_until, time.monotonic() + max(0.0, seconds))
+
+    def pause_left(self) -> float:
+        return self._paused_until - time.monotonic()
 
     async def acquire(self) -> int:
         """Wait for a slot; returns the ticket to hand back to `rate_limited` or `succeeded`."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from bv.core.paired import Alternative, PairedComparison, paired_comparison
 from bv.core.power import PowerPlan, paired_power, single_power
+from bv.core.shards import problems as shard_problems
 from bv.core.stats import ADJUSTMENT_NAMES, ADJUSTMENTS
 from bv.reporting.report_types import Built, Difference, Paired, Power, Summary
 from bv.reporting.tally import GROUPS, Tally
@@ -265,7 +266,8 @@ def difference_warning(differs: Mapping[str, list[str]], by: Sequence[str] = ())
 
 def notices(report: Built, by: tuple[str, ...] = ()) -> list[str]:
     """What a reader must know before trusting the figures: runs covering different items,
-    inputs with different items, inputs that differ in more than the one thing compared.
+    inputs with different items, inputs that differ in more than the one thing compared, shards
+    missing or of mixed counts (bv.core.shards).
     On stderr, in every format; `--strict` makes them an error."""
     summaries = report["inputs"] if "inputs" in report else [report]
     lines = []
@@ -277,6 +279,10 @@ def notices(report: Built, by: tuple[str, ...] = ()) -> list[str]:
                 f" ({runs}, of {s['overall']['n']} items);"
                 " Avg@k averages runs over different items, the interval is over each item's runs"
             )
+        lines += [
+            f"{s['name']}: {line}"
+            for line in shard_problems(dict(s["provenance"].get("shards") or {}) or None)
+        ]
     comparison = report.get("comparison") if "inputs" in report else None
     if comparison:
         items = comparison["items"]

@@ -134,6 +134,11 @@ def provenance_parts(provenance: Provenance) -> list[str]:
     if started:
         first, last = started["first"], started["last"]
         parts.append(f"rows made {first}" + ("" if first == last else f" to {last}"))
+    shards = provenance.get("shards")
+    if shards:
+        from bv.core.shards import described
+
+        parts.append(described(dict(shards)))
     return parts
 
 

@@ -47,6 +47,16 @@ class StartedAt(TypedDict):
     last: str
 
 
+class ShardsSeen(TypedDict):
+    """The rows' `shard` (bv rollout --shard): by shard count N, the shards K present and missing
+    (at most 1,000 named), rows with no shard, rows whose shard is not K/N (bv.core.shards)."""
+
+    present: dict[str, list[int]]
+    missing: dict[str, list[int]]
+    unsharded_rows: int
+    unreadable: int
+
+
 class Provenance(TypedDict):
     endpoints: list[str]
     bv_versions: list[str]
@@ -54,6 +64,7 @@ class Provenance(TypedDict):
     params: list[str]  # sampling parameters, as JSON
     judge_models: list[str]
     started_at: StartedAt | None
+    shards: NotRequired[ShardsSeen]  # only when some row records a shard
     made_by: NotRequired[dict[str, str]]  # skill, style, prompts, judge_version (named as --by does)
 
 

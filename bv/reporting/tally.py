@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from bv.core.records import JudgedRow
+from bv.core.shards import ShardTally
 from bv.core.stats import ItemEstimate, estimate_over_items, mean, pstdev
 from bv.reporting.costs import row_cost_units, usd
 from bv.reporting.key_table import KeyTable
-from bv.reporting.report_types import Figures, SubtypeFigures, Summary
+from bv.reporting.report_types import Figures, ShardsSeen, SubtypeFigures, Summary
 
 
 def reply_flags(get: Callable[[str], Any]) -> int:
@@ -150,6 +151,7 @@ class Tally:
     usage: list[float] = field(default_factory=lambda: [0, 0, 0.0, 0, 0, 0, 0, 0])
     seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
     started: list[str] = field(default_factory=list)  # [first, last] started_at
+    shards: ShardTally = field(default_factory=ShardTally)  # the rows' `shard` (bv rollout --shard)
     _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
 
     def add(self, row: JudgedRow, item: str, run: int) -> bool:
@@ -243,6 +245,7 @@ class Tally:
                     text = value if value.__class__ is str else json.dumps(value, sort_keys=True, default=str)
                     if text not in values and len(values) < _MAX_SEEN:
                         values.add(text)
+        self.shards.add(get("shard"))
         started = get("started_at")
         if started.__class__ is str:
             if not self.started:
@@ -308,7 +311,7 @@ class Tally:
         by_subtype: dict[str, SubtypeFigures] = {
             subtype: {**cell, "type": subtype_type[subtype]} for subtype, cell in by["by_subtype"].items()
         }
-        return {
+        summary: Summary = {
             "name": name,
             "overall": overall.figures(exclude_failed, whole),
             "interval": f"95% interval over items ({whole.method}"
@@ -339,3 +342,7 @@ class Tally:
                 "cost_unknown": cast(int, self.usage[7]),
             },
         }
+        shards = self.shards.as_json()
+        if shards is not None:
+            summary["provenance"]["shards"] = cast(ShardsSeen, shards)
+        return summary

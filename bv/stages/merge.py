@@ -22,6 +22,7 @@ from bv.core.errors import Fatal, StdoutClosed
 from bv.core.json_values import without_lone_surrogates
 from bv.core.jsonl import Problems, Source, pipe_fd, write_whole
 from bv.core.records import natural_key, row_key
+from bv.core.shards import ShardTally
 
 _FILE_BITS, _MADE_BY_BITS = 16, 24  # a kept row is one int: offset | made-by index | file index
 _IN_MEMORY = (1 << _FILE_BITS) - 1  # the file index of a row kept whole (read from stdin)
@@ -38,6 +39,7 @@ class MergeResult:
     rows_in: int = 0
     replaced: int = 0
     conflicts: list[str] = field(default_factory=list)  # bv.api's: same (id, run), other model or judge
+    shards: ShardTally = field(default_factory=ShardTally)  # the rows' `shard`, each row read counted
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -61,6 +63,7 @@ def merge_rows(
         item, run = row_key(record)
         key = (ids.setdefault(item, item), run)
         result.rows_in += 1
+        result.shards.add(record.get("shard"))
         made_by = (record.get("model"), record.get("judge_version"))
         hashable = (_hashable(made_by[0]), _hashable(made_by[1]))
         who = made_by_index.get(hashable)

@@ -29,6 +29,7 @@ from bv.core.records import (
     check_prompt_record,
     without_stage,
 )
+from bv.core.shards import label
 from bv.engine.backends import Backend, make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
@@ -106,6 +107,8 @@ async def rollout_one(
     if config.price_book is not None:
         cost = row_cost(config.price_book, turns, caller.backend.model, caller.backend.endpoint, started_at)
         fields["cost_usd"], fields["price_source"] = cost.usd, cost.source
+    if config.shard is not None:
+        fields["shard"] = label(config.shard)
     if config.recorded_templates:  # only when a replaced refine.md may have been sent
         fields["rollout_templates"] = config.recorded_templates
     row = cast(RolloutRow, {**without_stage(record, "rollout"), **fields})
@@ -175,6 +178,7 @@ def run_rollout(
         total = len(records)
     artifacts = None if config.artifacts is None else Artifacts(config.artifacts)
     stats = Stats(total=None if total is None else total * config.repeats, spent_usd=config.spent_before)
+    stats.shard = None if config.shard is None else label(config.shard)
     stopping = asyncio.Event()
     settings = config.settings
     runner = run_stage
@@ -231,6 +235,10 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     shard = config.shard
     plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
     lines = plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)
+    if shard is not None:  # which part of the items this task takes, before it spends anything
+        lines.insert(
+            1, f"shard:         {label(shard)} (the items whose id hashes to {shard[0]} modulo {shard[1]})"
+        )
     completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
     where = first_url(backend.endpoint)
     return lines + cost_lines(
