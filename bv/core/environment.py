@@ -78,7 +78,7 @@ SLURM_INDEX, SLURM_COUNT, SLURM_MIN, SLURM_MAX, SLURM_STEP = (
 # What to do instead when a task's variables are not a place in the whole array.
 _SLURM_INSTEAD = (
     "to redo a task of an array, requeue it in its own job (scontrol requeue JOBID_TASK), which"
-    " keeps the array's variables, or give its shard as --shard K/N"
+    " keeps the array's variables, or give its shard as `shard` K/N"
 )
 KUBERNETES_INDEX = "JOB_COMPLETION_INDEX"
 
@@ -126,7 +126,7 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
             raise BadConfig(
                 f"the SLURM array is not one range: {SLURM_MAX}={last} is not {SLURM_MIN} + ({SLURM_COUNT}"
                 f" - 1) x {SLURM_STEP} = {first + (tasks - 1) * step} (an array given as a list, such as"
-                f" --array=1,5,9, has no place for each task); {_SLURM_INSTEAD}",
+                f" sbatch -a 1,5,9, has no place for each task); {_SLURM_INSTEAD}",
                 option="shard",
             )
         if tasks == 1 or first > 1:
@@ -136,7 +136,7 @@ def scheduler_shard(count: int | None = None) -> tuple[int, int]:
                 else f"{SLURM_MIN}={first}: an array that starts past task 1"
             )
             raise BadConfig(
-                f"{why} is what resubmitting part of a larger array gives (sbatch --array={task} runs"
+                f"{why} is what resubmitting part of a larger array gives (sbatch -a {task} runs"
                 f" task {task} alone, as shard 0 of 1), and bv cannot tell which shard of how many it"
                 f" is; {_SLURM_INSTEAD}",
                 option="shard",

@@ -199,7 +199,10 @@ class OpenAIBackend:
                 what = self._timed_out(replica, "first byte")
                 # Accepted, then silent: as unreachable as a refused port, counted once a round
                 # (at -j 12 the first tries all time out together; a flaky server answers retries).
-                if not replica.answered and first_byte.when - self._first_byte.seconds >= replica.silent_until:
+                if (
+                    not replica.answered
+                    and first_byte.when - self._first_byte.seconds >= replica.silent_until
+                ):
                     replica.silent_until = first_byte.when
                     replica.silent_rounds += 1
                     replica.last_error = what
