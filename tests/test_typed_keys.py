@@ -25,6 +25,7 @@ from bv.reporting.report_types import (
     Power,
     Provenance,
     ReportData,
+    ShardsSeen,
     StartedAt,
     SubtypeFigures,
     Summary,
@@ -108,6 +109,7 @@ def test_formats_md_lists_exactly_the_report_fields():
         "figures of a subtype, besides": SUBTYPE_ONLY,
         "`provenance`": tuple(Provenance.__annotations__),
         "`started_at` (`null` when no row says)": tuple(StartedAt.__annotations__),
+        "`shards` (when some row records a shard)": tuple(ShardsSeen.__annotations__),
         "`usage`": tuple(UsageTotals.__annotations__),
         "`comparison` (`null` for one input)": tuple(Comparison.__annotations__),
         "a difference (each group of a pair's `by_type`, `by_subtype`, `by_ans_type`)": tuple(

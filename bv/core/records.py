@@ -11,7 +11,8 @@ those (tests/test_records.py). Re-running a stage first drops the fields of that
 every later one, so a re-judged row keeps its rollout untouched.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: under Python 3.11 it hides NotRequired from the
+# TypedDicts at run time (every key would be listed in __required_keys__).
 
 import re
 import string

@@ -6,7 +6,8 @@ them, so the type checker refuses a misspelt key on either side. docs/formats.md
 (tests/test_typed_keys.py checks it, and that a real report has exactly these keys).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: under Python 3.11 it hides NotRequired from the
+# TypedDicts at run time (every key would be listed in __required_keys__).
 
 from typing import NotRequired, TypedDict, final
 
