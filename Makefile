@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo optimize-demo test data eval bench lint clean
+.PHONY: demo optimize-demo test test-trackers data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -40,6 +40,20 @@ test: $(VENV)/.installed
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# The experiment trackers against the real thing (docs/tracking.md): an MLflow tracking server the
+# tests start (SQLite, loopback) and W&B offline runs read back from their files. mlflow and wandb
+# are heavy (a server, a Go binary; ~2 min to install), so they live in their own .venv-trackers,
+# not in `make test`, where these tests skip and say why.
+TRACKERS := .venv-trackers
+$(TRACKERS)/.installed: setup.cfg pyproject.toml
+	test -x $(TRACKERS)/bin/python || $(PYTHON) -m venv $(TRACKERS)
+	$(TRACKERS)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,mlflow,wandb]'
+	touch $@
+
+test-trackers: $(TRACKERS)/.installed
+	$(TRACKERS)/bin/python -m pytest -q -n 2 --dist loadfile tests/test_trackers_mlflow.py \
+	  tests/test_trackers_wandb.py tests/test_tracking.py tests/test_layers.py
+
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
 data: $(VENV)/.installed
@@ -69,4 +83,4 @@ lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/test_lint.py
 
 clean:
-	rm -rf build $(VENV) *.egg-info
+	rm -rf build $(VENV) $(TRACKERS) *.egg-info

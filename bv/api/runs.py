@@ -110,6 +110,9 @@ def optimize(
     search: str = "loop",
     max_metric_calls: int | None = None,
     progress: Callable[[str], None] | None = None,
+    track: str | list[str] | tuple[str, ...] | None = None,
+    track_project: str | None = None,
+    track_entity: str | None = None,
 ) -> OptimizeResult | GepaResult:
     """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
     run folder `out` (resumed when it holds the same run), and return a
@@ -124,6 +127,9 @@ def optimize(
     cost; `max_cost` (USD, needs `prices`) is one budget for every role over the run: once
     reached no new request starts, and Interrupted is raised as after Ctrl-C (history and report
     say where; calling again resumes).
+    `track` ("mlflow", "mlflow:URI", "wandb", or several) logs every step to experiment trackers
+    (`track_project`: the MLflow experiment or W&B project, `track_entity`: the W&B entity;
+    docs/tracking.md); a tracker that fails is a warning, never the run's end.
     `search="gepa"` searches
     with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
     target rollouts) and returns a
@@ -144,7 +150,19 @@ def optimize(
         raise OptimizeError(f"`search` must be loop or gepa, not {search!r}")
     if max_metric_calls is not None:
         raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
-    return run(*setup, say=say)
+    return run(*setup, say=say, track=tracking(track, track_project, track_entity))
+
+
+def tracking(track: Any, project: str | None, entity: str | None) -> Any:
+    """The trackers `track` names (bv.tracking.options.TrackOptions), or OptimizeError."""
+    from bv.core.errors import BadConfig
+    from bv.optimize.loop import OptimizeError
+    from bv.tracking.options import TrackOptions, targets
+
+    try:
+        return TrackOptions(targets(track or ()), project, entity)
+    except BadConfig as exc:
+        raise OptimizeError(f"`track`: {exc}") from None
 
 
 def plan_optimize(items: str | Path, **options: Any) -> Plan:

@@ -24,6 +24,7 @@ from bv.cli.options import (
 )
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions
 
 
 def default_out(backend: str, model: str | None, skill: Path | None = None) -> Path:
@@ -69,6 +70,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
 @options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch")
+@options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -116,6 +118,9 @@ def eval_(
     prices: str | None,
     max_cost: float | None,
     batch: bool,
+    track: tuple[str, ...],
+    track_project: str | None,
+    track_entity: str | None,
     dry_run: bool,
     quiet: bool,
     skip_bad: bool,
@@ -139,6 +144,7 @@ def eval_(
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
       bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --dry-run
       bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --max-cost 20
+      bv eval -m gpt-4o --judge-model gpt-4o-mini --track mlflow:http://127.0.0.1:5000
     """
     from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig
@@ -155,43 +161,49 @@ def eval_(
             raise click.UsageError(
                 f"no ITEMS given and no data set at {items}: run `bv data` first, or give a meta_data.jsonl"
             )
-    config = EvalConfig(
-        items=items,
-        out=out or default_out(backend, model, skill),
-        label=label,
-        style=style,
-        skill=skill,
-        prompts=prompts,
-        image_detail=image_detail,
-        ids=ids,
-        types=types,
-        subtypes=subtypes,
-        sample=sample,
-        sample_seed=sample_seed,
-        limit=limit,
-        backend=backend,
-        model=model,
-        base_urls=base_url,
-        api_key=api_key,
-        repeats=repeats,
-        max_turns=max_turns,
-        params=request_params(max_tokens, temperature, seed, max_pixels, extra_body),
-        exec_cmd=exec_cmd,
-        judge_mode=mode,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        judge_api_key=judge_api_key,
-        judge_params=parse_params(judge_params, "--judge-param"),
-        jobs=jobs,
-        retries=retries,
-        timeout=timeout,
-        cache=None if no_cache else cache or default_cache(),
-        prices=prices,
-        max_cost=max_cost,
-        batch=batch,
-        quiet=quiet,
-        skip_bad=skip_bad,
-    )
+    try:  # a `--track` that names no tracker: a usage error
+        config = EvalConfig(
+            items=items,
+            out=out or default_out(backend, model, skill),
+            label=label,
+            style=style,
+            skill=skill,
+            prompts=prompts,
+            image_detail=image_detail,
+            ids=ids,
+            types=types,
+            subtypes=subtypes,
+            sample=sample,
+            sample_seed=sample_seed,
+            limit=limit,
+            backend=backend,
+            model=model,
+            base_urls=base_url,
+            api_key=api_key,
+            repeats=repeats,
+            max_turns=max_turns,
+            params=request_params(max_tokens, temperature, seed, max_pixels, extra_body),
+            exec_cmd=exec_cmd,
+            judge_mode=mode,
+            judge_model=judge_model,
+            judge_base_url=judge_base_url,
+            judge_api_key=judge_api_key,
+            judge_params=parse_params(judge_params, "--judge-param"),
+            jobs=jobs,
+            retries=retries,
+            timeout=timeout,
+            cache=None if no_cache else cache or default_cache(),
+            prices=prices,
+            max_cost=max_cost,
+            batch=batch,
+            quiet=quiet,
+            skip_bad=skip_bad,
+            track=track,
+            track_project=track_project,
+            track_entity=track_entity,
+        )
+    except BadOption as exc:
+        raise click.UsageError(cli_words(str(exc))) from None
     try:
         if dry_run:
             sys.exit(_dry_run(config))

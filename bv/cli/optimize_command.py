@@ -17,6 +17,7 @@ from bv.optimize.results import OptimizeOptions
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.request_settings import WAITS
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions
 
 
 def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
@@ -176,6 +177,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
         " needs --prices)."
     },
 )
+@options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -234,6 +236,9 @@ def optimize(
     max_cost: float | None,
     cache: Path | None,
     no_cache: bool,
+    track: tuple[str, ...],
+    track_project: str | None,
+    track_entity: str | None,
     dry_run: bool,
     quiet: bool,
 ) -> None:
@@ -330,7 +335,13 @@ def optimize(
             for line in plan.lines():
                 click.echo(f"  {line}", err=True)
             return
-        result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
+        tracked: dict[str, Any] = {
+            "track": track,
+            "track_project": track_project,
+            "track_entity": track_entity,
+        }
+        say = None if quiet else lambda line: outcome.say(line)
+        result = api.optimize(items, **keywords, progress=say, **tracked)
     except (OptimizeError, BadEndpoint) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Interrupted as exc:  # a first Ctrl-C or SIGTERM, or the cost limit: the run resumes

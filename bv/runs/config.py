@@ -17,6 +17,7 @@ from bv.core.errors import BadConfig, Fatal
 from bv.core.settings import shared
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions, targets
 
 
 class BadOption(BadConfig):
@@ -68,6 +69,20 @@ class EvalConfig:
     cache: Path | None = None  # None: no reply cache (and no resuming)
     quiet: bool = False
     skip_bad: bool = False
+    # experiment trackers (docs/tracking.md)
+    track: tuple[str, ...] = shared(TrackOptions, "track")
+    track_project: str | None = shared(TrackOptions, "track_project")
+    track_entity: str | None = shared(TrackOptions, "track_entity")
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "track", targets(self.track))
+        except BadConfig as exc:
+            raise BadOption(f"`track`: {exc}", option="track") from None
+
+    @property
+    def tracking(self) -> TrackOptions:
+        return TrackOptions(self.track, self.track_project, self.track_entity)
 
     @classmethod
     def of(
@@ -119,6 +134,9 @@ HOW_IT_RUNS = (
     "cache",
     "quiet",
     "skip_bad",
+    "track",
+    "track_project",
+    "track_entity",
 )
 
 
