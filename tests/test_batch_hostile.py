@@ -83,3 +83,41 @@ def test_a_limit_that_cannot_be_bounded_or_priced_sends_nothing(batches, prompts
     status, rows, err = rollout(batches, prompts, tmp_path / "b.sqlite", common, "--prices genai-prices")
     assert status == 2 and rows == [] and batches.seen == []  # any model it prices may be named
     assert "--max-cost with --batch cannot be kept for model 'gpt-4o': its worst case is not bounded" in err
+
+
+def test_a_batch_the_server_404s_on_but_lists_is_collected_not_created_again(batches, prompts, tmp_path):
+    """Issue 34: a batch the server answers 404 for but still lists was sent anew on every re-run
+    (3 runs, 3 paid batches). It is found in the list and collected from there; one the server
+    neither knows nor lists is said to be lost before its requests are sent again."""
+    import time
+
+    from bv.engine.batch_api import EXPIRY_GRACE_S
+
+    cache = tmp_path / "c.sqlite"
+    batches.hold.set()  # the first run leaves its batch recorded (still running past its expiry)
+    batches.expires_in = -EXPIRY_GRACE_S - 60
+    status, rows, err = rollout(batches, prompts, cache, "--batch")
+    assert status == 1 and all("past its expires_at" in r["error"] for r in rows), err
+    (job,) = batches.jobs.values()
+    job.info["expires_at"] = time.time() + 86400
+    batches.hold.clear()
+    batches.expires_in = 86400
+    batches.unknown_by_id = True  # from now on: 404 by its id, though it runs and is listed
+    for _ in range(3):
+        status, rows, err = rollout(batches, prompts, cache, "--batch")
+        assert status == 0 and [r["turns"][0]["content"] for r in rows] == ["\\boxed{A}"] * 12, err
+        assert batches.creations == 1
+    # a new batch polled by its id (404 each time) is followed through the list too
+    status, rows, err = rollout(batches, prompts, tmp_path / "d.sqlite", "--batch")
+    assert status == 0 and len(rows) == 12 and batches.creations == 2, err
+    # a batch gone from the server altogether is lost: said, then sent anew
+    batches.hold.set()
+    batches.expires_in = -EXPIRY_GRACE_S - 60
+    rollout(batches, prompts, tmp_path / "e.sqlite", "--batch")
+    batches.expires_in = 86400
+    lost = max(batches.jobs)
+    del batches.jobs[lost]
+    batches.hold.clear()
+    status, rows, err = rollout(batches, prompts, tmp_path / "e.sqlite", "--batch")
+    assert status == 0 and len(rows) == 12 and batches.creations == 4, err
+    assert f"the recorded batch {lost} is lost: the server neither knows its id nor lists it" in err
