@@ -33,6 +33,7 @@ class Reply:
     refusal: str | None = None
     content_filter: str | None = None  # which categories a content filter stopped the reply for
     batch: bool = False  # it came from a Batch API job (bv.engine.batch): priced at batch rates
+    image_opened: bool | None = None  # an agent's transcript shows it opening the image (or not)
 
     def to_json(self) -> ReplyFields:
         fields: ReplyFields = {
@@ -52,6 +53,8 @@ class Reply:
             fields["content_filter"] = self.content_filter
         if self.batch:
             fields["batch"] = True
+        if self.image_opened is not None:
+            fields["image_opened"] = self.image_opened
         return fields
 
     @classmethod
@@ -67,6 +70,7 @@ class Reply:
             refusal=data.get("refusal"),
             content_filter=data.get("content_filter"),
             batch=data.get("batch") is True,
+            image_opened=data["image_opened"] if isinstance(data.get("image_opened"), bool) else None,
         )
 
 
