@@ -374,7 +374,8 @@ def run_stage(
     drain_on_interrupt: bool = False,
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
-    once `caller`'s first requests are all refused alike."""
+    once `caller`'s first requests are all refused alike. However it ends, the reply cache is
+    closed: its file alone then holds every reply (bv/engine/cache.py)."""
     halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
@@ -402,8 +403,12 @@ def run_stage(
             if backend is not None:
                 await backend.aclose()
 
-    with fewer_collections():
-        return asyncio.run(go())
+    try:
+        with fewer_collections():
+            return asyncio.run(go())
+    finally:
+        if caller is not None and caller.cache is not None:
+            caller.cache.close()
 
 
 # Young objects collected every this many allocations while a stage runs (Python's default: 700).
