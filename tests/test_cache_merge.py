@@ -78,7 +78,7 @@ import os, sys
 from bv.engine.cache import ReplyCache
 cache = ReplyCache(__import__("pathlib").Path(sys.argv[1]))
 for i in range(3):
-    cache.put(f"{i:064x}", "openai", "wal-model", {"content": f"reply {i}"})
+    cache.put(f"{i:064x}", "openai", "wal-model", {"content": f"reply {i}"}, "http://a/v1")
 os._exit(0)  # as a process killed mid-run: never closed, every row still in the -wal
 """
 

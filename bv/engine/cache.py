@@ -4,8 +4,11 @@ A SQLite database in WAL mode, so several bv processes (shards, the judge) can s
 file; each stage closes it when it ends (`close`: the log folded into the file), so once bv is
 done the `.sqlite` alone holds every reply. Re-running an interrupted command finds its
 finished replies here and sends only the rest. Errors are never stored, and neither is any
-API key: the key hashes the backend, model, endpoint, messages (images by content hash),
-parameters, run and turn.
+API key: the key hashes the backend, model, the endpoint's scope (None for an OpenAI-compatible
+model under the default `cache_scope` model: its replicas and a proxy answer alike; its URLs
+under `cache_scope` endpoint; Azure's resource; an agent's command template), messages (images
+by content hash), parameters, run and turn. Each reply is stored with the endpoint that made
+it, which rows answered from the cache record.
 """
 
 from __future__ import annotations
@@ -170,15 +173,17 @@ class ReplyCache:
             self._give_up(exc)
             return None
 
-    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any]) -> None:
-        """Store a reply; never raises (see the class), since the reply is already paid for."""
+    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any], endpoint: str) -> None:
+        """Store a reply with the `endpoint` that made it (never a secret: a public URL); never
+        raises (see the class), since the reply is already paid for."""
         if self.failed is not None:
             return
-        text = json.dumps(reply, ensure_ascii=False)
+        stored = {**reply, "endpoint": endpoint}
+        text = json.dumps(stored, ensure_ascii=False)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: SQLite takes only valid UTF-8; keep it escaped
-            text = json.dumps(reply)
+            text = json.dumps(stored)
         try:
             self.db.execute(
                 "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",

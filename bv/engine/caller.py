@@ -25,7 +25,7 @@ from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
-from bv.engine.backends import Backend, Reply
+from bv.engine.backends import Backend, Reply, endpoint_of
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
@@ -199,7 +199,8 @@ class Caller:
         if reply.refusal is not None:
             reply.refusal = redaction.redact(reply.refusal)
         if key is not None and (keep is None or keep(reply)):
-            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
+            made_at = endpoint_of(self.backend)
+            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json(), made_at)  # type: ignore[union-attr]
         self.stats.add_usage(reply.usage)
         if self.prices is not None:
             self._spend(reply)
