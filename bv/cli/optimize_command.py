@@ -170,7 +170,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @PROMPTS
 @options(
     RolloutConfig,
-    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache"),
+    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache", "cache_scope"),
     max_cost={
         "help": "Stop starting requests once this run has spent this much (as a first Ctrl-C;"
         " needs --prices)."
@@ -234,6 +234,7 @@ def optimize(
     max_cost: float | None,
     cache: Path | None,
     no_cache: bool,
+    cache_scope: str,
     dry_run: bool,
     quiet: bool,
 ) -> None:
@@ -321,6 +322,7 @@ def optimize(
         search=search,
         max_metric_calls=max_metric_calls,
         cache=None if no_cache else cache or api.DEFAULT_CACHE,
+        cache_scope=cache_scope,
         quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
     )
     try:

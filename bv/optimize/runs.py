@@ -16,7 +16,7 @@ from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.redaction import public_params
 from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
-from bv.engine.defaults import TIMEOUT_S
+from bv.engine.defaults import CACHE_SCOPE, TIMEOUT_S
 from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
@@ -67,6 +67,7 @@ class Engines:
     retries: int = shared(RolloutConfig, "retries")
     timeout_s: float = TIMEOUT_S
     cache_path: Path | None = None
+    cache_scope: str = CACHE_SCOPE  # what cache keys name of an endpoint (bv.engine.cache)
     quiet: bool = True
     # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take
     # them); absent: their defaults
@@ -82,6 +83,7 @@ class Engines:
             "retries": self.retries,
             "timeout": self.timeout_s,
             "cache": self.cache_path,
+            "cache_scope": self.cache_scope,
             "quiet": self.quiet,
             "prices": self.prices,
             "max_cost": self.max_cost,
