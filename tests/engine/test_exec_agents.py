@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from conftest import bv_inproc, jsonl
+from support.paths import SUPPORT
 
-FAKE = Path(__file__).with_name("fake_agent.py")
+FAKE = SUPPORT / "fake_agent.py"
 
 
 @pytest.fixture
