@@ -327,10 +327,12 @@ def optimize(
     )
     try:
         if dry_run:
+            from bv.core.terminal import printable
+
             plan = api.plan_optimize(items, **keywords)
             click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
             for line in plan.lines():
-                click.echo(f"  {line}", err=True)
+                click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:
