@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import Reply, bv_inproc, jsonl
-from fakeopenai import replay
+from support.fakeopenai import replay
 
 PINNED = "/models/tiny-vlm"  # what the recorded server was started with
 
