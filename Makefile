@@ -23,12 +23,12 @@ demo: $(VENV)/.installed
 	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
 	$(BIN)/bv report $(DEMO)/results.jsonl --html $(DEMO)/report.html
 
-# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/skillserver.py: a
+# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/support/skillserver.py: a
 # target that needs the skill's hints, a scripted optimizer), the run folder in build/demo/optimize-run/
 # (docs/optimize.md). Run it again and it resumes: every reply comes from the cache.
 optimize-demo: $(VENV)/.installed
 	$(BIN)/bv synth --n 96 --seed 0 --out $(DEMO)/optimize-data
-	$(BIN)/python tests/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
+	$(BIN)/python tests/support/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
 	  --ratio 2:3:3 --batch-size 8 --edits 2 --repeats 2 --epochs 3
 
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
@@ -51,8 +51,8 @@ $(TRACKERS)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 test-trackers: $(TRACKERS)/.installed
-	$(TRACKERS)/bin/python -m pytest -q -n 2 --dist loadfile tests/test_trackers_mlflow.py \
-	  tests/test_trackers_wandb.py tests/test_tracking.py tests/test_layers.py
+	$(TRACKERS)/bin/python -m pytest -q -n 2 --dist loadfile tests/tracking/ \
+	  tests/project/test_layers.py
 
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
@@ -80,7 +80,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/rows_bench.py
 
 lint: $(VENV)/.installed
-	$(BIN)/python -m pytest -q tests/test_lint.py
+	$(BIN)/python -m pytest -q tests/project/test_lint.py
 
 clean:
 	rm -rf build $(VENV) $(TRACKERS) *.egg-info

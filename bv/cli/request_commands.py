@@ -33,7 +33,17 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @options(RolloutConfig, "max_turns")
 @PROMPTS
 @options(RolloutConfig, "max_tokens", "temperature", "seed", "extra_body", "retries", "timeout", *WAITS)
-@options(RolloutConfig, "cache", "max_pixels", "artifacts", "exec_cmd", "prices", "max_cost", "batch")
+@options(
+    RolloutConfig,
+    "cache",
+    "cache_scope",
+    "max_pixels",
+    "artifacts",
+    "exec_cmd",
+    "prices",
+    "max_cost",
+    "batch",
+)
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -73,6 +83,12 @@ def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: 
         warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
         if warning:
             click.echo(f"bv rollout: warning: {printable(cli_words(warning))}", err=True)
+        if config.batch:
+            from bv.engine.batch import alias_warning
+
+            alias = alias_warning(endpoint)
+            if alias:
+                click.echo(f"bv rollout: warning: {printable(cli_words(alias))}", err=True)
     problems = Problems()
     records = read_prompt_records(inputs, problems)
     if dry_run:
@@ -110,7 +126,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 @INPUTS
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
 @PROMPTS
-@options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "prices", "max_cost")
+@options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 @click.option(
     "--dry-run",
     is_flag=True,

@@ -10,6 +10,7 @@ wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "ti
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, BVError, Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
-from bv.engine.defaults import CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
+from bv.engine.defaults import CACHE_SCOPE, CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
 from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -49,6 +50,7 @@ class Endpoint:
     project: str | None = None  # OpenAI-Project header
     role: str = "model"  # "model" or "judge": how messages name it
     key_from: str | None = None  # where the key came from (an option, a variable); None: no key set
+    cache_scope: str = CACHE_SCOPE  # "endpoint": cache keys name the base URLs too (bv.engine.cache)
 
     @property
     def key_hint(self) -> str:
@@ -144,6 +146,7 @@ def resolve(
     read_timeout: float | None = None,
     key_from: str | None = None,
     sending: bool = True,
+    cache_scope: str = CACHE_SCOPE,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
     `key_from`: where a given `api_key` came from (default: that setting). Not `sending` (a dry
@@ -218,6 +221,7 @@ def resolve(
         role=role,
         rule=rule,
         key_from=key_from,
+        cache_scope=cache_scope,
         **extra,
     )
 
@@ -234,6 +238,7 @@ def judge_endpoint(
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
     sending: bool = True,
+    cache_scope: str = CACHE_SCOPE,
 ) -> Endpoint | None:
     """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
     when the mode may ask an LLM and a model is given; None otherwise."""
@@ -254,6 +259,7 @@ def judge_endpoint(
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
         sending=sending,
+        cache_scope=cache_scope,
     )
 
 
@@ -269,6 +275,28 @@ class NoModelList(BVError):
         super().__init__(reason)
         self.answered = answered
         self.status = status
+
+
+# A server started for one model refuses every other name, naming its own: `transformers serve
+# MODEL` answers 400 {"detail": "Server is pinned to 'MODEL'; requested 'OTHER'."} (5.17).
+_PINNED = re.compile(rf"Server is pinned to '([^'\n]{{1,{MAX_MODEL_ID_CHARS}}})'")
+
+
+def pinned_model(message: str) -> str | None:
+    """The one model a server serves, when its refusal says it is pinned to it."""
+    found = _PINNED.search(message)
+    return found.group(1) if found else None
+
+
+def unlisted_hint(status: int) -> str:
+    """What a /models answer of 5xx means: a server that serves models but does not list them."""
+    if status < 500:
+        return ""
+    return (
+        ": the server does not list its models (`transformers serve` answers 500 so without a Hugging"
+        " Face cache); give the model by name (`model`): a server started for one model takes only"
+        " that name (`transformers serve PATH`: PATH) and names it when another is asked for"
+    )
 
 
 def models_url(endpoint: Endpoint, base_url: str) -> str:

@@ -25,6 +25,7 @@ from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
+from bv.optimize.edits import recorded as recorded_edits
 from bv.optimize.gate import decide, estimate, finished_scores
 from bv.optimize.reflect import minibatches, reflection_prompt
 from bv.optimize.results import (
@@ -235,6 +236,7 @@ class _Loop:
             current.text, operations, self.guarded, self.options.max_skill_chars, self.options.edits
         )
         text = text.strip()
+        edits, not_recorded = recorded_edits(checked)
         row: dict[str, Any] = {
             "step": step,
             "kind": "step",
@@ -248,14 +250,16 @@ class _Loop:
                 "errors": sum(1 for r in train_rows if r.get("error") or r.get("hard") is None),
             },
             "reflections": reflections,
-            "edits": [c.to_json() for c in checked],
-            "proposed": len(checked),
+            "edits": edits,
+            "proposed": sum(c.count for c in checked),
             "passed_checks": sum(c.status in ("applied", "over_step", "conflict") for c in checked),
             "applied": sum(c.status == "applied" for c in checked),
             "candidate": None,
             "gate": None,
             "accepted": False,
         }
+        if not_recorded:
+            row["edits_not_recorded"] = not_recorded  # by status: past the first MAX_RECORDED
         if text != current.text and grader_phrases(text):  # flagged and counted, never silently kept
             row["addresses_grader"] = grader_phrases(text)
         selection_rows: list[JudgedRow] = []
@@ -357,7 +361,10 @@ def optimize(
     track: TrackOptions | None = None,
 ) -> OptimizeResult:
     """Run (or resume) the loop in the run folder `out` (this run's alone meanwhile) and return
-    what it found; `track`: the experiment trackers each step is logged to (bv.tracking)."""
+    what it found; `track`: the experiment trackers each step is logged to (bv.tracking). What a
+    role's config refuses (an unpriced `max_cost`) is refused first, before the folder is made or
+    written."""
+    runs.checked_configs(engines)
     with RunFolder(out).owned():
         return _optimize(items_path, seed_skill, out, engines, options, say, track)
 
@@ -425,8 +432,15 @@ def _optimize(
 def dry_run(
     items_path: Path, seed_skill: Skill, out: Path, engines: runs.Engines, options: OptimizeOptions
 ) -> Plan:
-    """The run's shape and request bound, from the items and the run folder; nothing sent or written."""
+    """The run's shape, its request bound and what those requests would cost, from the items and
+    the run folder; nothing sent or written."""
+    from bv.optimize.plan_cost import plan_costs
+
+    configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    done = folder.finished_rows()
-    return loop.plan(done)
+    plan = loop.plan(folder.finished_rows())
+    train = [loop.by_id[i] for i in loop.split.part("train")]
+    reflecting = (options.minibatch, options.edits)
+    costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
+    return replace(plan, costs=tuple(costs))

@@ -40,6 +40,7 @@ from bv.engine.endpoints import (
     describe_transport_error,
     fetch_models,
     host_port,
+    pinned_model,
     resolve,
 )
 from bv.engine.params import advice, body_fields
@@ -76,8 +77,10 @@ class OpenAIBackend:
         self.model = endpoint.model
         self.endpoint = endpoint.public
         # Replicas of one model answer alike: a reply is found whichever of them served it, and
-        # with fewer or more of them; Azure's resource names its deployments' models.
-        self.cache_scope = endpoint.public if endpoint.kind == "azure" else None
+        # with fewer or more of them; Azure's resource names its deployments' models, and
+        # `cache_scope` endpoint keeps two deployments of one model name apart.
+        by_url = endpoint.kind == "azure" or endpoint.cache_scope == "endpoint"
+        self.cache_scope = endpoint.public if by_url else None
         self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
         self._headers = endpoint.headers()
         self._session: Any = None
@@ -261,6 +264,12 @@ class OpenAIBackend:
             filtered = content_filter_error(raw)
             if filtered is not None:
                 return filtered
+            pinned = pinned_model(message)
+            if pinned is not None and pinned != self.model:  # every request will be refused alike
+                return Fatal(
+                    f"HTTP 400: {message} {self.endpoint} serves only the model it was started with:"
+                    f" run with `model` {pinned}"
+                )
         hint = (
             advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
         )
