@@ -51,7 +51,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
     help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
 )
 @options(RolloutConfig, "backend", "model", "base_url", "api_key")
-@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
 @options(RolloutConfig, "repeats", "max_turns", "max_tokens", "temperature", "seed", "extra_body")
 @options(RolloutConfig, "max_pixels", "exec_cmd")
 @STYLE
@@ -88,10 +88,11 @@ def eval_(
     base_url: tuple[str, ...],
     api_key: str | None,
     mode: str,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    judge_api_key: str | None,
+    judge_model: tuple[str, ...],
+    judge_base_url: tuple[str, ...],
+    judge_api_key: tuple[str, ...],
     judge_params: tuple[str, ...],
+    panel: str,
     repeats: int,
     max_turns: int,
     max_tokens: int | None,
@@ -190,6 +191,7 @@ def eval_(
             judge_base_url=judge_base_url,
             judge_api_key=judge_api_key,
             judge_params=parse_params(judge_params, "--judge-param"),
+            panel=panel,
             jobs=jobs,
             retries=retries,
             timeout=timeout,

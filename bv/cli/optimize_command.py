@@ -20,6 +20,15 @@ from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions
 
 
+def _one_judge(values: tuple[str, ...], flag: str) -> str | None:
+    """bv optimize's gate has one LLM judge (a panel is bv judge's and bv eval's)."""
+    if len(values) > 1:
+        raise click.UsageError(
+            f"bv optimize takes one {flag} (a panel of judges is for bv judge and bv eval)"
+        )
+    return values[0] if values else None
+
+
 def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
     from bv.optimize.split import parse_ratio
 
@@ -197,9 +206,9 @@ def optimize(
     temperature: float | None,
     extra_body: tuple[str, ...],
     mode: str,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    judge_api_key: str | None,
+    judge_model: tuple[str, ...],
+    judge_base_url: tuple[str, ...],
+    judge_api_key: tuple[str, ...],
     judge_params: tuple[str, ...],
     test_judge_model: str | None,
     test_judge_base_url: str | None,
@@ -293,9 +302,9 @@ def optimize(
         params=target_params,
         max_turns=max_turns,
         judge_mode=mode,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        judge_api_key=judge_api_key,
+        judge_model=_one_judge(judge_model, "--judge-model"),
+        judge_base_url=_one_judge(judge_base_url, "--judge-base-url"),
+        judge_api_key=_one_judge(judge_api_key, "--judge-api-key"),
         judge_params=parse_params(judge_params, "--judge-param"),
         test_judge_model=test_judge_model,
         test_judge_base_url=test_judge_base_url,

@@ -18,7 +18,7 @@ from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.defaults import CACHE_SCOPE, TIMEOUT_S
 from bv.stages.judge import run_judge
-from bv.stages.judge_config import JudgeConfig
+from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
 from bv.stages.rollout import run_rollout
 from bv.stages.rollout_config import RolloutConfig, split_params
@@ -141,9 +141,9 @@ def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> Judge
     """The judge's config (the gate's judge, or the test's); `dry_run`: no key needed."""
     return JudgeConfig(
         mode=engines.judge_mode,
-        judge_model=judge.model,
-        judge_base_url=judge.base_url[0] if judge.base_url else None,
-        judge_api_key=judge.api_key,
+        judge_model=several(judge.model),
+        judge_base_url=judge.base_url[:1],
+        judge_api_key=several(judge.api_key),
         judge_params=dict(judge.params),
         templates=engines.templates,
         dry_run=dry_run,

@@ -55,9 +55,11 @@ class EvalConfig:
     exec_cmd: str | None = None
     # judge
     judge_mode: str = shared(JudgeConfig, "mode")
-    judge_model: str | None = None
-    judge_base_url: str | None = None
-    judge_api_key: str | None = field(default=None, repr=False)
+    # one judge (a text) or a panel (several, bv.stages.judge_config.several)
+    judge_model: str | tuple[str, ...] | None = None
+    judge_base_url: str | tuple[str, ...] | None = None
+    judge_api_key: str | tuple[str, ...] | None = field(default=None, repr=False)
+    panel: str = shared(JudgeConfig, "panel")
     judge_params: Mapping[str, Any] = field(default_factory=dict)  # --judge-param: sent as written
     # how it runs, not what it computes: a re-run may change these
     prices: str | None = None  # a price file, or "genai-prices": rows record their cost
@@ -157,6 +159,10 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if isinstance(value, tuple) and f.name.startswith("judge_"):  # one judge: as it always was
+            value = None if not value else value[0] if len(value) == 1 else value
+        if f.name == "panel" and not (isinstance(config.judge_model, tuple) and len(config.judge_model) > 1):
+            continue  # one judge: no panel, and a run folder made before panels resumes
         if f.name in SECRETS:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":

@@ -90,7 +90,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     `dry_run`: nothing will be sent, so no key is needed."""
     from bv.core.selection import Selection, parse_ids
     from bv.core.templates import Templates
-    from bv.stages.judge_config import JudgeConfig
+    from bv.stages.judge_config import JudgeConfig, several
     from bv.stages.prompt import PromptOptions, Skill
     from bv.stages.rollout_config import RolloutConfig, split_params
 
@@ -130,10 +130,11 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     )
     judge = JudgeConfig(
         mode=config.judge_mode,
-        judge_model=config.judge_model,
-        judge_base_url=config.judge_base_url,
-        judge_api_key=config.judge_api_key,
+        judge_model=several(config.judge_model),
+        judge_base_url=several(config.judge_base_url),
+        judge_api_key=several(config.judge_api_key),
         judge_params=config.judge_params,
+        panel=config.panel,
         templates=templates,
         **run,
     )
