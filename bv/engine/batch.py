@@ -67,11 +67,8 @@ def check_batchable(backend_name: str, cache_path: Path | None) -> None:
 
 
 # What a first Ctrl-C or SIGTERM does in batch mode (BatchCaller._interrupt): no request is in
-# flight to wait for; the batch jobs run on, and the next run collects them.
-ON_STOP = (
-    "the batch jobs go on on the server; the rows waiting for them are not written:"
-    " run the same command again to collect them"
-)
+# flight to wait for; the batch jobs run on (the next line says which, and how to collect them).
+ON_STOP = "no new batch is sent, and the rows still waiting for theirs are not written"
 
 
 @dataclass
