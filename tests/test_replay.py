@@ -38,11 +38,11 @@ def _rollout(sample_dir, server, cache, extra="", env=None):
     )
 
 
-@pytest.mark.parametrize("ordered", ["", "--ordered"])
+@pytest.mark.parametrize("ordered", ["", "--ordered --cache-scope endpoint"])
 def test_a_replay_writes_the_engines_rows_byte_for_byte(sample_dir, server, tmp_path, ordered):
     server.responder = _answer
     cache = tmp_path / "cache.sqlite"
-    filled = _rollout(sample_dir, server, cache)
+    filled = _rollout(sample_dir, server, cache, ordered.replace("--ordered", ""))
     assert filled.returncode == 0, filled.stderr
     sent = len(server.seen)
     replayed = _rollout(sample_dir, server, cache, ordered)
@@ -52,6 +52,7 @@ def test_a_replay_writes_the_engines_rows_byte_for_byte(sample_dir, server, tmp_
     rows = jsonl(replayed.stdout)
     assert len(rows) == 36 and all(t["cached"] for r in rows for t in r["turns"])
     assert {len(r["turns"]) for r in rows} == {1, 2, 3}  # every way a row's turns end
+    assert {(r["cached"], r["endpoint"]) for r in rows} == {(True, server.base_url)}  # where it was made
     assert _TIMES.sub(b"", replayed.stdout.encode()) == _TIMES.sub(b"", engine.stdout.encode())
     assert len(_TIMES.findall(replayed.stdout.encode())) == 72  # only those two fields were masked
     assert replayed.stderr == engine.stderr
@@ -151,9 +152,10 @@ def test_lookups_in_batches_find_what_single_lookups_find(tmp_path):
     cache = ReplyCache(tmp_path / "c.sqlite")
     replies = {f"k{i}": {"content": f"\\boxed{{{i}}}", "usage": {"prompt_tokens": i}} for i in range(1200)}
     for key, reply in replies.items():
-        cache.put(key, "openai", "m", reply)
+        cache.put(key, "openai", "m", reply, "http://h/v1")
     wanted = [f"k{i}" for i in range(0, 1300, 2)]  # over two queries' worth, some absent
-    assert cache.get_many(wanted) == {k: replies[k] for k in wanted if k in replies}
+    stored = {k: {**replies[k], "endpoint": "http://h/v1"} for k in wanted if k in replies}
+    assert cache.get_many(wanted) == stored
     assert all(cache.get_many([k])[k] == cache.get(k) for k in ("k0", "k999"))
 
 

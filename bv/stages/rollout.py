@@ -163,13 +163,17 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     path = config.cache
     cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
     shard = config.shard
-    plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
+    try:
+        plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
+        completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
+    finally:
+        if cache is not None:
+            cache.close()
     lines = plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)
     if shard is not None:  # which part of the items this task takes, before it spends anything
         lines.insert(
             1, f"shard:         {label(shard)} (the items whose id hashes to {shard[0]} modulo {shard[1]})"
         )
-    completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
     where = first_url(backend.endpoint)
     return lines + cost_lines(
         config.price_book,

@@ -12,18 +12,11 @@ from typing import Any, cast
 from bv import __version__
 from bv.core.records import PromptRecord, RolloutFields, RolloutRow, Turn, Usage, without_stage
 from bv.core.shards import label
-from bv.engine.backends import Backend
+from bv.engine.backends import Backend, endpoint_of
 from bv.engine.caller import Caller
 from bv.engine.prices import row_cost
 from bv.stages.artifacts import Artifacts
 from bv.stages.rollout_config import RolloutConfig
-
-
-def endpoint_of(backend: Backend) -> str:
-    """Where a row's replies came from, fit to record: the public URL (no credentials, no query),
-    the agent program and a hash of its command template for exec, the backend's name otherwise."""
-    return backend.endpoint or backend.name
-
 
 _stamp: tuple[int, str] = (-1, "")
 
@@ -82,7 +75,8 @@ def finished_row(
         "content_filter": ended.filtered or (last.get("content_filter") if last is not None else None),
         "cut_off": last is not None and last["finish_reason"] == "length" and not answered,
         "bv_version": __version__,
-        "endpoint": endpoint_of(caller.backend),
+        "endpoint": made_at(last, caller.backend),
+        "cached": last is not None and last["cached"],
         "started_at": started_at,
         "cost_usd": None,
         "price_source": None,
@@ -99,6 +93,19 @@ def finished_row(
         final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
         artifacts.write(row, ended.conversation + final)
     return row
+
+
+# A reply from the cache stored by a bv that did not record where it was made.
+UNKNOWN_MAKER = "unknown (cached by an older bv)"
+
+
+def made_at(last: Turn | None, backend: Backend) -> str:
+    """The endpoint a row's final reply came from: for a reply from the cache, the one that made
+    it (under the default `cache_scope`, a model's replies are shared by its endpoints; a key
+    that names the endpoint was made there)."""
+    if last is None or not last["cached"]:
+        return endpoint_of(backend)
+    return last.get("endpoint") or (endpoint_of(backend) if backend.cache_scope else UNKNOWN_MAKER)
 
 
 def row_usage(turns: list[Turn]) -> Usage:
