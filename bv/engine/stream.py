@@ -42,12 +42,15 @@ async def run_stream(
     grace_s: float = GRACE_S,
     halt: Callable[[], str | None] | None = None,
     limit: Callable[[], str | None] | None = None,
+    on_stop: str | None = None,
     replay: Replay | None = None,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
     (see StreamRun); once `halt` returns a message, after the row that made it say so is
     written, the run stops as for a Fatal error with that message; once `limit` does (the cost
-    limit reached), it stops as on a first Ctrl-C, saying why. `replay`: see StreamRun."""
+    limit reached), it stops as on a first Ctrl-C, saying why. `on_stop`: what a first stop
+    does, as it is said (default: the requests in flight get the grace period). `replay`: see
+    StreamRun."""
     run = StreamRun(
         tasks,
         work,
@@ -59,6 +62,7 @@ async def run_stream(
         grace_s=grace_s,
         halt=halt,
         limit=limit,
+        on_stop=on_stop,
         replay=replay,
     )
     return await run.run()
@@ -96,9 +100,11 @@ class StreamRun:
         grace_s: float,
         halt: Callable[[], str | None] | None = None,
         limit: Callable[[], str | None] | None = None,
+        on_stop: str | None = None,
         replay: Replay | None = None,
     ) -> None:
         self.tasks, self.work, self.write = tasks, work, write
+        self.on_stop = on_stop or f"finishing requests in flight for up to {grace_s:g} s"
         self.replay = replay
         self.arrived: list[Any] = []  # with `replay`: tasks delivered, not yet replayed
         self.arrival = asyncio.Event()
@@ -317,10 +323,7 @@ class StreamRun:
             )
             return
         self.finish()
-        say(
-            f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
-            " (Ctrl-C again to quit now)"
-        )
+        say(f"interrupted by {name}; {self.on_stop} (Ctrl-C again to quit now)")
 
     def on_limit(self, reason: str) -> None:
         """A limit reached (the cost limit) stops the run as a first Ctrl-C does, saying why; the
@@ -331,7 +334,7 @@ class StreamRun:
             say(f"{reason}; no new requests, passing on the rest of the input")
             return
         self.finish()
-        say(f"{reason}; finishing requests in flight for up to {self.grace_s:g} s")
+        say(f"{reason}; {self.on_stop}")
 
     def finish(self) -> None:
         """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""
