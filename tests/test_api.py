@@ -120,6 +120,7 @@ def test_importing_the_api_is_cheap():
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
     from bv.core.settings import declared
     from bv.engine.backends import BACKENDS, make_backend
+    from bv.stages.request_params import RequestParams
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
     assert declared(RolloutConfig)["backend"].choices == tuple(BACKENDS) == tuple(BACKEND_SETTINGS)
@@ -129,7 +130,8 @@ def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp
         RolloutConfig(backend="nope")
     config = RolloutConfig(backend="exec", exec_cmd="true {prompt}", keep_workdirs=str(tmp_path / "keep"))
     assert make_backend("exec", **config.backend_config).keep_dir == tmp_path / "keep"
-    assert make_backend("chance", **RolloutConfig(backend="chance", seed=3).backend_config).seed == 3
+    chance = RolloutConfig(backend="chance", request=RequestParams(seed=3))
+    assert make_backend("chance", **chance.backend_config).seed == 3
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():

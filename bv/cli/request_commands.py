@@ -70,7 +70,7 @@ def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: 
     if endpoint is not None and not config.quiet:
         from bv.engine.params import temperature_warning
 
-        warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
+        warning = temperature_warning(endpoint.rule, endpoint.model, config.request.temperature)
         if warning:
             click.echo(f"bv rollout: warning: {printable(cli_words(warning))}", err=True)
     problems = Problems()

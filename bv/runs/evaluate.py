@@ -82,7 +82,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig
     from bv.stages.prompt import PromptOptions, Skill
-    from bv.stages.rollout_config import RolloutConfig, split_params
+    from bv.stages.rollout_config import RolloutConfig
 
     if not config.items.is_file():
         raise BadOption(f"no items file at {config.items}")
@@ -91,7 +91,6 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     prompt_options = PromptOptions(
         style=config.style, templates=templates, skill=skill, detail=config.image_detail
     )
-    named, params = split_params(config.params)
     # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
     run: dict[str, Any] = {
         "jobs": config.jobs,
@@ -105,20 +104,19 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     rollout = RolloutConfig(
         backend=config.backend,
         model=config.model,
-        base_url=config.base_urls,
+        base_url=config.base_url,
         api_key=config.api_key,
         exec_cmd=config.exec_cmd,
-        params=params,
+        request=config.request,
         repeats=config.repeats,
         max_turns=config.max_turns,
         templates=templates,
         ordered=True,
         batch=config.batch,
-        **named,
         **run,
     )
     judge = JudgeConfig(
-        mode=config.judge_mode,
+        mode=config.mode,
         judge_model=config.judge_model,
         judge_base_url=config.judge_base_url,
         judge_api_key=config.judge_api_key,
