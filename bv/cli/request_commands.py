@@ -103,7 +103,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 
     unused = [name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS.get(backend, BACKEND_ONLY)]
     environment = click.core.ParameterSource.ENVIRONMENT
-    return [name for name in unused if name in ctx.params and ctx.get_parameter_source(name) is environment]
+    return [name for name in unused if ctx.get_parameter_source(name) is environment]
 
 
 @click.command()
