@@ -17,6 +17,15 @@ Modes:
           `\\boxed{none}` without one
   stdout-error  as Claude does on a refused key: the error on stdout (with a terminal colour
           code), exit 1
+  stream-json  as `claude -p --output-format stream-json --verbose` does (the event shapes of
+          Claude Code 2.1's stream-json output): an init event naming the model (--model, dated),
+          with --read a `Read` tool call of the image and its result (an over-1-MiB line, as an
+          image read back is), then the result event with the answer and usage; nothing to --last
+  codex-json  as `codex exec --json` does (thread.started, turn.started, item.completed with an
+          agent_message, turn.completed with usage); nothing to --last
+  api-error  as Claude Code does when its server answers 429 (or FAKE_AGENT_STATUS) and it has
+          no retries left: `API Error: 429 ...` on stdout, exit 1; each run adds a line to
+          --piddir/runs
 With --dump DIR, a copy of the workspace (and argv.json) is left in DIR/<pid> before replying.
 With --developer VALUE (as `codex -c developer_instructions=VALUE`), VALUE is parsed as TOML and
 its string written to developer.txt in the dump.
@@ -113,12 +122,13 @@ def main() -> None:
     parser.add_argument("--last")
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--image")
-    parser.add_argument("--model")
+    parser.add_argument("-m", "--model")
     parser.add_argument("--answers", type=Path)
     parser.add_argument("--piddir", type=Path)
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--developer")
     parser.add_argument("--append-system-prompt")
+    parser.add_argument("--read", action="store_true")
     args = parser.parse_args()
 
     if args.dump:
@@ -163,8 +173,62 @@ def main() -> None:
         error = {"type": "error", "error": {"message": "invalid x-api-key"}}
         print("\x1b[31mAPI Error: 401\x1b[0m " + json.dumps(error))
         sys.exit(1)
+    elif args.mode == "stream-json":
+        stream_json(args)
+    elif args.mode == "codex-json":
+        events = [
+            {"type": "thread.started", "thread_id": "th_1"},
+            {"type": "turn.started"},
+            {"type": "item.completed", "item": {"id": "item_0", "type": "reasoning", "text": "Look."}},
+            {
+                "type": "item.completed",
+                "item": {"id": "item_1", "type": "agent_message", "text": "\\boxed{B}"},
+            },
+            {
+                "type": "turn.completed",
+                "usage": {"input_tokens": 900, "cached_input_tokens": 0, "output_tokens": 12},
+            },
+        ]
+        for event in events:
+            print(json.dumps(event))
+    elif args.mode == "api-error":
+        args.piddir.mkdir(parents=True, exist_ok=True)
+        with open(args.piddir / "runs", "a") as runs:
+            runs.write(f"{os.getpid()}\n")
+        status = os.environ.get("FAKE_AGENT_STATUS", "429")
+        kind = "rate_limit_error" if status == "429" else "api_error"
+        error = {"type": "error", "error": {"type": kind, "message": "slow down"}}
+        print(f"API Error: {status} " + json.dumps(error))
+        sys.exit(1)
     else:
         sys.exit(f"unknown mode {args.mode}")
+
+
+def stream_json(args: argparse.Namespace) -> None:
+    """Claude Code's stream-json transcript (one JSON object a line)."""
+    model = f"{args.model or 'claude-default'}-20261101"
+    events: list[dict] = [{"type": "system", "subtype": "init", "model": model, "tools": ["Read", "Bash"]}]
+    if args.read:
+        path = str(args.workdir / "attachments" / "image-1.png")
+        use = {"type": "tool_use", "id": "tu_1", "name": "Read", "input": {"file_path": path}}
+        events.append({"type": "assistant", "message": {"model": model, "content": [use]}})
+        block = {"type": "image", "source": {"type": "base64", "data": "A" * (1536 * 1024)}}
+        result = {"type": "tool_result", "tool_use_id": "tu_1", "content": [block]}
+        events.append({"type": "user", "message": {"content": [result]}})
+    text = {"type": "text", "text": "It is teal. \\boxed{B}"}
+    events.append({"type": "assistant", "message": {"model": model, "content": [text]}})
+    usage = {"input_tokens": 30, "cache_read_input_tokens": 800, "output_tokens": 9}
+    events.append(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": "It is teal. \\boxed{B}",
+            "usage": usage,
+        }
+    )
+    for event in events:
+        print(json.dumps(event))
 
 
 if __name__ == "__main__":

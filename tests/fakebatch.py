@@ -77,6 +77,7 @@ class FakeBatch:
         self.expires_in = 86400  # a batch's expires_at, from its creation (OpenAI's 24h window)
         self.gzip_files = False  # files' content sent with Content-Encoding: gzip
         self.mangle: Callable[[bytes], bytes] | None = None  # applied to each output file written
+        self.unknown_by_id = False  # set: asked for by id, a batch is 404 (it still runs and is listed)
         self.port = 0
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -189,6 +190,8 @@ class FakeBatch:
                 return _error(f"No batch found with id '{parts[1]}'.", 404)
             self.retrievals += 1
             self._advance(job)
+            if self.unknown_by_id:
+                return _error(f"No batch found with id '{parts[1]}'.", 404)
             return json.dumps(job.info).encode(), 200
         return _error(f"no route {method} {route}", 404)
 

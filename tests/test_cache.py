@@ -60,9 +60,10 @@ def test_a_key_names_everything_the_reply_depends_on_and_nothing_else(tmp_path):
 def test_replies_round_trip_and_clear_by_model_and_age(tmp_path):
     cache = ReplyCache(tmp_path / "c" / "cache.sqlite")
     reply = Reply("\\boxed{A} \ud800", "stop", {"prompt_tokens": 3, "completion_tokens": 1}, 0.25, "m-2024")
-    cache.put("k1", "openai", "m", reply.to_json())
-    cache.put("k2", "openai", "other", Reply("x").to_json())
-    assert Reply.from_json(cache.get("k1")) == Reply(reply.content, "stop", reply.usage, 0.25, "m-2024")
+    cache.put("k1", "openai", "m", reply.to_json(), "http://a/v1")
+    cache.put("k2", "openai", "other", Reply("x").to_json(), "http://b/v1")
+    made = Reply(reply.content, "stop", reply.usage, 0.25, "m-2024", endpoint="http://a/v1")
+    assert Reply.from_json(cache.get("k1")) == made  # with the endpoint that made it
     assert cache.get("missing") is None
     assert cache.stats()["replies"] == 2
     assert cache.clear(older_than_s=3600) == 0
@@ -74,11 +75,11 @@ def test_replies_round_trip_and_clear_by_model_and_age(tmp_path):
 def test_a_cache_that_fails_mid_run_says_so_once_and_is_left_alone(tmp_path, capsys):
     path = tmp_path / "cache.sqlite"
     cache = ReplyCache(path)
-    cache.put("k", "openai", "m", Reply("a").to_json())
+    cache.put("k", "openai", "m", Reply("a").to_json(), "http://a/v1")
     cache.db.close()
     cache.db = sqlite3.connect(":memory:")  # the table is gone: every statement now fails
     assert cache.get("k") is None
-    cache.put("k2", "openai", "m", Reply("b").to_json())  # never raises: the reply is paid for
+    cache.put("k2", "openai", "m", Reply("b").to_json(), "http://a/v1")  # never raises: the reply is paid for
     assert cache.get("k2") is None
     err = capsys.readouterr().err
     assert err.count("warning: the reply cache") == 1 and str(path) in err

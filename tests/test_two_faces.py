@@ -56,6 +56,7 @@ ROLLOUT = {
     "read_timeout": (25.0, ["--read-timeout", "25"]),
     "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
+    "cache_scope": ("endpoint", ["--cache-scope", "endpoint"]),
     "max_pixels": (4096, ["--max-pixels", "4096"]),
     "artifacts": ("ART", ["--artifacts", "ART"]),
     "prices": ("genai-prices", ["--prices", "genai-prices"]),
@@ -81,6 +82,7 @@ JUDGE = {
     "read_timeout": (25.0, ["--read-timeout", "25"]),
     "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
+    "cache_scope": ("endpoint", ["--cache-scope", "endpoint"]),
     "prices": ("genai-prices", ["--prices", "genai-prices"]),
     "max_cost": (5.0, ["--max-cost", "5"]),
     "batch": (True, ["--batch"]),
@@ -165,6 +167,7 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
     assert endpoint == from_api.backend_config["endpoint"]
     assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
     assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
+    assert endpoint.cache_scope == "endpoint"
     assert from_cli.request.body == {
         "max_tokens": 77,
         "temperature": 0.5,
@@ -184,6 +187,7 @@ def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     assert from_cli == from_api and from_cli.endpoint is not None
     assert from_cli.settings == from_api.settings and from_cli.endpoint == from_api.endpoint
     endpoint = from_cli.endpoint
+    assert endpoint.cache_scope == "endpoint"
     assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
     assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
 

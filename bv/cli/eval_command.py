@@ -68,7 +68,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
-@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch")
+@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "cache_scope", "prices", "max_cost", "batch")
 @click.option(
     "--dry-run",
     is_flag=True,

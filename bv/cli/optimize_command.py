@@ -169,7 +169,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @PROMPTS
 @options(
     RolloutConfig,
-    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache"),
+    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache", "cache_scope"),
     max_cost={
         "help": "Stop starting requests once this run has spent this much (as a first Ctrl-C;"
         " needs --prices)."

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, Fatal, Interrupted, ItemFailure
 from bv.core.outcome import Outcome, say
-from bv.engine.backends import Backend, Reply
+from bv.engine.backends import Backend, Reply, endpoint_of
 from bv.engine.batch_api import BatchClient
 from bv.engine.batch_budget import BatchBudget, Messages
 from bv.engine.batch_jobs import BatchJobs, Request
@@ -259,7 +259,9 @@ class BatchCaller(Caller):
                 result.refusal = redaction.redact(result.refusal)
             keep = waiting.keep if waiting is not None else self._keep
             if self.cache is not None and (keep is None or keep(result)):
-                self.cache.put(key, self.backend.name, self.backend.model, result.to_json())
+                self.cache.put(
+                    key, self.backend.name, self.backend.model, result.to_json(), endpoint_of(self.backend)
+                )
             if waiting is not None:
                 self.stats.add_usage(result.usage)
                 if self.prices is not None:

@@ -25,7 +25,7 @@ from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
-from bv.engine.backends import Backend, Reply
+from bv.engine.backends import Backend, Reply, endpoint_of
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
@@ -199,7 +199,8 @@ class Caller:
         if reply.refusal is not None:
             reply.refusal = redaction.redact(reply.refusal)
         if key is not None and (keep is None or keep(reply)):
-            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
+            made_at = endpoint_of(self.backend)
+            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json(), made_at)  # type: ignore[union-attr]
         self.stats.add_usage(reply.usage)
         if self.prices is not None:
             self._spend(reply)
@@ -373,7 +374,8 @@ def run_stage(
     drain_on_interrupt: bool = False,
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
-    once `caller`'s first requests are all refused alike."""
+    once `caller`'s first requests are all refused alike. However it ends, the reply cache is
+    closed: its file alone then holds every reply (bv/engine/cache.py)."""
     halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
@@ -401,8 +403,12 @@ def run_stage(
             if backend is not None:
                 await backend.aclose()
 
-    with fewer_collections():
-        return asyncio.run(go())
+    try:
+        with fewer_collections():
+            return asyncio.run(go())
+    finally:
+        if caller is not None and caller.cache is not None:
+            caller.cache.close()
 
 
 # Young objects collected every this many allocations while a stage runs (Python's default: 700).

@@ -68,6 +68,7 @@ class Engines:
     read_timeout: float | None = shared(RolloutConfig, "read_timeout")
     stall_notice: float = shared(RolloutConfig, "stall_notice")
     cache: Path | None = None  # None: no reply cache
+    cache_scope: str = shared(RolloutConfig, "cache_scope")  # what cache keys name of an endpoint
     quiet: bool = True
     prices: str | None = None  # every role's replies priced (bv.engine.prices); None: not priced
     max_cost: float | None = None  # USD: one budget for every role's replies over the run (needs prices)
@@ -85,6 +86,7 @@ class Engines:
             "read_timeout": self.read_timeout,
             "stall_notice": self.stall_notice,
             "cache": self.cache,
+            "cache_scope": self.cache_scope,
             "quiet": self.quiet,
             "prices": self.prices,
             "max_cost": self.max_cost,

@@ -84,6 +84,7 @@ class OptimizeSettings:
     prices: str | None = shared(RolloutConfig, "prices")
     max_cost: float | None = shared(RolloutConfig, "max_cost")
     cache: Path | None = shared(RolloutConfig, "cache")
+    cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = shared(RolloutConfig, "quiet")
     search: str = "loop"
     max_metric_calls: int | None = None
@@ -165,6 +166,7 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
         read_timeout=s.read_timeout,
         stall_notice=s.stall_notice,
         cache=s.cache,
+        cache_scope=s.cache_scope,
         quiet=s.quiet,
         prices=s.prices,
         max_cost=s.max_cost,

@@ -67,6 +67,7 @@ class EvalConfig:
     retries: int = shared(RolloutConfig, "retries")
     timeout: float = shared(RolloutConfig, "timeout")
     cache: Path | None = shared(RolloutConfig, "cache")  # None: no reply cache (and no resuming)
+    cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = shared(RolloutConfig, "quiet")
     skip_bad: bool = False
 
@@ -90,6 +91,7 @@ HOW_IT_RUNS = (
     "retries",
     "timeout",
     "cache",
+    "cache_scope",
     "quiet",
     "skip_bad",
 )
