@@ -51,6 +51,7 @@ def test_each_command_refuses_an_unpriced_limit_before_sending(sample_dir, serve
         *limit, *optimizer, "--out", tmp_path / "opt", tmp_path=tmp_path,
     )  # fmt: skip
     refused(result, "nope")
+    assert not (tmp_path / "opt").exists()  # refused before the run folder is made (no run.json)
     assert server.seen == []  # nothing was sent by any of them
 
 

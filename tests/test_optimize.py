@@ -209,6 +209,34 @@ def test_dry_run_estimates_and_sends_nothing(data_dir, models, tmp_path):
     assert models.answered() == 0 and not out.exists()
 
 
+def test_a_dry_run_prints_dollars_by_role_as_the_rollout_estimates_them(data_dir, models, tmp_path):
+    """The target's cost is bv rollout --dry-run's estimate of one request per item (the seed
+    skill's prompts), times the requests the plan counts; the optimizer's is priced too."""
+    import re
+
+    prices = tmp_path / "prices.json"
+    rates = {"target": {"input": 100, "output": 0}, "writer": {"input": 1, "output": 2}}
+    prices.write_text(json.dumps(rates))
+    out = tmp_path / "run"
+    done = bv_inproc("bv " + command(data_dir, models, out, f"--dry-run --prices {prices} --max-tokens 100"))
+    assert done.returncode == 0, done.stderr
+    target = re.search(r"target cost:\n.*\n +cost: +\$([\d,.]+) to \$([\d,.]+) \(\S*prices.json", done.stderr)
+    assert target, done.stderr
+    assert re.search(r"optimizer cost:\n.*\n +cost: +at least \$[\d.]+ \(\S*prices.json", done.stderr)
+    assert "judge cost" not in done.stderr  # --mode rules asks no LLM
+    prompts = bv_inproc(f"bv prompt {data_dir / 'meta_data.jsonl'} --skill {data_dir / 'seed.md'}").stdout
+    alone = bv_inproc(
+        f"bv rollout --dry-run -m target --base-url {models.target.base_url} --max-tokens 100"
+        f" --prices {prices} --no-cache",
+        input=prompts,
+    )
+    each = float(re.search(r"cost: +\$([\d.]+) to", alone.stderr).group(1))  # 96 items, one request each
+    assert float(target.group(1).replace(",", "")) == pytest.approx(936 / 96 * each, rel=0.01)
+    assert models.answered() == 0 and not out.exists()
+    unpriced = bv_inproc("bv " + command(data_dir, models, out, "--dry-run"))
+    assert "cost: not estimated: give --prices" in unpriced.stderr
+
+
 def _run(args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN / "bv"), *args.split()], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -59,7 +59,7 @@ ROLLOUT = {
     "cache_scope": ("endpoint", ["--cache-scope", "endpoint"]),
     "max_pixels": (4096, ["--max-pixels", "4096"]),
     "artifacts": ("ART", ["--artifacts", "ART"]),
-    "prices": ("genai-prices", ["--prices", "genai-prices"]),
+    "prices": ("prices.json", ["--prices", "prices.json"]),  # genai-prices bounds no batch (issue 34)
     "max_cost": (5.0, ["--max-cost", "5"]),
     "batch": (True, ["--batch"]),
     "quiet": (True, ["--quiet"]),
@@ -83,7 +83,7 @@ JUDGE = {
     "stall_notice": (12.0, ["--stall-notice", "12"]),
     "cache": ("CACHE", ["--cache", "CACHE"]),
     "cache_scope": ("endpoint", ["--cache-scope", "endpoint"]),
-    "prices": ("genai-prices", ["--prices", "genai-prices"]),
+    "prices": ("prices.json", ["--prices", "prices.json"]),  # genai-prices bounds no batch (issue 34)
     "max_cost": (5.0, ["--max-cost", "5"]),
     "batch": (True, ["--batch"]),
     "quiet": (True, ["--quiet"]),
@@ -147,6 +147,12 @@ def test_an_unknown_keyword_is_a_type_error():
         api.rollout([], backend="chance", ordered=False)
 
 
+def write_prices(path: Path) -> None:
+    """The models of ROLLOUT and JUDGE priced, batch rates included (`max_cost` under `batch`)."""
+    rates = {"input": 1.0, "output": 2.0, "batch": 0.5}
+    path.write_text(json.dumps({"gpt-4o": rates, "gpt-4o-mini": rates}))
+
+
 def _parsed(command: click.Command, argv: list[str]) -> click.Context:
     return command.make_context(command.name, argv, resilient_parsing=False)
 
@@ -157,6 +163,7 @@ def _settings(ctx: click.Context) -> dict:
 
 def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    write_prices(tmp_path / "prices.json")
     argv = [word for _, words in ROLLOUT.values() for word in words] + ["--ordered"]  # as the API's
     keywords = {name: value for name, (value, _) in ROLLOUT.items()}
     with running(), _parsed(rollout, argv) as ctx:
@@ -179,6 +186,7 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
 
 def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    write_prices(tmp_path / "prices.json")
     argv = [word for _, words in JUDGE.values() for word in words]
     keywords = {name: value for name, (value, _) in JUDGE.items()}
     with running(), _parsed(judge, argv) as ctx:

@@ -214,10 +214,12 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     settings["quiet"] = quiet or not sys.stderr.isatty()  # each stage's progress: live on a terminal only
     try:
         if dry_run:
+            from bv.core.terminal import printable
+
             plan = api.plan_optimize(items, **settings)
             click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
             for line in plan.lines():
-                click.echo(f"  {line}", err=True)
+                click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
         result = api.optimize(items, **settings, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint, BadConfig) as exc:

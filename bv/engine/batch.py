@@ -322,10 +322,8 @@ class BatchCaller(Caller):
             unknown = f"a batch request's worst-case cost is {unknown}"
         elif self._unpriced is not None:
             unknown = f"a reply's cost is {self._unpriced}"
-        reason = budget.stopped(self.stats.spent_usd, len(held), unknown)
-        if reason is None:
+        if not budget.stop(self.stats, len(held), unknown):
             return
-        self.stats.limit_reached = reason
         for waiting in [*self._held.values(), *self._waiting.values()]:
             for future in waiting.futures:
                 if not future.done():

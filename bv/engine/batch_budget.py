@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bv.core.images import ImageError
-from bv.core.stats import counted, dollars
+from bv.core.stats import counted
 from bv.engine.prices import Prices, Rates, at_rates, batch_ceiling
+from bv.engine.progress import Stats
 
 Messages = list[dict[str, Any]]
 
@@ -81,18 +82,18 @@ class BatchBudget:
         except (ImageError, OSError):
             return 0.0
 
-    def stopped(self, spent: float, held: int, unknown: str | None) -> str | None:
-        """Why the run stops at the limit after a batch (`unknown`: what has no price, in words),
-        or None when it need not."""
+    def stop(self, stats: Stats, held: int, unknown: str | None) -> bool:
+        """Stop the run at the limit after a batch (`unknown`: what has no price, in words) when it
+        must; whether it did. The words say the spend when shown (Stats.stop_text)."""
         if unknown is not None:
-            return f"stopped: {unknown}, so the cost limit cannot be kept"
-        if held:
-            not_sent = counted(held, "request")
-            return (
-                f"stopped at the cost limit ({dollars(spent)} spent of ${self.limit:g}; {not_sent} not sent:"
-                f" each may cost up to its prompt and {self.max_tokens} completion tokens at the dearest"
-                " batch rates of the price file, more than was left)"
+            stats.limit_reached = f"stopped: {unknown}, so the cost limit cannot be kept"
+        elif held:
+            stats.stop_at_cost_limit(
+                self.limit,
+                f"{counted(held, 'request')} not sent: each may cost up to its prompt and"
+                f" {self.max_tokens} completion tokens at the dearest batch rates of the price file,"
+                " more than was left",
             )
-        if spent >= self.limit:
-            return f"stopped at the cost limit ({dollars(spent)} spent of ${self.limit:g})"
-        return None
+        elif stats.spent_usd >= self.limit:
+            stats.stop_at_cost_limit(self.limit)
+        return stats.limit_reached is not None

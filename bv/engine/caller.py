@@ -222,8 +222,7 @@ class Caller:
                 f"stopped: a reply's cost is {cost.source}, so the cost limit cannot be kept"
             )
         elif stats.spent_usd >= limit:
-            spent = dollars(stats.spent_usd)
-            stats.limit_reached = f"stopped at the cost limit ({spent} spent of ${limit:g})"
+            stats.stop_at_cost_limit(limit)
         if stats.limit_reached is not None:
             self.stopping.set()
 
@@ -284,9 +283,8 @@ class Caller:
         while stats.spent_usd + self._reserved + worst > self.max_cost:
             if not self._holding or self.stopping.is_set():
                 if stats.limit_reached is None:
-                    stats.limit_reached = (
-                        f"stopped at the cost limit ({dollars(stats.spent_usd)} spent of ${self.max_cost:g};"
-                        f" the next request could cost up to {dollars(worst)})"
+                    stats.stop_at_cost_limit(
+                        self.max_cost, f"the next request could cost up to {dollars(worst)}"
                     )
                     self.stopping.set()
                 raise Interrupted()
@@ -397,7 +395,7 @@ def run_stage(
                     stopping=stopping,
                     drain_on_interrupt=drain_on_interrupt,
                     halt=halt,
-                    limit=lambda: stats.limit_reached,
+                    limit=stats.stop_text,
                 )
         finally:
             if backend is not None:

@@ -118,10 +118,11 @@ def prompts(items: Sequence[Item], skill: Skill, engines: Engines) -> list[Promp
     return list(prompt_records(((None, item) for item in items), lambda _: None, options, bad))
 
 
-def _rollout(
-    records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
-) -> list[RolloutRow]:
-    config = RolloutConfig(
+def rollout_config(
+    model: Model, engines: Engines, repeats: int, turns: int, dry_run: bool = False
+) -> RolloutConfig:
+    """A role's rollout config (the target's, the optimizer's); `dry_run`: no key needed."""
+    return RolloutConfig(
         backend=model.backend,
         model=model.model,
         base_url=model.base_url,
@@ -131,8 +132,40 @@ def _rollout(
         max_turns=turns,
         templates=engines.templates,
         ordered=True,
+        dry_run=dry_run,
         **engines.run(),
     )
+
+
+def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> JudgeConfig:
+    """The judge's config (the gate's judge, or the test's); `dry_run`: no key needed."""
+    return JudgeConfig(
+        mode=engines.mode,
+        judge_model=judge.model,
+        judge_base_url=judge.base_url[0] if judge.base_url else None,
+        judge_api_key=judge.api_key,
+        judge_params=judge.request.body,
+        templates=engines.templates,
+        dry_run=dry_run,
+        **engines.run(),
+    )
+
+
+def checked_configs(engines: Engines) -> tuple[RolloutConfig, JudgeConfig, RolloutConfig]:
+    """Every role's config (target, judge, optimizer; the test's judge checked too), made as a
+    dry run's: what they refuse (a `max_cost` bv cannot price, an option a backend does not use)
+    is refused before the run folder is touched or anything sent."""
+    target = rollout_config(engines.target, engines, 1, engines.max_turns, dry_run=True)
+    judge = judge_config(engines, engines.judge, dry_run=True)
+    if engines.test_judge is not None:
+        judge_config(engines, engines.test_judge, dry_run=True)
+    return target, judge, rollout_config(engines.optimizer, engines, 1, 1, dry_run=True)
+
+
+def _rollout(
+    records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
+) -> list[RolloutRow]:
+    config = rollout_config(model, engines, repeats, turns)
     rows: list[RolloutRow] = []
     outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
     return _ended(outcome, rows, what, engines)
@@ -145,16 +178,7 @@ def rollout_and_judge(
     if not items:
         return []
     rows = _rollout(prompts(items, skill, engines), engines.target, engines, repeats, engines.max_turns, what)
-    judge = engines.judge
-    config = JudgeConfig(
-        mode=engines.mode,
-        judge_model=judge.model,
-        judge_base_url=judge.base_url[0] if judge.base_url else None,
-        judge_api_key=judge.api_key,
-        judge_params=judge.request.body,
-        templates=engines.templates,
-        **engines.run(),
-    )
+    config = judge_config(engines, engines.judge)
     judged: list[JudgedRow] = []
     # kept as written, no copy: `rows` are this call's own, judged in place
     outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)), in_place=True)
