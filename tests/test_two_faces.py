@@ -263,6 +263,7 @@ def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path
 # Library strings that name a command line's flags on purpose, each with why.
 FLAGS_KEPT = {
     "bv/engine/backends/exec_agent.py": "the example template's own flags are codex's (--image, ...)",
+    "bv/engine/backends/exec_names.py": "the flags of an agent's command line it reads (env --chdir, -m/--model)",
     "bv/reporting/tally.py": "the report's documented `accuracy_over` value (--exclude-failed)",
     "bv/optimize/report.py": "report.md's heading records the command that made it (bv optimize --search)",
 }
