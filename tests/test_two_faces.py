@@ -263,7 +263,7 @@ def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path
 # Library strings that name a command line's flags on purpose, each with why.
 FLAGS_KEPT = {
     "bv/engine/backends/exec_agent.py": "the example template's own flags are codex's (--image, ...)",
-    "bv/engine/backends/exec_names.py": "the flags of an agent's command line it reads (env --chdir, -m/--model)",
+    "bv/engine/backends/exec_names.py": "an agent command line's own flags (env --chdir, -m/--model)",
     "bv/reporting/tally.py": "the report's documented `accuracy_over` value (--exclude-failed)",
     "bv/optimize/report.py": "report.md's heading records the command that made it (bv optimize --search)",
 }
@@ -389,7 +389,7 @@ def test_eval_options_and_keywords_record_the_same_run_and_rows(sample_dir, batc
     )
     assert by_cli.returncode == 0, by_cli.stderr
     result = _evaluate(sample_dir, batches.base_url, api_out, prices=prices, **EVAL_KEYWORDS)
-    assert result.status == 0 and result.rows == 8, result.stopped
+    assert result.status == 0 and result.row_count == 8, result.stopped
     assert _recorded(cli_out) == _recorded(api_out)
     assert _recorded(api_out)["prices"] == str(prices) and _recorded(api_out)["batch"] is True
     assert batches.chats == 0 and batches.creations == 2 * 3  # each face: rollout, refinements, judge

@@ -156,4 +156,4 @@ def say_result(result: Any) -> None:
         return
     accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"
     files = ", ".join([*result.written[1:], "config.json", "logs/"])
-    say(f"{counted(result.rows, 'row')}{accuracy}; {spent}wrote {result.folder}/: {files}")
+    say(f"{counted(result.row_count, 'row')}{accuracy}; {spent}wrote {result.folder}/: {files}")
