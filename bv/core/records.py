@@ -5,9 +5,9 @@ stage can be re-run later on a file. A record is a flat JSON object (easy to `jq
 stage's fields are a TypedDict below (`Item`, `PromptFields`, `RolloutFields`, `JudgeFields`),
 and a stage's whole record is the TypedDict of everything before it plus its own
 (`PromptRecord`, `RolloutRow`, `JudgedRow`): the writers build their fields as those types and
-the readers index them, so the type checker (tests/test_lint.py) refuses a misspelt key. The
+the readers index them, so the type checker (tests/project/test_lint.py) refuses a misspelt key. The
 field lists (`PROMPT_FIELDS`, …) are derived from them, and docs/formats.md lists exactly
-those (tests/test_records.py). Re-running a stage first drops the fields of that stage and of
+those (tests/core/test_records.py). Re-running a stage first drops the fields of that stage and of
 every later one, so a re-judged row keeps its rollout untouched.
 """
 
