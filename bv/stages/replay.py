@@ -36,7 +36,7 @@ def replayer(
     cache = caller.cache
     if cache is None or not caller.backend.cacheable:
         return None
-    params, max_turns = config.request_params, config.max_turns
+    params, max_turns = config.request.body, config.max_turns
     last: list[Any] = [None, None]  # the record whose keys were made last, and its keys
 
     def keys_of(record: PromptRecord) -> RequestKey | None:

@@ -66,7 +66,7 @@ def finished_row(
         "run": run,
         "backend": caller.backend.name,
         "model": caller.backend.model,
-        "params": config.recorded_params,
+        "params": config.request.recorded,
         "response": response,
         "turns": turns,
         "usage": row_usage(turns),
