@@ -23,12 +23,12 @@ demo: $(VENV)/.installed
 	  | $(BIN)/bv judge --mode rules --quiet > $(DEMO)/results.jsonl
 	$(BIN)/bv report $(DEMO)/results.jsonl --html $(DEMO)/report.html
 
-# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/skillserver.py: a
+# bv optimize end to end, offline: 96 bv synth items, two loopback models (tests/support/skillserver.py: a
 # target that needs the skill's hints, a scripted optimizer), the run folder in build/demo/optimize-run/
 # (docs/optimize.md). Run it again and it resumes: every reply comes from the cache.
 optimize-demo: $(VENV)/.installed
 	$(BIN)/bv synth --n 96 --seed 0 --out $(DEMO)/optimize-data
-	$(BIN)/python tests/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
+	$(BIN)/python tests/support/skillserver.py $(DEMO)/optimize-data $(DEMO)/optimize-run \
 	  --ratio 2:3:3 --batch-size 8 --edits 2 --repeats 2 --epochs 3
 
 # The HTML viewer's browser test needs Chromium: installed here when missing and we may (root,
@@ -66,7 +66,7 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/rows_bench.py
 
 lint: $(VENV)/.installed
-	$(BIN)/python -m pytest -q tests/test_lint.py
+	$(BIN)/python -m pytest -q tests/project/test_lint.py
 
 clean:
 	rm -rf build $(VENV) *.egg-info

@@ -10,7 +10,7 @@ population's truth: the mean difficulty, or the mean difference, over the item p
 interval is over items: it speaks of the questions that could have been asked, not only of the
 runs on these ones). The table prints each cell's coverage with its Clopper-Pearson 95% interval
 beside the limit, 94%: PASS when the cell's interval reaches 94%, MISS when it lies below.
-tests/test_coverage.py runs a few cells of it in `make test`; docs/reports.md holds the table.
+tests/core/test_coverage.py runs a few cells of it in `make test`; docs/reports.md holds the table.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakeopenai import FakeOpenAI, Reply, Seen, reply_fixture  # noqa: E402
+from support.fakeopenai import FakeOpenAI, Reply, Seen, reply_fixture  # noqa: E402
 
 FIXTURE = "deepseek_reasoner"
 REASONING_CHARS = 1600

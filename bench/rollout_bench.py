@@ -1,6 +1,6 @@
 """Rollout benchmark: time `bv rollout` against a loopback server that answers after a fixed latency.
 
-Each measurement starts `tests/fakeopenai.py` as its own process, times one client process
+Each measurement starts `tests/support/fakeopenai.py` as its own process, times one client process
 from spawn to exit (its peak RSS and CPU come from `os.wait4`, so they are that process's alone),
 stops the server and reads its request statistics. The ideal time is ceil(N / j) * latency: what
 `-j j` requests in flight at once would take if the client cost nothing. In the same run, the
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "fakeopenai.py"
+SERVER = ROOT / "tests" / "support" / "fakeopenai.py"
 BV = str(Path(sys.executable).with_name("bv")) if Path(sys.executable).with_name("bv").exists() else "bv"
 
 SCENARIOS = {

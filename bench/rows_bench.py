@@ -49,7 +49,7 @@ BENCH_KEY = "sk-bench-" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH"  # as l
 TARGETS = {"judge": 1.25, "report json": 1.25, "report table": 1.25, "merge": 2.0, "export": None}
 RSS_TARGET_MB = 150  # for judge, report and export
 MIN_SPREAD = 0.03  # the least spread a single run is taken to have
-BRACKET_DEPTH = 20_000  # the property test's deepest case (tests/test_properties.py)
+BRACKET_DEPTH = 20_000  # the property test's deepest case (tests/core/test_properties.py)
 BRACKET_TARGET = 5.0  # normalise on nested brackets: at most this many times a bare one-pass loop (linear;
 # a quadratic pairing is hundreds of times it at this depth)
 

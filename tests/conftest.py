@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 
+# tests/ on the path, so every test imports what they share as `support.<module>` (tests/README.md).
 sys.path.insert(0, str(Path(__file__).parent))
-
-from fakeopenai import FakeOpenAI, Reply
 from hypothesis import HealthCheck, settings
+from support.fakeopenai import FakeOpenAI, Reply
+from support.paths import SHARED
+
+# Until the helpers some test files import from others move into support/: their folders too.
+sys.path[1:1] = sorted(str(d) for d in Path(__file__).parent.iterdir() if d.is_dir() and d.name != "support")
 
 # Several suites on two cores (or make test's workers) can slow the making of an example past
 # Hypothesis's health check: that says nothing about bv, so it fails no test. Test-level settings
@@ -30,7 +34,6 @@ settings.register_profile("bv", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("bv")
 
 BIN = Path(sys.executable).parent
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 OFFICIAL_RESULTS = SHARED / "babyvision" / "official-results"
 OFFICIAL_FILES = [OFFICIAL_RESULTS / f"model_results_run_{k}.json" for k in (1, 2, 3)]
 # The official evaluation's real outputs sit in ../shared beside the project, which users' machines lack.

@@ -4,7 +4,7 @@ its keys.
 mypy refuses `row["hrad"]` on a TypedDict but lets `row.get("hrad")` pass (TypedDicts may carry
 extra keys, so it returns `object`), and bv's readers use `.get` for every field an old or
 hand-made row may lack. With this plugin a misspelt key is an error in both forms
-(tests/test_typed_keys.py proves it on a copy of a reader).
+(tests/project/test_typed_keys.py proves it on a copy of a reader).
 """
 
 from __future__ import annotations

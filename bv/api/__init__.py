@@ -29,7 +29,7 @@ module is the one name to import them by.
 
 from bv.api.runs import evaluate, optimize, plan_optimize
 from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
-from bv.api.stages import _rollout_config as _rollout_config  # (tests/test_two_faces.py)
+from bv.api.stages import _rollout_config as _rollout_config  # (tests/api/test_two_faces.py)
 from bv.api.stages import (
     ajudge,
     arollout,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bv.api.stages import _cache_path, _no_running_loop
 from bv.engine.defaults import (
+    CACHE_SCOPE,
     CONNECT_TIMEOUT_S,
     JOBS,
     RATE_LIMIT_PATIENCE_S,
@@ -106,6 +107,7 @@ def optimize(
     prices: str | None = None,
     max_cost: float | None = None,
     cache: str | Path | None = DEFAULT_CACHE,
+    cache_scope: str = CACHE_SCOPE,
     quiet: bool = True,
     search: str = "loop",
     max_metric_calls: int | None = None,

@@ -17,7 +17,7 @@ from bv.core.run_context import RunContext, current, running
 
 # Every command: where it is defined, and the first sentence of its help, which is all that
 # `bv --help` lists (click's short help), so that listing imports no command module. Each text
-# is its command's, checked against the command's own help by tests/test_cli_listing.py.
+# is its command's, checked against the command's own help by tests/cli/test_cli_listing.py.
 COMMANDS: Mapping[str, tuple[str, str]] = {
     "cache": ("bv.cli.cache_commands:cache", "Inspect or clear the reply cache."),
     "data": (

@@ -1,9 +1,10 @@
-"""`bv cache`: inspect or clear the reply cache (registered on the group in bv.cli.app)."""
+"""`bv cache`: inspect, clear or merge reply caches (registered on the group in bv.cli.app)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,16 +12,20 @@ from bv.cli.common import default_cache, reader_may_leave
 from bv.cli.options import CACHE, Finite
 from bv.core.terminal import printable
 
+if TYPE_CHECKING:
+    from bv.engine.cache import ReplyCache
+
 
 @click.group()
 def cache() -> None:
-    """Inspect or clear the reply cache.
+    """Inspect, clear or merge reply caches.
 
     \b
     Examples:
       bv cache stats
       bv cache list --model gpt-4o -n 5
       bv cache clear --model gpt-4o
+      bv cache merge node*/cache.sqlite --cache cache.sqlite
     """
 
 
@@ -38,7 +43,10 @@ def cache_stats(cache_path: Path | None) -> None:
     from bv.engine.cache import ReplyCache
 
     path = cache_path or default_cache()
-    stats = ReplyCache(path).stats() if path.exists() else {"path": str(path), "replies": 0, "models": []}
+    stats: dict[str, object] = {"path": str(path), "replies": 0, "models": []}
+    if path.exists():
+        with ReplyCache(path) as opened:
+            stats = opened.stats()
     with reader_may_leave():
         click.echo(json.dumps(stats, indent=2))
 
@@ -63,6 +71,16 @@ def cache_clear(
 
     path = cache_path or default_cache()
     cache = ReplyCache(path) if path.exists() else None
+    try:
+        _clear(cache, path, model, older_than, everything)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _clear(
+    cache: ReplyCache | None, path: Path, model: str | None, older_than: float | None, everything: bool
+) -> None:
     if cache is not None and model is None and older_than is None and not everything:
         replies = cache.stats()["replies"]
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -107,8 +125,9 @@ def cache_list(cache_path: Path | None, model: str | None, limit: int, as_json: 
     if not path.exists():
         click.echo(f"bv cache: no cache at {path}", err=True)
         return
-    cache = ReplyCache(path)
-    entries = cache.entries(model, limit)
+    with ReplyCache(path) as cache:
+        entries = cache.entries(model, limit)
+        holds = cache.holds() if model is not None and not entries else ""
     with reader_may_leave():
         for entry in entries:
             if as_json:
@@ -118,6 +137,32 @@ def cache_list(cache_path: Path | None, model: str | None, limit: int, as_json: 
             start = content[:100] + ("…" if len(content) > 100 else "")
             click.echo(printable(f"{entry['created']}  {entry['backend']}  {entry['model']}  {start}"))
     if model is not None and not entries:
-        click.echo(
-            printable(f"bv cache: no replies of model {model!r}; the cache holds: {cache.holds()}"), err=True
-        )
+        click.echo(printable(f"bv cache: no replies of model {model!r}; the cache holds: {holds}"), err=True)
+
+
+@cache.command("merge")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@CACHE
+def cache_merge(sources: tuple[Path, ...], cache_path: Path | None) -> None:
+    """Gather the replies of other caches (per node, per shard) into one (--cache, or the default).
+
+    Each SOURCE is read only, so it may be a copy of a cache still in use (its .sqlite with the
+    -wal beside it) or a cache another bv is writing. Where two hold a reply to the same request,
+    the one already in the target stays (then the first SOURCE's). A file that is not a reply
+    cache is refused, naming it; what the SOURCEs before it gave is kept.
+
+    \b
+    Examples:
+      bv cache merge node1/cache.sqlite node2/cache.sqlite --cache cache.sqlite
+      bv cache merge cache.sqlite --cache snapshot.sqlite    # a copy of a cache in use
+    """
+    from bv.engine.cache import ReplyCache
+    from bv.engine.cache_merge import merge_into
+
+    path = cache_path or default_cache()
+    with ReplyCache(path) as target:
+        for source in sources:
+            merged = merge_into(target, source)
+            click.echo(printable(f"bv cache merge: {merged.line()}"), err=True)
+        total = target.stats()["replies"]
+    click.echo(printable(f"bv cache merge: {path} holds {total} replies"), err=True)

@@ -68,7 +68,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
 @LIMIT
-@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "prices", "max_cost", "batch")
+@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "cache_scope", "prices", "max_cost", "batch")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -113,6 +113,7 @@ def eval_(
     timeout: float,
     cache: Path | None,
     no_cache: bool,
+    cache_scope: str,
     prices: str | None,
     max_cost: float | None,
     batch: bool,
@@ -186,6 +187,7 @@ def eval_(
         retries=retries,
         timeout=timeout,
         cache=None if no_cache else cache or default_cache(),
+        cache_scope=cache_scope,
         prices=prices,
         max_cost=max_cost,
         batch=batch,

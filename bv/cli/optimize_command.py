@@ -170,7 +170,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 @PROMPTS
 @options(
     RolloutConfig,
-    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache"),
+    *("jobs", "retries", "timeout", *WAITS, "prices", "max_cost", "cache", "cache_scope"),
     max_cost={
         "help": "Stop starting requests once this run has spent this much (as a first Ctrl-C;"
         " needs --prices)."
@@ -234,6 +234,7 @@ def optimize(
     max_cost: float | None,
     cache: Path | None,
     no_cache: bool,
+    cache_scope: str,
     dry_run: bool,
     quiet: bool,
 ) -> None:
@@ -321,14 +322,17 @@ def optimize(
         search=search,
         max_metric_calls=max_metric_calls,
         cache=None if no_cache else cache or api.DEFAULT_CACHE,
+        cache_scope=cache_scope,
         quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
     )
     try:
         if dry_run:
+            from bv.core.terminal import printable
+
             plan = api.plan_optimize(items, **keywords)
             click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
             for line in plan.lines():
-                click.echo(f"  {line}", err=True)
+                click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
         result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
     except (OptimizeError, BadEndpoint) as exc:

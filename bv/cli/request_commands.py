@@ -33,7 +33,17 @@ def checked_endpoint(kind: str, **options: Any) -> Any:
 @options(RolloutConfig, "max_turns")
 @PROMPTS
 @options(RolloutConfig, "max_tokens", "temperature", "seed", "extra_body", "retries", "timeout", *WAITS)
-@options(RolloutConfig, "cache", "max_pixels", "artifacts", "exec_cmd", "prices", "max_cost", "batch")
+@options(
+    RolloutConfig,
+    "cache",
+    "cache_scope",
+    "max_pixels",
+    "artifacts",
+    "exec_cmd",
+    "prices",
+    "max_cost",
+    "batch",
+)
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -110,7 +120,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 @INPUTS
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
 @PROMPTS
-@options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "prices", "max_cost")
+@options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 @click.option(
     "--dry-run",
     is_flag=True,

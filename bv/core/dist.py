@@ -1,5 +1,5 @@
 """The normal and Student t distributions bv's intervals and tests read, from `math` alone: `bv
-report` starts without `statistics` (and its fractions and decimal). tests/test_stats_methods.py
+report` starts without `statistics` (and its fractions and decimal). tests/core/test_stats_methods.py
 checks each against scipy."""
 
 from __future__ import annotations

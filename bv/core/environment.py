@@ -3,7 +3,7 @@
 bv.engine.endpoints reads the endpoint variables (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_ORG_ID,
 OPENAI_PROJECT_ID, AZURE_OPENAI_*, BV_JUDGE_API_KEY, BV_PARAM_RULES) from `variables()`, or from a mapping its
 caller passes; the command line's `[env: BV_MODEL]`-style option defaults are click's, shown in
---help. tests/test_api.py checks that no other module of bv reads os.environ.
+--help. tests/api/test_api.py checks that no other module of bv reads os.environ.
 """
 
 from __future__ import annotations

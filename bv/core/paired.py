@@ -4,7 +4,7 @@ The verdict is decided by the interval, and the p-value printed beside it is tha
 (the level at which it first touches 0), so "the interval excludes 0" and "p < alpha" never
 disagree. With one run per item the interval is Newcombe's (1998, method 10) for paired
 proportions; with repeats it is the t interval over the per-item differences (df = items - 1).
-tests/test_stats_methods.py checks both against the paper's Table III and scipy.
+tests/core/test_stats_methods.py checks both against the paper's Table III and scipy.
 """
 
 from __future__ import annotations

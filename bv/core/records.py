@@ -5,9 +5,9 @@ stage can be re-run later on a file. A record is a flat JSON object (easy to `jq
 stage's fields are a TypedDict below (`Item`, `PromptFields`, `RolloutFields`, `JudgeFields`),
 and a stage's whole record is the TypedDict of everything before it plus its own
 (`PromptRecord`, `RolloutRow`, `JudgedRow`): the writers build their fields as those types and
-the readers index them, so the type checker (tests/test_lint.py) refuses a misspelt key. The
+the readers index them, so the type checker (tests/project/test_lint.py) refuses a misspelt key. The
 field lists (`PROMPT_FIELDS`, …) are derived from them, and docs/formats.md lists exactly
-those (tests/test_records.py). Re-running a stage first drops the fields of that stage and of
+those (tests/core/test_records.py). Re-running a stage first drops the fields of that stage and of
 every later one, so a re-judged row keeps its rollout untouched.
 """
 
@@ -80,6 +80,8 @@ class ReplyFields(TypedDict):
     refusal: NotRequired[str]
     content_filter: NotRequired[str]
     batch: NotRequired[bool]  # True: the reply came from a Batch API job, and is priced at batch rates
+    image_opened: NotRequired[bool]  # exec: whether the agent's transcript shows it opening the image
+    endpoint: NotRequired[str]  # the endpoint that made it: stored with it in the cache, and in a cached turn
 
 
 class Turn(ReplyFields):
@@ -104,7 +106,8 @@ class RolloutFields(TypedDict):
     content_filter: str | None  # what a content filter stopped (the reply, or the request's prompt)
     cut_off: bool  # the final reply hit the token limit (finish_reason length) with no answer
     bv_version: str  # provenance: the bv, the endpoint (never a secret) and the UTC start of the row
-    endpoint: str
+    endpoint: str  # where the final reply came from: for one from the cache, the endpoint that made it
+    cached: bool  # the final reply came from the reply cache
     started_at: str
     cost_usd: float | None  # what the row's replies cost, cached ones too (None: unknown, or not priced)
     price_source: str | None  # where that price came from, or why it is unknown (None: no prices)

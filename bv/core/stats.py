@@ -3,7 +3,7 @@
 Repeats of one item are not independent questions (Miller, "Adding Error Bars to Evals",
 arXiv 2411.00640): each item's score is its mean over its runs, and standard errors, intervals,
 paired tests and power are computed over those item scores. docs/reports.md states each method;
-tests/test_stats.py checks them against brute force, a seeded bootstrap and hand computations.
+tests/core/test_stats.py checks them against brute force, a seeded bootstrap and hand computations.
 Also here: the population std over runs (the official run-to-run spread) and how counts are written.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bv.core.dist import beta_quantile
 
-# The normal distribution's 97.5% point, NormalDist().inv_cdf(0.975) (tests/test_stats.py checks
+# The normal distribution's 97.5% point, NormalDist().inv_cdf(0.975) (tests/core/test_stats.py checks
 # it): a constant, so that `bv report` does not import `statistics` (and fractions, decimal) to start.
 Z95 = 1.9599639845400536
 TIE = 1e-12  # item scores closer than this are equal (1/3 computed two ways)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, Fatal, Interrupted, ItemFailure
 from bv.core.outcome import Outcome, say
-from bv.engine.backends import Backend, Reply
+from bv.engine.backends import Backend, Reply, endpoint_of
 from bv.engine.batch_api import BatchClient
 from bv.engine.batch_budget import BatchBudget, Messages
 from bv.engine.batch_jobs import BatchJobs, Request
@@ -259,7 +259,9 @@ class BatchCaller(Caller):
                 result.refusal = redaction.redact(result.refusal)
             keep = waiting.keep if waiting is not None else self._keep
             if self.cache is not None and (keep is None or keep(result)):
-                self.cache.put(key, self.backend.name, self.backend.model, result.to_json())
+                self.cache.put(
+                    key, self.backend.name, self.backend.model, result.to_json(), endpoint_of(self.backend)
+                )
             if waiting is not None:
                 self.stats.add_usage(result.usage)
                 if self.prices is not None:
@@ -320,10 +322,8 @@ class BatchCaller(Caller):
             unknown = f"a batch request's worst-case cost is {unknown}"
         elif self._unpriced is not None:
             unknown = f"a reply's cost is {self._unpriced}"
-        reason = budget.stopped(self.stats.spent_usd, len(held), unknown)
-        if reason is None:
+        if not budget.stop(self.stats, len(held), unknown):
             return
-        self.stats.limit_reached = reason
         for waiting in [*self._held.values(), *self._waiting.values()]:
             for future in waiting.futures:
                 if not future.done():

@@ -250,9 +250,10 @@ class BatchClient:
         path = "batches/" + quote(batch_id, safe="")
         return batch_info(await self._call("GET", self.url(path), f"asking for batch {batch_id}"))
 
-    async def find_by_input(self, input_file_id: str) -> BatchInfo | None:
-        """The batch made from this input file, if the endpoint lists one (a run killed between
-        creating its batch and recording the batch's id finds it here)."""
+    async def find(self, input_file_id: str | None, batch_id: str | None = None) -> BatchInfo | None:
+        """The batch with this id or made from this input file, if the endpoint lists one (a run
+        killed between creating its batch and recording the batch's id finds it here; so does one
+        whose server answers 404 for a batch it still lists)."""
         after = None
         for _ in range(LIST_PAGES):
             query = {"limit": "100", **({"after": after} if after else {})}
@@ -261,7 +262,11 @@ class BatchClient:
             if not isinstance(entries, list) or not entries:
                 return None
             for entry in entries:
-                if isinstance(entry, dict) and entry.get("input_file_id") == input_file_id:
+                if not isinstance(entry, dict):
+                    continue
+                if (batch_id and entry.get("id") == batch_id) or (
+                    input_file_id and entry.get("input_file_id") == input_file_id
+                ):
                     return batch_info(entry)
             last = entries[-1].get("id") if isinstance(entries[-1], dict) else None
             if not page.get("has_more") or not isinstance(last, str):

@@ -98,19 +98,23 @@ class BatchJobs:
 
     async def resume(self, record: BatchRecord, mine: set[str]) -> None:
         """A recorded batch, found again (by its id, or as the batch made from its input file) and
-        followed; one that is gone from the server is sent anew."""
+        followed; one the server neither knows by its id nor lists is lost, and sent anew."""
         info = None
         try:
             if record.batch_id is not None:
-                info = await self.client.retrieve(record.batch_id)
+                info = await self._look(record)
+                if info is None:
+                    say(
+                        f"warning: the recorded batch {record.batch_id} is lost: the server neither"
+                        " knows its id nor lists it; sending its requests anew"
+                    )
             elif record.input_file_id is not None:
-                info = await self.client.find_by_input(record.input_file_id)
+                info = await self.client.find(record.input_file_id)
                 if info is None:  # the run that uploaded it stopped before creating the batch
                     info = await self._create(record)
-        except ItemFailure as exc:  # 404: the batch or its input file is gone
+        except ItemFailure as exc:  # its input file is gone
             say(
-                f"the recorded batch {record.batch_id or record.input_file_id} cannot be used ({exc});"
-                " sending its requests anew"
+                f"the recorded batch {record.input_file_id} cannot be used ({exc}); sending its requests anew"
             )
         if info is None:
             self.state.remove(record)
@@ -137,13 +141,33 @@ class BatchJobs:
                     )
                 self._show(info)
                 await asyncio.sleep(self.poll_s)
-                info = await self.client.retrieve(record.batch_id)
+                found = await self._look(record)
+                if found is None:
+                    raise ItemFailure(
+                        f"batch {info.id} is lost: the server neither knows its id nor lists it any"
+                        " more; the next run sends this request again"
+                    )
+                info = found
             self._show(info)
             await self._collect(record, mine, info)
         finally:
             if info.done:
                 self.shown.pop(info.id, None)
                 self._show_all()
+
+    async def _look(self, record: BatchRecord) -> BatchInfo | None:
+        """The recorded batch as the server has it: asked for by its id, else found in the server's
+        list (a server that answers 404 for a batch it still lists and runs was sent a new, paid
+        batch on every re-run: issue 34); None when neither knows it."""
+        assert record.batch_id is not None
+        try:
+            return await self.client.retrieve(record.batch_id)
+        except ItemFailure:
+            pass
+        try:
+            return await self.client.find(record.input_file_id, record.batch_id)
+        except ItemFailure:  # no list either
+            return None
 
     def _advise(self, error: Mapping[str, Any]) -> str:
         """A refused parameter's hint, as online (bv.engine.params)."""

@@ -1,9 +1,14 @@
 """The reply cache: every finished model reply, keyed by everything that determines it.
 
 A SQLite database in WAL mode, so several bv processes (shards, the judge) can share one
-file. Re-running an interrupted command finds its finished replies here and sends only
-the rest. Errors are never stored, and neither is any API key: the key hashes the
-backend, model, endpoint, messages (images by content hash), parameters, run and turn.
+file; each stage closes it when it ends (`close`: the log folded into the file), so once bv is
+done the `.sqlite` alone holds every reply. Re-running an interrupted command finds its
+finished replies here and sends only the rest. Errors are never stored, and neither is any
+API key: the key hashes the backend, model, the endpoint's scope (None for an OpenAI-compatible
+model under the default `cache_scope` model: its replicas and a proxy answer alike; its URLs
+under `cache_scope` endpoint; Azure's resource; an agent's command template), messages (images
+by content hash), parameters, run and turn. Each reply is stored with the endpoint that made
+it, which rows answered from the cache record.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from bv.core.run_context import worded
 from bv.core.terminal import printable
 
 CACHE_VERSION = 1
+# How long closing waits for other processes' readers and writers before leaving the checkpoint to them.
+CLOSE_WAIT_MS = 5000
 
 
 def default_path() -> Path:
@@ -102,6 +109,7 @@ class ReplyCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failed: str | None = None  # why the cache was given up, once it was
+        self.closed = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
@@ -118,6 +126,27 @@ class ReplyCache:
             raise CacheUnusable(
                 f"the reply cache {path} cannot be used ({why}); {fix_hint(path, opening=True)}"
             ) from None
+
+    def __enter__(self) -> ReplyCache:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Fold the write-ahead log into the file, then close: afterwards copying the `.sqlite`
+        copies every reply. Another bv process still using the file keeps the log until it closes
+        too; the checkpoint waits for it at most CLOSE_WAIT_MS and is then left to that process."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.db.execute(f"PRAGMA busy_timeout={CLOSE_WAIT_MS}")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass  # busy, or the cache already failed: the last process to close checkpoints
+        finally:
+            self.db.close()
 
     def _give_up(self, exc: Exception) -> None:
         """Say once which file failed and how to fix it; the run goes on without the cache."""
@@ -144,15 +173,17 @@ class ReplyCache:
             self._give_up(exc)
             return None
 
-    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any]) -> None:
-        """Store a reply; never raises (see the class), since the reply is already paid for."""
+    def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any], endpoint: str) -> None:
+        """Store a reply with the `endpoint` that made it (never a secret: a public URL); never
+        raises (see the class), since the reply is already paid for."""
         if self.failed is not None:
             return
-        text = json.dumps(reply, ensure_ascii=False)
+        stored = {**reply, "endpoint": endpoint}
+        text = json.dumps(stored, ensure_ascii=False)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: SQLite takes only valid UTF-8; keep it escaped
-            text = json.dumps(reply)
+            text = json.dumps(stored)
         try:
             self.db.execute(
                 "INSERT OR REPLACE INTO replies (key, created, backend, model, reply) VALUES (?, ?, ?, ?, ?)",

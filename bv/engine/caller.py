@@ -25,7 +25,7 @@ from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
-from bv.engine.backends import Backend, Reply
+from bv.engine.backends import Backend, Reply, endpoint_of
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
@@ -199,7 +199,8 @@ class Caller:
         if reply.refusal is not None:
             reply.refusal = redaction.redact(reply.refusal)
         if key is not None and (keep is None or keep(reply)):
-            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json())  # type: ignore[union-attr]
+            made_at = endpoint_of(self.backend)
+            self.cache.put(key, self.backend.name, self.backend.model, reply.to_json(), made_at)  # type: ignore[union-attr]
         self.stats.add_usage(reply.usage)
         if self.prices is not None:
             self._spend(reply)
@@ -221,8 +222,7 @@ class Caller:
                 f"stopped: a reply's cost is {cost.source}, so the cost limit cannot be kept"
             )
         elif stats.spent_usd >= limit:
-            spent = dollars(stats.spent_usd)
-            stats.limit_reached = f"stopped at the cost limit ({spent} spent of ${limit:g})"
+            stats.stop_at_cost_limit(limit)
         if stats.limit_reached is not None:
             self.stopping.set()
 
@@ -283,9 +283,8 @@ class Caller:
         while stats.spent_usd + self._reserved + worst > self.max_cost:
             if not self._holding or self.stopping.is_set():
                 if stats.limit_reached is None:
-                    stats.limit_reached = (
-                        f"stopped at the cost limit ({dollars(stats.spent_usd)} spent of ${self.max_cost:g};"
-                        f" the next request could cost up to {dollars(worst)})"
+                    stats.stop_at_cost_limit(
+                        self.max_cost, f"the next request could cost up to {dollars(worst)}"
                     )
                     self.stopping.set()
                 raise Interrupted()
@@ -373,7 +372,8 @@ def run_stage(
     drain_on_interrupt: bool = False,
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
-    once `caller`'s first requests are all refused alike."""
+    once `caller`'s first requests are all refused alike. However it ends, the reply cache is
+    closed: its file alone then holds every reply (bv/engine/cache.py)."""
     halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
@@ -395,14 +395,18 @@ def run_stage(
                     stopping=stopping,
                     drain_on_interrupt=drain_on_interrupt,
                     halt=halt,
-                    limit=lambda: stats.limit_reached,
+                    limit=stats.stop_text,
                 )
         finally:
             if backend is not None:
                 await backend.aclose()
 
-    with fewer_collections():
-        return asyncio.run(go())
+    try:
+        with fewer_collections():
+            return asyncio.run(go())
+    finally:
+        if caller is not None and caller.cache is not None:
+            caller.cache.close()
 
 
 # Young objects collected every this many allocations while a stage runs (Python's default: 700).

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from bv.core import environment, redaction
 from bv.core.errors import BadConfig, BVError, Fatal, ItemFailure, Transient
 from bv.core.terminal import printable
-from bv.engine.defaults import CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
+from bv.engine.defaults import CACHE_SCOPE, CONNECT_TIMEOUT_S, JOBS, TIMEOUT_S
 from bv.engine.params import RULES, BadRules, ParamRule, provider_of, rule_for, user_rules
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -49,6 +49,7 @@ class Endpoint:
     project: str | None = None  # OpenAI-Project header
     role: str = "model"  # "model" or "judge": how messages name it
     key_from: str | None = None  # where the key came from (an option, a variable); None: no key set
+    cache_scope: str = CACHE_SCOPE  # "endpoint": cache keys name the base URLs too (bv.engine.cache)
 
     @property
     def key_hint(self) -> str:
@@ -144,6 +145,7 @@ def resolve(
     read_timeout: float | None = None,
     key_from: str | None = None,
     sending: bool = True,
+    cache_scope: str = CACHE_SCOPE,
 ) -> Endpoint:
     """The endpoint for these options and the environment; BadEndpoint or Fatal if it cannot work.
     `key_from`: where a given `api_key` came from (default: that setting). Not `sending` (a dry
@@ -218,6 +220,7 @@ def resolve(
         role=role,
         rule=rule,
         key_from=key_from,
+        cache_scope=cache_scope,
         **extra,
     )
 
@@ -234,6 +237,7 @@ def judge_endpoint(
     first_byte_timeout: float | None = None,
     read_timeout: float | None = None,
     sending: bool = True,
+    cache_scope: str = CACHE_SCOPE,
 ) -> Endpoint | None:
     """The LLM judge's endpoint, resolved and checked (BV_JUDGE_API_KEY when no key is given),
     when the mode may ask an LLM and a model is given; None otherwise."""
@@ -254,6 +258,7 @@ def judge_endpoint(
         first_byte_timeout=first_byte_timeout,
         read_timeout=read_timeout,
         sending=sending,
+        cache_scope=cache_scope,
     )
 
 

@@ -363,6 +363,33 @@ def row_cost(
     )
 
 
+def batch_ceiling(prices: Prices, model: str, endpoint: str | None) -> Rates | str:
+    """The dearest batch rates a reply to a request for `model` may be priced at, or why that is
+    unknown. `reply_cost` prices a reply by the model the server names when the source prices it,
+    so a server may name any model the source prices (issue 34: $0.66 spent of $0.01): a price
+    file bounds it by its dearest batch rates of each kind of token; genai-prices, every
+    provider's models, cannot be a bound."""
+    asked = prices.cost(model, {"prompt_tokens": 1, "completion_tokens": 1}, endpoint=endpoint, batch=True)
+    if asked.usd is None:
+        return asked.source
+    if not isinstance(prices, PriceFile):
+        return (
+            f"not bounded: a batch reply is priced by the model its server names, which may be any"
+            f" model {prices.name} prices; a price file naming the models this endpoint may answer"
+            " with bounds it"
+        )
+    rates = [r.batch for r in prices.rates.values() if r.batch is not None]
+    return Rates(  # the dearest of each kind: cached input and reasoning may be priced above the whole
+        max(max(r.input, r.cached_input or 0.0) for r in rates),
+        max(max(r.output, r.reasoning or 0.0) for r in rates),
+    )
+
+
+def at_rates(rates: Rates, prompt_tokens: int, completion_tokens: int) -> float:
+    """USD for this many prompt and completion tokens at `rates`' input and output rates."""
+    return (prompt_tokens * rates.input + completion_tokens * rates.output) * _PER_TOKEN
+
+
 def check_priced(
     prices: Prices | None,
     max_cost: float | None,
@@ -382,5 +409,12 @@ def check_priced(
             f"`max_cost` cannot be kept for model {model!r}: its price is {found.source}, so nothing"
             ' is sent. Give its rates in a price file (`prices` FILE: {"MODEL": {"input": USD,'
             ' "output": USD}} per million tokens, docs/formats.md#prices), or run without `max_cost`',
+            option="max_cost",
+        )
+    ceiling = batch_ceiling(prices, model or "", endpoint) if batch else None
+    if isinstance(ceiling, str):
+        raise BadConfig(
+            f"`max_cost` with `batch` cannot be kept for model {model!r}: its worst case is {ceiling};"
+            " nothing is sent",
             option="max_cost",
         )

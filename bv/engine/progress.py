@@ -47,7 +47,8 @@ class Stats:
     spent_usd: float = 0.0  # what this run's replies cost (cached ones cost nothing now)
     unpriced: int = 0  # replies whose cost is unknown (bv.engine.prices), left out of the spend
     cost_limit: float | None = None  # the run stops starting requests once it has spent this
-    limit_reached: str | None = None  # why the run stopped starting requests, once a limit is reached
+    limit_reached: str | None = None  # why the run stopped starting requests: `stop_text` says it
+    at_cost_limit: bool = False  # limit_reached is the cost limit's: its words follow the spend
     shard: str | None = None  # "K/N" with --shard: named in the summary
     ever_answered: bool = False  # some try got something back (a reply, an error status)
 
@@ -94,6 +95,20 @@ class Stats:
             self.unpriced += 1
         else:
             self.spent_usd += usd
+
+    def stop_at_cost_limit(self, limit: float, detail: str = "") -> None:
+        """The run stops at the cost `limit` (`detail`: what follows the spend in its words). The
+        words say the spend when they are shown, not when the limit was reached: the replies in
+        flight are paid for after (issue 34: '$0.0022 spent' when the rows cost $0.0715)."""
+        self.limit_reached, self.at_cost_limit, self.cost_limit = detail, True, limit
+
+    def stop_text(self) -> str | None:
+        """Why the run stopped starting requests (None: it has not), with the spend as it is now."""
+        if self.limit_reached is None or not self.at_cost_limit:
+            return self.limit_reached
+        limit = "" if self.cost_limit is None else f" of ${self.cost_limit:g}"
+        detail = f"; {self.limit_reached}" if self.limit_reached else ""
+        return f"stopped at the cost limit ({dollars(self.spent_usd)} spent{limit}{detail})"
 
     def spend_text(self) -> str:
         """`$1.23 spent` (`of $5 at most`, `3 replies unpriced`), when prices were asked for."""

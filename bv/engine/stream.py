@@ -125,6 +125,8 @@ class StreamRun:
                 self.outcome.fatal = str(exc)
             finally:
                 await self.stop()
+        if self.outcome.stopped is not None and self.limit is not None:
+            self.outcome.stopped = self.limit() or self.outcome.stopped  # the spend as the run ended
         if self.reader_failure is not None:
             raise self.reader_failure
         return self.outcome

@@ -355,7 +355,9 @@ def optimize(
     say: Callable[[str], None] = lambda line: None,
 ) -> OptimizeResult:
     """Run (or resume) the loop in the run folder `out` (this run's alone meanwhile) and return
-    what it found."""
+    what it found. What a role's config refuses (an unpriced `max_cost`) is refused first, before
+    the folder is made or written."""
+    runs.checked_configs(engines)
     with RunFolder(out).owned():
         return _optimize(items_path, seed_skill, out, engines, options, say)
 
@@ -412,8 +414,15 @@ def _optimize(
 def dry_run(
     items_path: Path, seed_skill: Skill, out: Path, engines: runs.Engines, options: OptimizeOptions
 ) -> Plan:
-    """The run's shape and request bound, from the items and the run folder; nothing sent or written."""
+    """The run's shape, its request bound and what those requests would cost, from the items and
+    the run folder; nothing sent or written."""
+    from bv.optimize.plan_cost import plan_costs
+
+    configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    done = folder.finished_rows()
-    return loop.plan(done)
+    plan = loop.plan(folder.finished_rows())
+    train = [loop.by_id[i] for i in loop.split.part("train")]
+    reflecting = (options.minibatch, options.edits)
+    costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
+    return replace(plan, costs=tuple(costs))

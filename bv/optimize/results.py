@@ -80,6 +80,7 @@ class Plan:
     steps_done: int
     requests: dict[str, int]
     search: str | None = None  # a GEPA search's budget, said instead of the steps
+    costs: tuple[str, ...] = ()  # what those requests would cost, by role (bv.optimize.plan_cost)
 
     def lines(self) -> list[str]:
         s = self.split
@@ -91,7 +92,7 @@ class Plan:
             f"{role}: at most {n} requests (fewer where the reply cache has them)"
             for role, n in self.requests.items()
         ]
-        return out
+        return out + list(self.costs)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.redaction import public_params
 from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
-from bv.engine.defaults import TIMEOUT_S
+from bv.engine.defaults import CACHE_SCOPE, TIMEOUT_S
 from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
@@ -67,6 +67,7 @@ class Engines:
     retries: int = shared(RolloutConfig, "retries")
     timeout_s: float = TIMEOUT_S
     cache_path: Path | None = None
+    cache_scope: str = CACHE_SCOPE  # what cache keys name of an endpoint (bv.engine.cache)
     quiet: bool = True
     # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take
     # them); absent: their defaults
@@ -82,6 +83,7 @@ class Engines:
             "retries": self.retries,
             "timeout": self.timeout_s,
             "cache": self.cache_path,
+            "cache_scope": self.cache_scope,
             "quiet": self.quiet,
             "prices": self.prices,
             "max_cost": self.max_cost,
@@ -114,11 +116,12 @@ def prompts(items: Sequence[Item], skill: Skill, engines: Engines) -> list[Promp
     return list(prompt_records(((None, item) for item in items), lambda _: None, options, bad))
 
 
-def _rollout(
-    records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
-) -> list[RolloutRow]:
+def rollout_config(
+    model: Model, engines: Engines, repeats: int, turns: int, dry_run: bool = False
+) -> RolloutConfig:
+    """A role's rollout config (the target's, the optimizer's); `dry_run`: no key needed."""
     named, params = split_params(model.params)
-    config = RolloutConfig(
+    return RolloutConfig(
         backend=model.backend,
         model=model.model,
         base_url=model.base_url,
@@ -128,9 +131,41 @@ def _rollout(
         max_turns=turns,
         templates=engines.templates,
         ordered=True,
+        dry_run=dry_run,
         **named,
         **engines.run(),
     )
+
+
+def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> JudgeConfig:
+    """The judge's config (the gate's judge, or the test's); `dry_run`: no key needed."""
+    return JudgeConfig(
+        mode=engines.judge_mode,
+        judge_model=judge.model,
+        judge_base_url=judge.base_url[0] if judge.base_url else None,
+        judge_api_key=judge.api_key,
+        judge_params=dict(judge.params),
+        templates=engines.templates,
+        dry_run=dry_run,
+        **engines.run(),
+    )
+
+
+def checked_configs(engines: Engines) -> tuple[RolloutConfig, JudgeConfig, RolloutConfig]:
+    """Every role's config (target, judge, optimizer; the test's judge checked too), made as a
+    dry run's: what they refuse (a `max_cost` bv cannot price, an option a backend does not use)
+    is refused before the run folder is touched or anything sent."""
+    target = rollout_config(engines.target, engines, 1, engines.max_turns, dry_run=True)
+    judge = judge_config(engines, engines.judge, dry_run=True)
+    if engines.test_judge is not None:
+        judge_config(engines, engines.test_judge, dry_run=True)
+    return target, judge, rollout_config(engines.optimizer, engines, 1, 1, dry_run=True)
+
+
+def _rollout(
+    records: list[PromptRecord], model: Model, engines: Engines, repeats: int, turns: int, what: str
+) -> list[RolloutRow]:
+    config = rollout_config(model, engines, repeats, turns)
     rows: list[RolloutRow] = []
     outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
     return _ended(outcome, rows, what, engines)
@@ -143,16 +178,7 @@ def rollout_and_judge(
     if not items:
         return []
     rows = _rollout(prompts(items, skill, engines), engines.target, engines, repeats, engines.max_turns, what)
-    judge = engines.judge
-    config = JudgeConfig(
-        mode=engines.judge_mode,
-        judge_model=judge.model,
-        judge_base_url=judge.base_url[0] if judge.base_url else None,
-        judge_api_key=judge.api_key,
-        judge_params=dict(judge.params),
-        templates=engines.templates,
-        **engines.run(),
-    )
+    config = judge_config(engines, engines.judge)
     judged: list[JudgedRow] = []
     # kept as written, no copy: `rows` are this call's own, judged in place
     outcome = run_judge(rows, config, lambda row: judged.append(cast(JudgedRow, row)), in_place=True)

@@ -91,6 +91,7 @@ def loop_inputs(options: Mapping[str, Any], cache_path: Path | None) -> tuple[An
         retries=o["retries"],
         timeout_s=o["timeout"],
         cache_path=cache_path,
+        cache_scope=o["cache_scope"],
         quiet=o["quiet"],
         waits={name: o[name] for name in WAITS},
         prices=o["prices"],

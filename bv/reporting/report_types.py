@@ -3,7 +3,7 @@
 One TypedDict per JSON object, the way bv/core/records.py types the rows: bv.reporting.tally and
 bv.reporting.report build these, the renderers (terminal, Markdown, CSV, JSON, the HTML viewer) read
 them, so the type checker refuses a misspelt key on either side. docs/formats.md lists exactly these fields
-(tests/test_typed_keys.py checks it, and that a real report has exactly these keys).
+(tests/project/test_typed_keys.py checks it, and that a real report has exactly these keys).
 """
 
 # No `from __future__ import annotations` here: under Python 3.11 it hides NotRequired from the

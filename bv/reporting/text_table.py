@@ -1,5 +1,5 @@
 """The report table as plain text, for a pipe or a file: the layout rich gives it on a terminal
-(the same box, padding, alignment and title, byte for byte: tests/test_text_table.py holds it to
+(the same box, padding, alignment and title, byte for byte: tests/reporting/test_text_table.py holds it to
 rich's own rendering), without importing rich, whose import and rendering were most of
 `bv report`'s start-up (docs/performance.md). The table is as wide as its cells and never cut,
 unless told a width ($COLUMNS): then, wider than it, it takes rich's compact layout.
@@ -21,7 +21,8 @@ from bv.core.terminal import printable
 # body row, rule between sections, bottom.
 _BOX = (tuple("┏━┳┓"), tuple("┃ ┃┃"), tuple("┡━╇┩"), tuple("│ ││"), tuple("├─┼┤"), tuple("└─┴┘"))
 _ASCII_BOX = (tuple("+--+"), tuple("| ||"), tuple("|-+|"), tuple("| ||"), tuple("|-+|"), tuple("+--+"))
-# Characters one cell wide that a report is made of (tests/test_text_table.py checks each with rich).
+# Characters one cell wide that a report is made of (tests/reporting/test_text_table.py checks each
+# with rich).
 _NARROW = frozenset(map(chr, range(0x20, 0x7F))) | frozenset("–±Δ…")
 _WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces around it, as rich wraps text
 _TRAILING_SPACE = re.compile(r"\s+$")

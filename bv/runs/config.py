@@ -66,6 +66,7 @@ class EvalConfig:
     retries: int = shared(RolloutConfig, "retries")
     timeout: float = shared(RolloutConfig, "timeout")
     cache: Path | None = None  # None: no reply cache (and no resuming)
+    cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = False
     skip_bad: bool = False
 
@@ -117,6 +118,7 @@ HOW_IT_RUNS = (
     "retries",
     "timeout",
     "cache",
+    "cache_scope",
     "quiet",
     "skip_bad",
 )

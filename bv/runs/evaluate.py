@@ -98,6 +98,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
         "retries": config.retries,
         "timeout": config.timeout,
         "cache": config.cache,
+        "cache_scope": config.cache_scope,
         "prices": config.prices,
         "max_cost": config.max_cost,
         "dry_run": dry_run,

@@ -116,20 +116,24 @@ def dry_run_judge(
     backend = None if endpoint is None else make_backend("openai", endpoint=endpoint)
     path = config.cache
     cache = ReplyCache(path) if path is not None and path.exists() and backend is not None else None
-    if ahead is not None:
-        plan = plan_judge_ahead(records, config, ahead)
-        fewer = " (the rules decide first what they can: fewer are sent)" if config.mode == "auto" else ""
-        where = f"not looked up: the judge's requests depend on replies still to come{fewer}"
-    else:
-        plan = plan_judge(cast(Iterable[RolloutRow], records), config, backend, cache)
-        where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
-    lines = judge_plan_lines(plan, backend, where)
-    if backend is None:
-        return lines
-    limit = config.token_limit
-    completions = guess_completions(
-        cache, backend.name, backend.model, limit if isinstance(limit, int) else None
-    )
+    try:
+        if ahead is not None:
+            plan = plan_judge_ahead(records, config, ahead)
+            fewer = " (the rules decide first what they can: fewer are sent)" if config.mode == "auto" else ""
+            where = f"not looked up: the judge's requests depend on replies still to come{fewer}"
+        else:
+            plan = plan_judge(cast(Iterable[RolloutRow], records), config, backend, cache)
+            where = "off (`no_cache`)" if path is None else f"{plan.cached} of these requests ({path})"
+        lines = judge_plan_lines(plan, backend, where)
+        if backend is None:
+            return lines
+        limit = config.token_limit
+        completions = guess_completions(
+            cache, backend.name, backend.model, limit if isinstance(limit, int) else None
+        )
+    finally:
+        if cache is not None:
+            cache.close()
     url = first_url(backend.endpoint)
     return lines + cost_lines(
         config.price_book, backend.model, url, plan.to_send, 0, plan.prompt_tokens, completions, config.batch

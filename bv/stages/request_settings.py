@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from bv.core.settings import setting
 from bv.engine.defaults import (
+    CACHE_SCOPE,
+    CACHE_SCOPES,
     CONNECT_TIMEOUT_S,
     JOBS,
     RATE_LIMIT_PATIENCE_S,
@@ -122,6 +124,15 @@ class RequestSettings:
         off=("--no-cache", "Neither read nor write the reply cache."),
         help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
     )
+    # what the cache key names of where an OpenAI-compatible model's replies come from (bv.engine.cache)
+    cache_scope: str = setting(
+        CACHE_SCOPE,
+        "--cache-scope",
+        choices=CACHE_SCOPES,
+        show_default=True,
+        help="What the reply cache keys a model's replies by: model (its name: its replicas and a proxy"
+        " share replies) or endpoint (also its base URLs: two deployments of one model name kept apart).",
+    )
     quiet: bool = setting(
         False, "-q", "--quiet", kind=bool, api_default=True, help="No progress or summary on stderr."
     )
@@ -163,8 +174,10 @@ class RequestSettings:
     price_book: Prices | None = field(default=None, init=False, repr=False, compare=False)
 
     def endpoint_waits(self) -> dict[str, Any]:
-        """The waits an HTTP endpoint is resolved with (bv.engine.endpoints.resolve's keywords)."""
+        """The waits an HTTP endpoint is resolved with, and its cache scope (bv.engine.endpoints.resolve's
+        keywords)."""
         return {
+            "cache_scope": self.cache_scope,
             "timeout": self.timeout,
             "jobs": self.jobs,
             "connect_timeout": self.connect_timeout,

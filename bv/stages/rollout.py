@@ -30,20 +30,13 @@ from bv.core.records import (
     without_stage,
 )
 from bv.core.shards import label
-from bv.engine.backends import Backend, make_backend
+from bv.engine.backends import Backend, endpoint_of, make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
 from bv.engine.prices import first_url, row_cost
 from bv.engine.progress import Stats
 from bv.stages.artifacts import Artifacts
 from bv.stages.rollout_config import RolloutConfig, expand_runs, in_shard, next_turn, refusal_or_filtered
-
-
-def endpoint_of(backend: Backend) -> str:
-    """Where a row's replies came from, fit to record: the public URL (no credentials, no query),
-    the agent program and a hash of its command template for exec, the backend's name otherwise."""
-    return backend.endpoint or backend.name
-
 
 _stamp: tuple[int, str] = (-1, "")
 
@@ -99,7 +92,8 @@ async def rollout_one(
         "content_filter": filtered or (last.get("content_filter") if last is not None else None),
         "cut_off": last is not None and last["finish_reason"] == "length" and not answered,
         "bv_version": __version__,
-        "endpoint": endpoint_of(caller.backend),
+        "endpoint": made_at(last, caller.backend),
+        "cached": last is not None and last["cached"],
         "started_at": started_at,
         "cost_usd": None,
         "price_source": None,
@@ -116,6 +110,19 @@ async def rollout_one(
         final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
         artifacts.write(row, conversation + final)
     return row
+
+
+# A reply from the cache stored by a bv that did not record where it was made.
+UNKNOWN_MAKER = "unknown (cached by an older bv)"
+
+
+def made_at(last: Turn | None, backend: Backend) -> str:
+    """The endpoint a row's final reply came from: for a reply from the cache, the one that made
+    it (under the default `cache_scope`, a model's replies are shared by its endpoints; a key
+    that names the endpoint was made there)."""
+    if last is None or not last["cached"]:
+        return endpoint_of(backend)
+    return last.get("endpoint") or (endpoint_of(backend) if backend.cache_scope else UNKNOWN_MAKER)
 
 
 def row_usage(turns: list[Turn]) -> Usage:
@@ -233,13 +240,17 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     path = config.cache
     cache = ReplyCache(path) if path is not None and path.exists() and backend.cacheable else None
     shard = config.shard
-    plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
+    try:
+        plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
+        completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
+    finally:
+        if cache is not None:
+            cache.close()
     lines = plan_lines(plan, backend, config.repeats, config.max_turns, path if backend.cacheable else None)
     if shard is not None:  # which part of the items this task takes, before it spends anything
         lines.insert(
             1, f"shard:         {label(shard)} (the items whose id hashes to {shard[0]} modulo {shard[1]})"
         )
-    completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
     where = first_url(backend.endpoint)
     return lines + cost_lines(
         config.price_book,

@@ -33,6 +33,10 @@ class Reply:
     refusal: str | None = None
     content_filter: str | None = None  # which categories a content filter stopped the reply for
     batch: bool = False  # it came from a Batch API job (bv.engine.batch): priced at batch rates
+    image_opened: bool | None = None  # an agent's transcript shows it opening the image (or not)
+    # The endpoint that made a reply read from the cache (None: made by this run, or cached by a
+    # bv that did not record it): rows say where a reply came from, not where this run points.
+    endpoint: str | None = None
 
     def to_json(self) -> ReplyFields:
         fields: ReplyFields = {
@@ -52,6 +56,10 @@ class Reply:
             fields["content_filter"] = self.content_filter
         if self.batch:
             fields["batch"] = True
+        if self.image_opened is not None:
+            fields["image_opened"] = self.image_opened
+        if self.endpoint is not None:
+            fields["endpoint"] = self.endpoint
         return fields
 
     @classmethod
@@ -67,6 +75,8 @@ class Reply:
             refusal=data.get("refusal"),
             content_filter=data.get("content_filter"),
             batch=data.get("batch") is True,
+            image_opened=data["image_opened"] if isinstance(data.get("image_opened"), bool) else None,
+            endpoint=data.get("endpoint") if isinstance(data.get("endpoint"), str) else None,
         )
 
 
@@ -82,6 +92,13 @@ class Backend(Protocol):
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply: ...
 
     async def aclose(self) -> None: ...
+
+
+def endpoint_of(backend: Backend) -> str:
+    """Where a backend's replies come from, fit to record (rows, the cache): the public URL (no
+    credentials, no query), the agent program and a hash of its command template for exec, the
+    backend's name otherwise."""
+    return backend.endpoint or backend.name
 
 
 BACKENDS = {

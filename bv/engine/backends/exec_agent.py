@@ -39,6 +39,8 @@ from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
 from bv.core.terminal import printable
 from bv.engine.backends import Reply
+from bv.engine.backends.exec_names import program_index, program_name, template_model
+from bv.engine.backends.exec_transcript import Transcript, read_transcript
 from bv.engine.defaults import TIMEOUT_S
 
 SKILL_NAME = "babyvision"
@@ -69,8 +71,12 @@ class Workspace:
 
     path: Path
     prompt: str
-    image: Path | None
+    images: list[Path]
     system: str  # the system text, whole: for a template's {system}
+
+    @property
+    def image(self) -> Path | None:
+        return self.images[0] if self.images else None
 
 
 class ExecBackend:
@@ -91,8 +97,8 @@ class ExecBackend:
         self.timeout = timeout
         self.keep_dir = keep_dir  # None: remove each workspace after its turn
         digest = hashlib.sha256(template.encode()).hexdigest()[:12]
-        # The program's name, and a hash of the whole template (its flags change the replies).
-        self.endpoint = f"{Path(argv[0]).name} template:{digest}"
+        # The agent's name (not `env`'s), and a hash of the whole template (its flags change the replies).
+        self.endpoint = f"{program_name(argv)} template:{digest}"
         self.cache_scope = self.endpoint  # another command template is another agent
 
     @classmethod
@@ -114,7 +120,7 @@ class ExecBackend:
         return cls(
             exec_cmd,
             argv,
-            model or Path(argv[0]).name,
+            model or template_model(argv) or program_name(argv),
             timeout=timeout,
             keep_dir=Path(keep).expanduser() if keep else None,
         )
@@ -130,16 +136,18 @@ class ExecBackend:
                 raise ItemFailure(f"image: {exc}") from None
             last_message = workdir / "last_message.txt"
             argv = self._argv(space, last_message)
-            content = await self._run(argv, workdir, last_message)
+            images = tuple(str(p.relative_to(workdir)) for p in space.images)
+            content, said = await self._run(argv, workdir, last_message, images)
         finally:
             if self.keep_dir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
         return Reply(
             content=content,
             finish_reason="stop",
-            usage={},
+            usage=said.usage if said else {},
             latency_s=time.monotonic() - started,
-            model=self.model,
+            model=said.model if said and said.model else self.model,
+            image_opened=said.image_opened if said else None,
         )
 
     def _new_workdir(self, messages: list[dict[str, Any]], run: int) -> Path:
@@ -173,7 +181,11 @@ class ExecBackend:
         # "{workdir}" or "\boxed{A}" reaches the agent exactly as written.
         return [_PLACEHOLDER.sub(fill, arg) for arg in self.argv]
 
-    async def _run(self, argv: list[str], workdir: Path, last_message: Path) -> str:
+    async def _run(
+        self, argv: list[str], workdir: Path, last_message: Path, images: tuple[str, ...]
+    ) -> tuple[str, Transcript | None]:
+        """The agent's reply (its last-message file, else its transcript's answer, else its
+        stdout) and its transcript, if stdout is one (bv/engine/backends/exec_transcript.py)."""
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             # Files, not pipes: a grandchild that keeps a pipe open could not make us wait.
             # Stdin: a pipe whose writing end is closed, so a read ends at once, empty.
@@ -215,8 +227,13 @@ class ExecBackend:
                 streams = (("stderr", err), ("stdout", out))
                 said = [f"{name}: {tail}" for name, f in streams if (tail := _quoted(f))]
                 raise Refused(f"agent {how}; " + ("; ".join(said) or "no output"), AGENT_FIX)
+            transcript = read_transcript(out, images, MAX_REPLY_BYTES)
             written = _read_tail(last_message)
-            return written if written.strip() else _tail(out, MAX_REPLY_BYTES).strip()
+            if written.strip():
+                return written, transcript
+            if transcript is not None:
+                return (transcript.reply or "").strip(), transcript
+            return _tail(out, MAX_REPLY_BYTES).strip(), None
 
     async def aclose(self) -> None:
         pass
@@ -254,7 +271,7 @@ def prepare_workspace(
     )
     prompt = task_text(messages, [p.relative_to(workdir) for p in paths])
     (workdir / "task.md").write_text(prompt, encoding="utf-8")
-    return Workspace(workdir, prompt, paths[0] if paths else None, system_text.strip())
+    return Workspace(workdir, prompt, paths, system_text.strip())
 
 
 def split_skill(system: str) -> tuple[str, str | None]:
@@ -395,12 +412,13 @@ def agent_argv(exec_cmd: str | None, model: str | None) -> list[str]:
         raise BadConfig(
             "`exec_cmd` uses {model} but no model was given: use `model` or set BV_MODEL", option="model"
         )
-    program = argv[0]
-    if not _PLACEHOLDER.search(program):
-        if shutil.which(program) is None:
-            raise BadConfig(_not_found(program), option="exec_cmd")
-        if os.sep in program:
-            argv[0] = os.path.abspath(program)
+    for at in dict.fromkeys((0, program_index(argv))):  # `env` and the agent it runs
+        program = argv[at]
+        if not _PLACEHOLDER.search(program):
+            if shutil.which(program) is None:
+                raise BadConfig(_not_found(program), option="exec_cmd")
+            if os.sep in program:
+                argv[at] = os.path.abspath(program)
     return argv
 
 

@@ -76,8 +76,10 @@ class OpenAIBackend:
         self.model = endpoint.model
         self.endpoint = endpoint.public
         # Replicas of one model answer alike: a reply is found whichever of them served it, and
-        # with fewer or more of them; Azure's resource names its deployments' models.
-        self.cache_scope = endpoint.public if endpoint.kind == "azure" else None
+        # with fewer or more of them; Azure's resource names its deployments' models, and
+        # `cache_scope` endpoint keeps two deployments of one model name apart.
+        by_url = endpoint.kind == "azure" or endpoint.cache_scope == "endpoint"
+        self.cache_scope = endpoint.public if by_url else None
         self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
         self._headers = endpoint.headers()
         self._session: Any = None
