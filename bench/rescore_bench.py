@@ -97,11 +97,11 @@ def main() -> None:
     engines = Engines(
         target=Model("deepseek-reasoner", "openai", (url,), BENCH_KEY),
         optimizer=Model(),
-        judge_mode="rules",
+        mode="rules",
         image_root=data,
         jobs=64,
         retries=0,
-        cache_path=work / "cache.sqlite",
+        cache=work / "cache.sqlite",
     )
     skill = Skill("bench", "Look at every cell before answering.")
     try:

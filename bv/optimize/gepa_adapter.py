@@ -227,7 +227,7 @@ def default_budget(options: OptimizeOptions, train: int, selection: int, steps: 
     """The target rollouts bv's loop plans on train and selection in `steps` steps: each step's
     batch and gate, and the seed's selection score (the test split is neither's budget)."""
     gate = selection * options.repeats
-    return (min(options.batch, train) + gate) * steps + gate
+    return (min(options.batch_size, train) + gate) * steps + gate
 
 
 def _budget(loop: _Loop, max_metric_calls: int | None) -> int:
@@ -255,7 +255,7 @@ def dry_run(
     budget = _budget(loop, max_metric_calls)
     rollouts = budget + 2 * options.minibatch + len(loop.split.selection) * options.repeats
     target = rollouts + 2 * len(loop.split.test) * options.repeats
-    judged = engines.judge_mode != "rules" and engines.judge.model
+    judged = engines.mode != "rules" and engines.judge.model
     return Plan(
         split={p: len(loop.split.part(p)) for p in ("train", "selection", "test")},
         steps=0,
@@ -324,7 +324,7 @@ def _search(
         reflection_minibatch_size=options.minibatch,
         stop_callbacks=[stop, lambda state: adapter.metric_calls >= budget],
         logger=_Log(folder.path / "gepa.log"),
-        seed=options.seed,
+        seed=options.split_seed,
         raise_on_exception=True,
     )
     stop.check()
