@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.evaluating import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
+from support.evaluating import priced_command as eval_command
 from support.fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from support.fakeopenai import Reply
 from support.paths import ROOT
-from test_batch import comparable
-from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
-from test_eval_cost import command as eval_command
+from support.rows import comparable
 
 from bv import api
 from bv.cli.declared import config_of

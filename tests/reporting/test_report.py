@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 
 from bv.core.stats import estimate_over_items, pstdev, wilson
 from bv.reporting.report import build_report, summarize
