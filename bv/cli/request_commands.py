@@ -83,6 +83,12 @@ def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: 
         warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
         if warning:
             click.echo(f"bv rollout: warning: {printable(cli_words(warning))}", err=True)
+        if config.batch:
+            from bv.engine.batch import alias_warning
+
+            alias = alias_warning(endpoint)
+            if alias:
+                click.echo(f"bv rollout: warning: {printable(cli_words(alias))}", err=True)
     problems = Problems()
     records = read_prompt_records(inputs, problems)
     if dry_run:

@@ -20,6 +20,7 @@ create, resume, poll, result lines) is bv.engine.batch_jobs.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,8 @@ from bv.engine.batch_lines import Result
 from bv.engine.batch_state import BatchState, folder_for
 from bv.engine.cache import ReplyCache
 from bv.engine.caller import Caller, RunSettings, run_stage
+from bv.engine.endpoints import Endpoint
+from bv.engine.params import provider_of
 from bv.engine.prices import first_url, reply_cost
 from bv.engine.progress import Stats
 from bv.engine.retry import RetryPolicy
@@ -66,6 +69,35 @@ def check_batchable(backend_name: str, cache_path: Path | None) -> None:
         )
 
 
+# The model names OpenAI's Batch API itself serves: a family prefix, no `provider/` part.
+_PROVIDER_MODEL = re.compile(r"(gpt-|chatgpt-|o[1-9]|computer-use-|codex-)[A-Za-z0-9._:-]*")
+
+
+def alias_warning(endpoint: Endpoint) -> str | None:
+    """Why a batch may be refused line by line: its lines go through a server that is not the
+    provider (a proxy, a gateway) with a model name that is not one of the provider's own. A
+    LiteLLM proxy maps its aliases for online requests but passes a batch's input file to the
+    provider as written (LiteLLM 1.106.12, docs/batch.md), so an alias there fails every line.
+    The rule: warn when the base URL is not OpenAI's or Azure's and the model name is not of
+    OpenAI's families (gpt-*, chatgpt-*, o1…o9*, computer-use-*, codex-*). Azure deployments
+    and names at the provider itself are the provider's to check."""
+    url = endpoint.base_urls[0] if endpoint.base_urls else None
+    if provider_of(endpoint.kind, url) in ("openai", "azure") or _PROVIDER_MODEL.fullmatch(endpoint.model):
+        return None
+    where = redaction.public_url(url or "")
+    return (
+        f"`batch` through {where}, which is not the provider's own API, with `model` {endpoint.model}:"
+        " bv cannot tell whether that is the provider's model name or a proxy alias. A LiteLLM proxy"
+        " passes batch lines to the provider with the model as written (it maps aliases only online),"
+        " so a provider refuses every line of an alias: give the provider's model name (docs/batch.md)"
+    )
+
+
+# What a first Ctrl-C or SIGTERM does in batch mode (BatchCaller._interrupt): no request is in
+# flight to wait for; the batch jobs run on (the next line says which, and how to collect them).
+ON_STOP = "no new batch is sent, and the rows still waiting for theirs are not written"
+
+
 @dataclass
 class BatchCaller(Caller):
     """A Caller whose requests the cache lacks go out in batch jobs (see the module)."""
@@ -74,6 +106,7 @@ class BatchCaller(Caller):
     state: BatchState | None = None
     stage: str = "rollout"
     poll_s: float = POLL_S
+    on_stop: str | None = ON_STOP
     _waiting: dict[str, Waiting] = field(default_factory=dict)  # for the next batch
     _current: dict[str, Waiting] = field(default_factory=dict)  # in the batches now running
     _keep: Callable[[Reply], bool] | None = None
@@ -122,6 +155,7 @@ class BatchCaller(Caller):
         policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
         stats.endpoint = backend.endpoint or backend.name
         stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
+        stats.batches = {}  # batch mode: the progress line shows the batch jobs, not a request rate
         budget = None
         if settings.max_cost is not None and settings.prices is not None:
             assert max_tokens is not None and prompt_tokens is not None

@@ -10,6 +10,7 @@ wire (refused, DNS, TLS, reset, timeout) with host and port, never as a bare "ti
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -274,6 +275,28 @@ class NoModelList(BVError):
         super().__init__(reason)
         self.answered = answered
         self.status = status
+
+
+# A server started for one model refuses every other name, naming its own: `transformers serve
+# MODEL` answers 400 {"detail": "Server is pinned to 'MODEL'; requested 'OTHER'."} (5.17).
+_PINNED = re.compile(rf"Server is pinned to '([^'\n]{{1,{MAX_MODEL_ID_CHARS}}})'")
+
+
+def pinned_model(message: str) -> str | None:
+    """The one model a server serves, when its refusal says it is pinned to it."""
+    found = _PINNED.search(message)
+    return found.group(1) if found else None
+
+
+def unlisted_hint(status: int) -> str:
+    """What a /models answer of 5xx means: a server that serves models but does not list them."""
+    if status < 500:
+        return ""
+    return (
+        ": the server does not list its models (`transformers serve` answers 500 so without a Hugging"
+        " Face cache); give the model by name (`model`): a server started for one model takes only"
+        " that name (`transformers serve PATH`: PATH) and names it when another is asked for"
+    )
 
 
 def models_url(endpoint: Endpoint, base_url: str) -> str:

@@ -14,7 +14,15 @@ from typing import Any
 
 from bv.core import redaction
 from bv.core.errors import Fatal
-from bv.engine.endpoints import CONNECT_TIMEOUT_S, MAX_MODELS, Endpoint, NoModelList, fetch_models, models_url
+from bv.engine.endpoints import (
+    CONNECT_TIMEOUT_S,
+    MAX_MODELS,
+    Endpoint,
+    NoModelList,
+    fetch_models,
+    models_url,
+    unlisted_hint,
+)
 
 ANY_MODEL = "*"  # what bv models gives bv.engine.endpoints.resolve, which asks every endpoint for a model
 
@@ -35,7 +43,7 @@ def _refusal(exc: NoModelList, url: str, endpoint: Endpoint) -> Fatal:
     if exc.status == 404:
         return Fatal(f"{where}/models answered 404 (not found): {_not_found_hint(url)}")
     if exc.status is not None:
-        return Fatal(f"{where}/models answered HTTP {exc.status}")
+        return Fatal(f"{where}/models answered HTTP {exc.status}{unlisted_hint(exc.status)}")
     if exc.answered:
         return Fatal(f"{where}/models did not answer with a list of models")
     return Fatal(f"cannot reach {where} ({exc})")

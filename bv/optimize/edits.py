@@ -27,6 +27,8 @@ NEEDS_CONTENT = {"append", "insert_after", "replace"}
 MAX_REPLY_CHARS = 256 * 1024  # an optimizer reply longer than this is not read
 MAX_EDITS_READ = 64  # operations read from one reply; the rest are named "over_limit"
 MAX_NOTE_CHARS = 500  # a reason or failure kind is kept to this length
+MAX_RECORDED = 64  # operations of a step the history records one by one; the rest are tallied
+MAX_RECORDED_CHARS = 2000  # of a target or content the history keeps for an operation not applied
 DEFAULT_MAX_SKILL_CHARS = 16_000
 
 # Why an operation was not applied (the history's `status`), besides "applied".
@@ -42,7 +44,7 @@ STATUSES = {
     "duplicate": "the same operation as an earlier one (merged into it)",
     "over_step": "beyond the step size (`edits`)",
     "conflict": "an operation applied before it removed its target",
-    "over_limit": f"beyond the first {MAX_EDITS_READ} operations of a reply",
+    "over_limit": f"beyond the first {MAX_EDITS_READ} operations of a reply (not read; counted)",
 }
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -91,16 +93,37 @@ class Checked:
     status: str  # "applied", "ok" (passed the checks, not yet applied) or one of STATUSES
     why: str = ""
     raw: str = ""  # a short, escaped quote of what was proposed, for an operation that could not be read
+    count: int = 1  # the operations it stands for (`over_limit`: all of a reply's past the first)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
         if self.edit is not None:
             out.update(self.edit.to_json())
+            if self.status != "applied":  # what was applied is in the skill, whole; the rest cut
+                for name in ("target", "content"):
+                    if name in out:
+                        out[name] = quote(out[name], MAX_RECORDED_CHARS)
         if self.why:
             out["why"] = self.why
         if self.raw:
             out["raw"] = self.raw
+        if self.count != 1:
+            out["count"] = self.count
         return out
+
+
+def recorded(checked: Sequence[Checked]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The operations as a history row records them: the applied ones and the first MAX_RECORDED
+    of the rest one by one, the others tallied by status (issue 34: 2 MB of optimizer replies made
+    a 59 MB history row, and every resume read it again)."""
+    entries: list[dict[str, Any]] = []
+    tally: dict[str, int] = {}
+    for entry in checked:
+        if entry.status == "applied" or len(entries) < MAX_RECORDED:
+            entries.append(entry.to_json())
+        else:
+            tally[entry.status] = tally.get(entry.status, 0) + entry.count
+    return entries, tally
 
 
 class ReplyProblem(BVError, ValueError):
@@ -326,10 +349,7 @@ def propose(
     checked: list[Checked] = []
     merged: dict[tuple[str, str, str], int] = {}  # key -> index in `checked`
     for ops in raw_ops:
-        for number, raw in enumerate(ops):
-            if number >= MAX_EDITS_READ:
-                checked.append(Checked(None, "over_limit", STATUSES["over_limit"], quote(raw)))
-                continue
+        for raw in ops[:MAX_EDITS_READ]:
             edit = parse_edit(raw)
             if isinstance(edit, str):
                 checked.append(Checked(None, "malformed", edit, quote(raw)))
@@ -345,6 +365,10 @@ def propose(
                 continue
             merged[key] = len(checked)
             checked.append(check_edit(text, edit, guarded, max_chars))
+        if len(ops) > MAX_EDITS_READ:  # one entry for the rest, however many: the record stays small
+            more = len(ops) - MAX_EDITS_READ
+            tally = f"{more} operations {STATUSES['over_limit']}"
+            checked.append(Checked(None, "over_limit", tally, count=more))
     passing = [i for i, c in enumerate(checked) if c.status == "ok"]
     ranked = sorted(passing, key=lambda i: -checked[i].edit.support)  # type: ignore[union-attr]
     candidate, applied = text, 0

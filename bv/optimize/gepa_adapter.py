@@ -130,6 +130,7 @@ class BvAdapter:
         self.seed_leaks = leaks(loop.seed_skill.text, self.guarded)  # the seed's own, not GEPA's doing
         self.rows: list[JudgedRow] = []
         self.refused: dict[str, dict[str, Any]] = {}
+        self.warned: set[str] = set()  # candidates said to address the grader
         self.metric_calls = 0
 
     def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False) -> Any:
@@ -155,6 +156,10 @@ class BvAdapter:
                 outputs=empty, scores=[0.0] * len(batch), trajectories=empty if capture_traces else None,
                 num_metric_calls=0,
             )  # fmt: skip
+        flagged = grader_phrases(text) if text != self.loop.seed_skill.text else []
+        if flagged and sha not in self.warned:  # tried, as the loop's are, but never in silence
+            self.warned.add(sha)
+            self.say(f"gepa: warning: skill {sha[:12]} addresses the grader ({', '.join(flagged)})")
         on_selection = bool(batch) and set(batch) <= self.selection
         repeats = self.loop.options.repeats if on_selection else 1
         part = "selection" if on_selection else "train"

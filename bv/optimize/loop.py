@@ -25,6 +25,7 @@ from bv.core.records import Item, JudgedRow
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
+from bv.optimize.edits import recorded as recorded_edits
 from bv.optimize.gate import decide, estimate, finished_scores
 from bv.optimize.reflect import minibatches, reflection_prompt
 from bv.optimize.results import (
@@ -234,6 +235,7 @@ class _Loop:
             current.text, operations, self.guarded, self.options.max_skill_chars, self.options.edits
         )
         text = text.strip()
+        edits, not_recorded = recorded_edits(checked)
         row: dict[str, Any] = {
             "step": step,
             "kind": "step",
@@ -247,14 +249,16 @@ class _Loop:
                 "errors": sum(1 for r in train_rows if r.get("error") or r.get("hard") is None),
             },
             "reflections": reflections,
-            "edits": [c.to_json() for c in checked],
-            "proposed": len(checked),
+            "edits": edits,
+            "proposed": sum(c.count for c in checked),
             "passed_checks": sum(c.status in ("applied", "over_step", "conflict") for c in checked),
             "applied": sum(c.status == "applied" for c in checked),
             "candidate": None,
             "gate": None,
             "accepted": False,
         }
+        if not_recorded:
+            row["edits_not_recorded"] = not_recorded  # by status: past the first MAX_RECORDED
         if text != current.text and grader_phrases(text):  # flagged and counted, never silently kept
             row["addresses_grader"] = grader_phrases(text)
         selection_rows: list[JudgedRow] = []

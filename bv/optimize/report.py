@@ -211,6 +211,10 @@ def _document(
                 f"| {_cell(edit.get('target', ''), 80)} "
                 f"| {_cell(edit.get('content', edit.get('raw', '')), 120)} | {_cell(edit.get('why', ''))} |"
             )
+        tally = row.get("edits_not_recorded")
+        if isinstance(tally, dict) and tally:
+            counts = ", ".join(f"{_cell(n)} {_cell(status)}" for status, n in list(tally.items())[:20])
+            out.append(f"| {row['step']} | not recorded one by one | | | | {counts} |")
     out += ["", f"## Tokens by role ({covers})", "", *_token_lines(by_role), ""]
     out += ["## Tokens by step (requests, prompt / completion tokens)", ""]
     out += [*_step_token_lines(by_step), ""]

@@ -30,7 +30,7 @@ from bv.core.errors import BadRecord, Fatal
 from bv.core.run_folder import FolderRefused
 from bv.optimize.results import OptimizeError
 
-MAX_HISTORY_LINE = 64 * 1024 * 1024
+MAX_HISTORY_LINE = 64 * 1024 * 1024  # a history row, written or read (the JSONL line limit)
 STOPPED = "stopped"  # the kind of a history row that says where and why a run stopped early
 RESUMED_ELSEWHERE = ("endpoints",)  # run.json keys a re-run may change (a model served elsewhere)
 _NAMED = {"items_sha256": "the items file's SHA-256", "seed_skill_sha256": "the seed skill's SHA-256"}
@@ -161,6 +161,8 @@ class RunFolder:
         rows: list[dict[str, Any]] = []
         stops: list[dict[str, Any]] = []
         for number, line in enumerate(data[:end].splitlines(), 1):
+            if len(line) > MAX_HISTORY_LINE:
+                raise BadRecord(f"{path}:{number}: a history row over {MAX_HISTORY_LINE >> 20} MiB")
             try:
                 row = json.loads(line)
             except ValueError:
@@ -177,6 +179,11 @@ class RunFolder:
 
     def append_history(self, row: dict[str, Any]) -> None:
         line = (json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        if len(line) > MAX_HISTORY_LINE:  # never a row the reader refuses: the step is not recorded
+            raise Fatal(
+                f"cannot write {self.history_path}: the row of step {row.get('step')} is {len(line)}"
+                f" bytes, over the {MAX_HISTORY_LINE >> 20} MiB a history row may be"
+            )
         try:
             fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             try:

@@ -75,6 +75,7 @@ async def rollout_one(
     stats = caller.stats
     stats.done += 1
     stats.errors += error is not None
+    stats.instant += error is None and all(t["cached"] for t in turns)  # the cache answered at once
     last = turns[-1] if turns and error is None else None
     response = last["content"] if last is not None else None
     stats.answered += answered and last is not None

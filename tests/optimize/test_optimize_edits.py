@@ -151,5 +151,6 @@ def test_the_skill_size_cap_holds_after_the_edit():
 def test_a_reply_with_too_many_operations_is_read_to_a_bound():
     ops = [{"op": "append", "content": f"- rule {i}"} for i in range(MAX_EDITS_READ + 5)]
     _, checked = run(ops, step=1, cap=100_000)
-    assert [c.status for c in checked].count("over_limit") == 5
+    over = [c for c in checked if c.status == "over_limit"]
+    assert len(over) == 1 and over[0].count == 5 and over[0].to_json()["count"] == 5  # one entry, tallied
     assert [c.status for c in checked].count("applied") == 1

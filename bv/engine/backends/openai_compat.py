@@ -40,6 +40,7 @@ from bv.engine.endpoints import (
     describe_transport_error,
     fetch_models,
     host_port,
+    pinned_model,
     resolve,
 )
 from bv.engine.params import advice, body_fields
@@ -263,6 +264,12 @@ class OpenAIBackend:
             filtered = content_filter_error(raw)
             if filtered is not None:
                 return filtered
+            pinned = pinned_model(message)
+            if pinned is not None and pinned != self.model:  # every request will be refused alike
+                return Fatal(
+                    f"HTTP 400: {message} {self.endpoint} serves only the model it was started with:"
+                    f" run with `model` {pinned}"
+                )
         hint = (
             advice(error_object(raw), self.model, self.config.rule, self.config.role) if status == 400 else ""
         )
