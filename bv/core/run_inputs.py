@@ -69,7 +69,8 @@ def run_folder(path: str) -> RunInput | None:
     name = label if isinstance(label, str) and label else folder.resolve().name or "run"
     items = options.get("items")
     root = Path(items).parent if isinstance(items, str) and Path(items).is_absolute() else None
-    return RunInput(str(folder / RESULTS), name, root, options.get("judge_mode") == "rules")
+    mode = options.get("mode", options.get("judge_mode"))  # judge_mode: config.json before issue 32
+    return RunInput(str(folder / RESULTS), name, root, mode == "rules")
 
 
 def results_path(path: str) -> str:

@@ -346,7 +346,7 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
                 silence_stdout()
     finally:
         source.close()
-    by_rules = {summaries[0]["name"]} if config.judge_mode == "rules" else set()
+    by_rules = {summaries[0]["name"]} if config.mode == "rules" else set()
     for line in notes(summaries, by_rules):
         say(f"note: {line}")
     for line in warnings(summaries, by_rules):
