@@ -23,6 +23,9 @@ from support.optimizing import SEED_SKILL
 settings.register_profile("bv", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("bv")
 
+# tests/real/ starts real servers that `make test-real` installs (it sets BV_TEST_REAL=1): not make test.
+collect_ignore = [] if os.environ.get("BV_TEST_REAL") else ["real"]
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
