@@ -206,6 +206,26 @@ def test_bv_optimize_search_gepa_from_the_command_line(data_dir, servers, tmp_pa
     assert loop_budget.returncode == 2 and "GEPA's budget" in loop_budget.stderr
 
 
+def test_failed_rows_are_left_out_of_gepas_scores_not_scored_as_wrong():
+    """Issue 33: GEPA saw a failed row as a wrong answer, so an outage during a candidate's
+    selection run sank it. Now an item is scored on its finished runs and the failures counted;
+    an item with none gets the others' mean, so the batch's mean is as if it were left out."""
+    rows = [
+        {"id": "a", "run": 0, "hard": 1, "error": None},
+        {"id": "a", "run": 1, "hard": None, "error": "HTTP 503 (gave up after 6 tries)"},
+        {"id": "b", "run": 0, "hard": 0, "error": None},
+        {"id": "b", "run": 1, "hard": 1, "error": None},
+        {"id": "c", "run": 0, "hard": None, "error": None},  # the judge failed
+        {"id": "c", "run": 1, "hard": None, "error": "timeout"},
+    ]
+    by_item, item_scores, failed = gepa_adapter.batch_scores(rows, ["a", "b", "c"])
+    assert failed == 3 and by_item == {"a": [1.0], "b": [0.0, 1.0]}
+    assert item_scores == [1.0, 0.5, 0.75]  # c: the mean of a and b
+    assert sum(item_scores) / 3 == sum(item_scores[:2]) / 2
+    # scored as wrong, as before, the outage would have read 1/2, 1/2, 0
+    assert gepa_adapter.batch_scores([], ["a"]) == ({}, [0.0], 0)
+
+
 def test_a_gepa_rewrite_that_addresses_the_grader_is_flagged(data_dir, servers, tmp_path):
     """Issue 34: a skill that tells the target to address the grader passed bv's gate with a
     gullible judge. GEPA's rewrites are tried as the loop's candidates are, and flagged alike: in
