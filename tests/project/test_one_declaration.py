@@ -12,12 +12,19 @@ import pytest
 from support.paths import ROOT
 
 from bv.core.settings import declared, default_of
+from bv.optimize.results import OptimizeOptions
+from bv.optimize.setup import OptimizeSettings
+from bv.runs.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
 
-CONFIGS = (RolloutConfig, JudgeConfig)
+CONFIGS = (RolloutConfig, JudgeConfig, EvalConfig, OptimizeOptions, OptimizeSettings)
 # Modules whose default of the same name is another setting's, each with why.
-KEPT = {"bv/cli/data_commands.py": "bv models' --timeout: one listing request's own 30 s"}
+KEPT = {
+    "bv/cli/data_commands.py": "bv models' --timeout: one listing request's own 30 s",
+    "bv/core/paired.py": "a confidence interval's alpha (95%), not bv optimize's false-accept rate",
+    "bv/core/power.py": "a test's alpha (5%), not bv optimize's false-accept rate",
+}
 
 
 def declared_defaults() -> dict[str, object]:
