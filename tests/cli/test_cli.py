@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
 
 COMMANDS = ["prompt", "rollout", "judge", "merge", "report", "synth", "import", "cache"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import sh
+from support.commands import sh
 
 
 @pytest.fixture(scope="module")

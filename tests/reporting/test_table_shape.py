@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import BIN, sh
+from support.commands import BIN, sh
 from support.terminal import on_terminal
 
 LONG_TYPE, LONG_SUB = "Fine-grained Discrimination", "Find the same one among many"
