@@ -348,5 +348,5 @@ def optimize(
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)
     if failed:
-        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
         sys.exit(ending.ROWS_FAILED)
