@@ -2,7 +2,7 @@
 
 `bv optimize` scores a candidate skill on the selection split (bv/optimize/loop.py `evaluate`,
 then bv/optimize/gate.py): `bv.optimize.runs.rollout_and_judge` builds the prompts, rolls them
-out through the reply cache and judges the rows, `gate.scores` makes each item's per-run scores,
+out through the reply cache and judges the rows, `gate.finished_scores` makes each item's per-run scores,
 `gate.decide` runs the paired test against the current skill's and `gate.estimate` gives each
 side's interval. A re-run (resuming a run folder, or a candidate whose prompts were asked before)
 finds every reply in the cache. This script fills a cache from a loopback reasoning model
@@ -45,10 +45,10 @@ def gate_pass(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One gate as bv/optimize/loop.py runs it: evaluate the candidate, decide, estimate both sides."""
     from bv.optimize import runs
-    from bv.optimize.gate import decide, estimate, scores
+    from bv.optimize.gate import decide, estimate, finished_scores
 
     rows = runs.rollout_and_judge(items, skill, engines, repeats, "bench: gate")
-    candidate = scores(rows)
+    candidate, _ = finished_scores(rows)
     decision = decide(current, candidate, "paired", 0.05).to_json()
     return rows, {"gate": decision, "current": estimate(current), "candidate": estimate(candidate)}
 
@@ -79,7 +79,7 @@ def main() -> None:
     from bv.core.jsonl import Problems
     from bv.core.records import JUDGE_FIELDS
     from bv.optimize import runs
-    from bv.optimize.gate import scores
+    from bv.optimize.gate import finished_scores
     from bv.optimize.loop import load_items
     from bv.optimize.runs import Engines, Model
     from bv.stages.prompt import Skill
@@ -97,11 +97,11 @@ def main() -> None:
     engines = Engines(
         target=Model("deepseek-reasoner", "openai", (url,), BENCH_KEY),
         optimizer=Model(),
-        judge_mode="rules",
+        mode="rules",
         image_root=data,
         jobs=64,
         retries=0,
-        cache_path=work / "cache.sqlite",
+        cache=work / "cache.sqlite",
     )
     skill = Skill("bench", "Look at every cell before answering.")
     try:
@@ -110,7 +110,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    current = scores(judged)
+    current, _ = finished_scores(judged)
     n = len(judged)
     last_gate: list[dict[str, Any]] = []  # the latest gate's rows (earlier ones are let go, as the loop does)
     failed = sent = 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from bv.cli.common import cli_words, parse_params
+from bv.cli.common import cli_words
 from bv.cli.declared import option, options
 from bv.cli.options import PROMPTS, Finite, Renamed, share
 from bv.optimize.results import OptimizeOptions
@@ -86,7 +86,6 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
 )
 @click.option(
     "--split",
-    "split_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
 )
@@ -182,62 +181,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help="Send and write nothing: print the split, the steps and the most requests by role.",
 )
 @options(RolloutConfig, "quiet")
-def optimize(
-    items: Path,
-    skill: Path,
-    out: Path,
-    backend: str,
-    model: str | None,
-    base_url: tuple[str, ...],
-    api_key: str | None,
-    max_turns: int,
-    max_tokens: int | None,
-    temperature: float | None,
-    extra_body: tuple[str, ...],
-    mode: str,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    judge_api_key: str | None,
-    judge_params: tuple[str, ...],
-    test_judge_model: str | None,
-    test_judge_base_url: str | None,
-    test_judge_api_key: str | None,
-    optimizer_model: str | None,
-    optimizer_base_url: str | None,
-    optimizer_api_key: str | None,
-    optimizer_temperature: float | None,
-    ratio: tuple[int, int, int],
-    split_file: Path | None,
-    split_seed: int,
-    epochs: int,
-    steps: int | None,
-    batch_size: int,
-    minibatch: int,
-    success_share: float,
-    edits: int,
-    alpha: float,
-    gate: str,
-    repeats: int,
-    max_skill_chars: int,
-    search: str,
-    max_metric_calls: int | None,
-    templates: Any,
-    jobs: int,
-    retries: int,
-    timeout: float,
-    rate_limit_patience: float,
-    connect_timeout: float,
-    first_byte_timeout: float | None,
-    read_timeout: float | None,
-    stall_notice: float,
-    prices: str | None,
-    max_cost: float | None,
-    cache: Path | None,
-    no_cache: bool,
-    cache_scope: str,
-    dry_run: bool,
-    quiet: bool,
-) -> None:
+def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings: Any) -> None:
     """Improve a skill: roll out train batches, have the optimizer model propose edits from the
     failures, keep a candidate only when a paired per-item test on the selection split finds it
     better, and compare the best skill with the seed on the test split at the end.
@@ -257,85 +201,28 @@ def optimize(
     from bv import api
     from bv.cli import ending
     from bv.core import outcome
-    from bv.core.errors import Interrupted
+    from bv.core.errors import BadConfig, Interrupted
     from bv.engine.endpoints import BadEndpoint
     from bv.optimize.loop import OptimizeError
     from bv.optimize.report import gepa_lines, headline
 
-    target_params: dict[str, Any] = {
-        k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None
-    }
-    extra = parse_params(extra_body)
-    if extra:
-        target_params["extra_body"] = extra
-    if not optimizer_model and not dry_run:
+    if not settings["optimizer_model"] and not dry_run:
         raise click.UsageError(
             "bv optimize needs --optimizer-model (or BV_OPTIMIZER_MODEL): the model that writes edits"
         )
-    keywords: dict[str, Any] = dict(
-        skill=skill,
-        out=out,
-        optimizer_model=optimizer_model,
-        optimizer_base_url=optimizer_base_url,
-        optimizer_api_key=optimizer_api_key,
-        optimizer_params={"temperature": optimizer_temperature}
-        if optimizer_temperature is not None
-        else None,
-        model=model,
-        backend=backend,
-        base_url=list(base_url),
-        api_key=api_key,
-        params=target_params,
-        max_turns=max_turns,
-        judge_mode=mode,
-        judge_model=judge_model,
-        judge_base_url=judge_base_url,
-        judge_api_key=judge_api_key,
-        judge_params=parse_params(judge_params, "--judge-param"),
-        test_judge_model=test_judge_model,
-        test_judge_base_url=test_judge_base_url,
-        test_judge_api_key=test_judge_api_key,
-        ratio=ratio,
-        split=split_file,
-        seed=split_seed,
-        epochs=epochs,
-        steps=steps,
-        batch=batch_size,
-        minibatch=minibatch,
-        success_share=success_share,
-        edits=edits,
-        alpha=alpha,
-        gate=gate,
-        repeats=repeats,
-        max_skill_chars=max_skill_chars,
-        templates=templates,
-        jobs=jobs,
-        retries=retries,
-        timeout=timeout,
-        rate_limit_patience=rate_limit_patience,
-        connect_timeout=connect_timeout,
-        first_byte_timeout=first_byte_timeout,
-        read_timeout=read_timeout,
-        stall_notice=stall_notice,
-        prices=prices,
-        max_cost=max_cost,
-        search=search,
-        max_metric_calls=max_metric_calls,
-        cache=None if no_cache else cache or api.DEFAULT_CACHE,
-        cache_scope=cache_scope,
-        quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
-    )
+    settings["cache"] = None if no_cache else settings["cache"] or api.DEFAULT_CACHE
+    settings["quiet"] = quiet or not sys.stderr.isatty()  # each stage's progress: live on a terminal only
     try:
         if dry_run:
             from bv.core.terminal import printable
 
-            plan = api.plan_optimize(items, **keywords)
+            plan = api.plan_optimize(items, **settings)
             click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
             for line in plan.lines():
                 click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
-        result = api.optimize(items, **keywords, progress=None if quiet else lambda line: outcome.say(line))
-    except (OptimizeError, BadEndpoint) as exc:
+        result = api.optimize(items, **settings, progress=None if quiet else lambda line: outcome.say(line))
+    except (OptimizeError, BadEndpoint, BadConfig) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Interrupted as exc:  # a first Ctrl-C or SIGTERM, or the cost limit: the run resumes
         again = "re-run the same command to go on (finished steps are kept, paid replies cached)"

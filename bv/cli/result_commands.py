@@ -149,7 +149,8 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, strict: bool
 @click.option(
     "--cluster",
     type=click.Choice(["type", "subtype"]),
-    help="Cluster the standard errors by this field (items of one subtype are not independent).",
+    help="Cluster the standard errors of the accuracies and of the paired differences by this field"
+    " (items of one subtype are not independent).",
 )
 @click.option(
     "--power",

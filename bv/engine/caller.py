@@ -79,6 +79,7 @@ class Caller:
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
     _backstop: Deadlines | None = None  # the engine's own timeout per try (made on first use)
+    on_stop: str | None = None  # what a first Ctrl-C does, as said (None: bv.engine.stream's words)
 
     async def _abandon_after_stop(self) -> None:
         """After Ctrl-C and the grace period, give up the requests still in flight: each call
@@ -396,6 +397,7 @@ def run_stage(
                     drain_on_interrupt=drain_on_interrupt,
                     halt=halt,
                     limit=stats.stop_text,
+                    on_stop=caller.on_stop if caller is not None else None,
                 )
         finally:
             if backend is not None:

@@ -40,11 +40,13 @@ async def run_stream(
     grace_s: float = GRACE_S,
     halt: Callable[[], str | None] | None = None,
     limit: Callable[[], str | None] | None = None,
+    on_stop: str | None = None,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
     (see StreamRun); once `halt` returns a message, after the row that made it say so is
     written, the run stops as for a Fatal error with that message; once `limit` does (the cost
-    limit reached), it stops as on a first Ctrl-C, saying why."""
+    limit reached), it stops as on a first Ctrl-C, saying why. `on_stop`: what a first stop
+    does, as it is said (default: the requests in flight get the grace period)."""
     run = StreamRun(
         tasks,
         work,
@@ -56,6 +58,7 @@ async def run_stream(
         grace_s=grace_s,
         halt=halt,
         limit=limit,
+        on_stop=on_stop,
     )
     return await run.run()
 
@@ -87,8 +90,10 @@ class StreamRun:
         grace_s: float,
         halt: Callable[[], str | None] | None = None,
         limit: Callable[[], str | None] | None = None,
+        on_stop: str | None = None,
     ) -> None:
         self.tasks, self.work, self.write = tasks, work, write
+        self.on_stop = on_stop or f"finishing requests in flight for up to {grace_s:g} s"
         self.limit = limit
         self.jobs, self.ordered, self.grace_s = jobs, ordered, grace_s
         self.stopping = stopping  # no new requests (shared with the Caller)
@@ -248,10 +253,7 @@ class StreamRun:
             )
             return
         self.finish()
-        say(
-            f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
-            " (Ctrl-C again to quit now)"
-        )
+        say(f"interrupted by {name}; {self.on_stop} (Ctrl-C again to quit now)")
 
     def on_limit(self, reason: str) -> None:
         """A limit reached (the cost limit) stops the run as a first Ctrl-C does, saying why; the
@@ -262,7 +264,7 @@ class StreamRun:
             say(f"{reason}; no new requests, passing on the rest of the input")
             return
         self.finish()
-        say(f"{reason}; finishing requests in flight for up to {self.grace_s:g} s")
+        say(f"{reason}; {self.on_stop}")
 
     def finish(self) -> None:
         """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""

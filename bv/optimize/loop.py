@@ -92,18 +92,18 @@ class _Loop:
                 f"the seed skill is {len(self.seed_skill.text)} characters,"
                 f" over `max_skill_chars` {options.max_skill_chars}"
             )
-        if options.split_file is not None:
-            self.split: Split = read_split(options.split_file, list(self.by_id))
+        if options.split is not None:
+            self.split: Split = read_split(options.split, list(self.by_id))
         else:
             self.split = stratified_split(
-                {i["id"]: i["subtype"] for i in self.items}, options.ratio, options.seed
+                {i["id"]: i["subtype"] for i in self.items}, options.ratio, options.split_seed
             )
         if not self.split.train or not self.split.selection or not self.split.test:
             raise OptimizeError(
                 f"the split leaves a part empty ({self._sizes()}); give more items or another `ratio`"
             )
         self.guarded = guarded_items(self.items, set(self.split.train))
-        self.per_epoch = math.ceil(len(self.split.train) / options.batch)
+        self.per_epoch = math.ceil(len(self.split.train) / options.batch_size)
         self.total = options.epochs * self.per_epoch if options.steps is None else options.steps
         self.identity = self._identity(items_path)
 
@@ -115,7 +115,7 @@ class _Loop:
         model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
         by endpoint too, but finished steps stay finished)."""
         templates = self.engines.templates
-        judge = self.engines.judge.recorded() if self.engines.judge_mode != "rules" else {}
+        judge = self.engines.judge.recorded() if self.engines.mode != "rules" else {}
         endpoints = {
             role: list(model.base_url)
             for role, model in (
@@ -131,7 +131,7 @@ class _Loop:
             "options": self.options.identity(),
             "target": {**self.engines.target.recorded(), "max_turns": self.engines.max_turns},
             "optimizer": self.engines.optimizer.recorded(),
-            "judge": {"mode": self.engines.judge_mode, **judge},
+            "judge": {"mode": self.engines.mode, **judge},
             **({"test_judge": self.engines.test_judge.recorded()} if self.engines.test_judge else {}),
             "templates": {name: templates.sha256(name) for name in template_names()},
             "endpoints": endpoints,
@@ -141,7 +141,7 @@ class _Loop:
         o, turns = self.options, self.engines.max_turns
         selection, test = len(self.split.selection), len(self.split.test)
         steps = max(0, self.total - max(done - 1, 0))
-        batch = min(o.batch, len(self.split.train))
+        batch = min(o.batch_size, len(self.split.train))
         target = (batch + selection * o.repeats) * turns * steps + (selection + 2 * test) * o.repeats * turns
         judged = (batch + selection * o.repeats) * steps + (selection + 2 * test) * o.repeats
         return Plan(
@@ -150,7 +150,7 @@ class _Loop:
             steps_done=max(done - 1, 0),
             requests={
                 "target": target,
-                "judge": judged if self.engines.judge_mode != "rules" and self.engines.judge.model else 0,
+                "judge": judged if self.engines.mode != "rules" and self.engines.judge.model else 0,
                 "optimizer": math.ceil(batch / o.minibatch) * steps,
             },
         )
@@ -201,12 +201,15 @@ class _Loop:
         current = self.skill_of(current_ref)
         current_scores, current_failed = _current_scores(history)
         epoch, position = divmod(step - 1, self.per_epoch)
-        order = _order(self.options.seed, epoch, self.split.train)
-        batch_ids = order[position * self.options.batch : (position + 1) * self.options.batch]
+        order = _order(self.options.split_seed, epoch, self.split.train)
+        batch_ids = order[position * self.options.batch_size : (position + 1) * self.options.batch_size]
         batch = [self.by_id[i] for i in batch_ids]
         train_rows = runs.rollout_and_judge(batch, current, self.engines, 1, f"step {step}: train")
         groups, failures, successes = minibatches(
-            train_rows, self.options.minibatch, self.options.success_share, f"{self.options.seed}:{step}"
+            train_rows,
+            self.options.minibatch,
+            self.options.success_share,
+            f"{self.options.split_seed}:{step}",
         )
         requests = [
             (

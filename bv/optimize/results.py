@@ -28,11 +28,11 @@ class OptimizeError(BVError, ValueError):
 @dataclass(frozen=True)
 class OptimizeOptions:
     ratio: tuple[int, int, int] = DEFAULT_RATIO
-    split_file: Path | None = None
-    seed: int = 0
+    split: Path | None = None  # a split file, instead of one drawn
+    split_seed: int = 0  # the split's, the batch order's and the successes sent
     epochs: int = 4
     steps: int | None = None  # at most this many steps in all (default: every batch of every epoch)
-    batch: int = 64
+    batch_size: int = 64
     minibatch: int = 8
     success_share: float = 0.25
     edits: int = 4  # the step size: edits applied at most per step
@@ -56,7 +56,7 @@ class OptimizeOptions:
             raise OptimizeError("`alpha` must be between 0 and 1")
         if not 0 <= self.success_share <= 1:
             raise OptimizeError("`success_share` must be between 0 and 1")
-        for name in ("epochs", "batch", "minibatch", "edits", "repeats", "max_skill_chars"):
+        for name in ("epochs", "batch_size", "minibatch", "edits", "repeats", "max_skill_chars"):
             if getattr(self, name) < 1:
                 raise OptimizeError(f"`{name}` must be at least 1")
         if self.steps is not None and self.steps < 0:
@@ -65,7 +65,7 @@ class OptimizeOptions:
     def identity(self) -> dict[str, Any]:
         """What determines each step's result (not the budget: --steps and --epochs may grow on a re-run)."""
         out = asdict(self)
-        for budget in ("epochs", "steps", "split_file"):
+        for budget in ("epochs", "steps", "split"):
             out.pop(budget)
         out["ratio"] = list(self.ratio)
         return out

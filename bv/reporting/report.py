@@ -324,7 +324,7 @@ class CompareOptions:
 
     baseline: str | None = None  # an input's name; the first by default
     adjust: str = "holm"  # or "bh" (bv.core.stats.ADJUSTMENTS)
-    cluster: str | None = None  # "type" or "subtype": clustered standard errors
+    cluster: str | None = None  # "type" or "subtype": clustered SEs of the accuracies and differences
     power: bool = False
 
 
@@ -365,7 +365,9 @@ def _compare(
             for row in ColumnRows(source, value, by, tables):
                 final[i].add(row, *row_key(row))
     summaries = [_summary(c, t, exclude_failed, options) for c, t in zip(columns, final, strict=True)]
-    pairs = compare(names, final, baseline, exclude_failed=exclude_failed, adjust=options.adjust)
+    pairs = compare(
+        names, final, baseline, exclude_failed=exclude_failed, adjust=options.adjust, cluster=options.cluster
+    )
     comparison: Comparison = {
         "common_rows": common,
         "common_items": len(common_items),

@@ -62,7 +62,7 @@ async def rollout_one(
     started_at, started = now_utc(), time.monotonic()
     try:
         for turn in range(config.max_turns):
-            reply, cached = await caller.call(conversation, config.request_params, run=run, turn=turn)
+            reply, cached = await caller.call(conversation, config.request.body, run=run, turn=turn)
             turns.append({**reply.to_json(), "cached": cached})
             answered = await has_answer_async(reply.content)
             if turn + 1 == config.max_turns or answered or refusal_or_filtered(reply):
@@ -75,6 +75,7 @@ async def rollout_one(
     stats = caller.stats
     stats.done += 1
     stats.errors += error is not None
+    stats.instant += error is None and all(t["cached"] for t in turns)  # the cache answered at once
     last = turns[-1] if turns and error is None else None
     response = last["content"] if last is not None else None
     stats.answered += answered and last is not None
@@ -82,7 +83,7 @@ async def rollout_one(
         "run": run,
         "backend": caller.backend.name,
         "model": caller.backend.model,
-        "params": config.recorded_params,
+        "params": config.request.recorded,
         "response": response,
         "turns": turns,
         "usage": row_usage(turns),
@@ -193,9 +194,9 @@ def run_rollout(
         from bv.engine.batch import BatchCaller, run_batch_stage
         from bv.stages.estimate import prompt_token_bound
 
-        bound = prompt_token_bound(config.request_params.get("max_pixels"))
+        bound = prompt_token_bound(config.request.body.get("max_pixels"))
         caller: Caller = BatchCaller.for_batches(
-            backend, settings, stats, stopping, "rollout", config.max_tokens, bound
+            backend, settings, stats, stopping, "rollout", config.request.max_tokens, bound
         )
         runner = run_batch_stage
     else:
@@ -207,8 +208,8 @@ def run_rollout(
             config.max_cost,
             backend.model,
             first_url(backend.endpoint),
-            config.max_tokens,
-            config.request_params.get("max_pixels"),
+            config.request.max_tokens,
+            config.request.body.get("max_pixels"),
         )
     try:
         outcome = runner(
@@ -242,7 +243,7 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     shard = config.shard
     try:
         plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
-        completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
+        completions = guess_completions(cache, backend.name, backend.model, config.request.max_tokens)
     finally:
         if cache is not None:
             cache.close()

@@ -6,7 +6,6 @@ record the same run and make the same rows from the same settings, cost and batc
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from bv.core.errors import BadConfig
 from bv.core.run_context import running
 from bv.core.settings import api_default, declared, default_of
 from bv.stages.judge_config import JudgeConfig
+from bv.stages.request_params import RequestParams
 from bv.stages.request_settings import DEFAULT_CACHE
 from bv.stages.rollout_config import RolloutConfig
 
@@ -98,13 +98,9 @@ def settings_of(command: click.Command) -> set[str]:
 
 def api_keywords(config_type) -> dict:
     """bv.api's keywords for a stage, each at its default (as bv.api.stages._config takes them)."""
-    from bv.api.stages import _NOT_KEYWORDS
+    from bv.api.stages import api_keywords as names
 
-    return {
-        f.name: api_default(config_type, f.name)
-        for f in dataclasses.fields(config_type)
-        if f.init and f.name not in _NOT_KEYWORDS
-    }
+    return {name: api_default(config_type, name) for name in names(config_type)}
 
 
 @pytest.mark.parametrize(
@@ -180,7 +176,7 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
     assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
     assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
     assert endpoint.cache_scope == "endpoint"
-    assert from_cli.request_params == {
+    assert from_cli.request.body == {
         "max_tokens": 77,
         "temperature": 0.5,
         "seed": 11,
@@ -245,14 +241,14 @@ def test_the_api_refuses_what_the_backend_does_not_use_in_its_own_words():
         api.rollout([], backend="chance", model="gpt-4o")
     assert raised.value.option == "model"
     with pytest.raises(BadConfig, match="`params` gives seed as well as `seed`"):
-        RolloutConfig(backend="chance", seed=1, params={"seed": 2})
+        RequestParams(seed=1, params={"seed": 2})
 
 
 def test_the_chance_seed_is_sent_and_recorded_alike(sample_dir):
     prompts = list(api.prompt([], image_root=sample_dir))  # none needed: the config says it
     assert prompts == []
-    config = RolloutConfig(backend="chance", seed=5)
-    assert config.request_params == {"seed": 5} and config.backend_config == {"seed": 5}
+    config = RolloutConfig(backend="chance", request=RequestParams(seed=5))
+    assert config.request.body == {"seed": 5} and config.backend_config == {"seed": 5}
 
 
 def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path):
@@ -268,6 +264,7 @@ def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path
 # Library strings that name a command line's flags on purpose, each with why.
 FLAGS_KEPT = {
     "bv/engine/backends/exec_agent.py": "the example template's own flags are codex's (--image, ...)",
+    "bv/engine/backends/exec_names.py": "an agent command line's own flags (env --chdir, -m/--model)",
     "bv/reporting/tally.py": "the report's documented `accuracy_over` value (--exclude-failed)",
     "bv/optimize/report.py": "report.md's heading records the command that made it (bv optimize --search)",
 }
@@ -337,7 +334,7 @@ EVAL_KEYWORDS = {
     "limit": 4,
     "repeats": 2,
     "max_turns": 2,
-    "max_tokens": 77,  # the command's names (bv.runs.config.EvalConfig.of puts them in `params`)
+    "max_tokens": 77,  # the command's names, made one RequestParams as the command makes it
     "temperature": 0.5,
     "seed": 11,
     "max_pixels": 4096,
@@ -393,7 +390,7 @@ def test_eval_options_and_keywords_record_the_same_run_and_rows(sample_dir, batc
     )
     assert by_cli.returncode == 0, by_cli.stderr
     result = _evaluate(sample_dir, batches.base_url, api_out, prices=prices, **EVAL_KEYWORDS)
-    assert result.status == 0 and result.rows == 8, result.stopped
+    assert result.status == 0 and result.row_count == 8, result.stopped
     assert _recorded(cli_out) == _recorded(api_out)
     assert _recorded(api_out)["prices"] == str(prices) and _recorded(api_out)["batch"] is True
     assert batches.chats == 0 and batches.creations == 2 * 3  # each face: rollout, refinements, judge

@@ -161,7 +161,7 @@ def test_out_onto_a_dangling_symlink_or_a_file_is_said_plainly(sample_dir, serve
 
     with pytest.raises(FolderRefused, match=f"{a_file} is not a folder"):
         api.evaluate(
-            sample_dir / "meta_data.jsonl", a_file, model="m", base_url=server.base_url, judge_mode="rules"
+            sample_dir / "meta_data.jsonl", a_file, model="m", base_url=server.base_url, mode="rules"
         )
 
 

@@ -185,3 +185,28 @@ def test_power_at_one_run_says_the_noise_cannot_be_estimated(tmp_path):
     line = next(x for x in (result.stdout + result.stderr).splitlines() if x.startswith("Power,"))
     assert "run-to-run noise cannot be estimated from one run per item" in line, line
     assert "no number of runs" not in line
+
+
+def test_cluster_applies_to_the_difference_too(tmp_path):
+    """Issue 33: `--cluster subtype` clustered each accuracy's standard error but the paired
+    difference stayed unclustered, silently. Now the difference is clustered too, by the items'
+    subtypes (4 here: t at 3 degrees of freedom), overall and in each type spanning several."""
+    v1, v2 = issue_example(tmp_path)
+    plain = json.loads(bv_inproc(f"bv report --format json v1={v1} v2={v2}").stdout)["comparison"]["paired"]
+    result = bv_inproc(f"bv report --cluster subtype --format json v1={v1} v2={v2}")
+    paired = json.loads(result.stdout)["comparison"]["paired"]
+    assert "standard error clustered over 4 clusters" in paired["method"] and "df 3" in paired["method"]
+    diffs = [1.0] * 6 + [-1.0] * 3 + [0.0] * 31
+    clusters = [f"S{i % 4}" for i in range(40)]
+    sums = {c: 0.0 for c in set(clusters)}
+    for d, c in zip(diffs, clusters, strict=True):
+        sums[c] += d - statistics.mean(diffs)
+    se = math.sqrt(4 / 3 * sum(s * s for s in sums.values())) / 40  # Miller eq. 4, by hand
+    half = scipy_stats.t.ppf(0.975, 3) * se
+    assert paired["ci95"] == pytest.approx([0.075 - half, 0.075 + half], abs=1e-5)
+    assert paired["ci95"] != plain["ci95"]
+    # each type (T0, T1) holds two subtypes: clustered over 2, so t at 1 degree of freedom
+    by_type = paired["by_type"]["T0"]
+    assert by_type["ci95"] is not None
+    text = bv_inproc(f"bv report --cluster subtype v1={v1} v2={v2}").stdout
+    assert "clustered over 4 clusters" in text

@@ -163,9 +163,9 @@ def test_api_evaluate_is_the_command(sample_dir, server, tmp_path):
 
     server.responder = respond
     out = tmp_path / "run"
-    common = dict(model="m", base_url=server.base_url, cache=tmp_path / "c.sqlite", judge_mode="rules")
+    common = dict(model="m", base_url=server.base_url, cache=tmp_path / "c.sqlite", mode="rules")
     result = api.evaluate(sample_dir / "meta_data.jsonl", out, limit=4, **common)
-    assert (result.status, result.rows, result.folder) == (0, 4, out)
+    assert (result.status, result.row_count, result.folder) == (0, 4, out)
     assert result.accuracy == api.report(jsonl((out / "results.jsonl").read_text())).accuracy["results"]
     assert json.loads((out / "config.json").read_text())["options"]["limit"] == 4
     sent = len(server.seen)

@@ -149,7 +149,7 @@ def test_api_evaluate_raises_the_cause(sample_dir, strict, tmp_path):
             base_url=strict.base_url,
             api_key=WRONG_KEY,
             cache=None,
-            judge_mode="rules",
+            mode="rules",
             retries=0,
         )
 
