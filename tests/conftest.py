@@ -33,6 +33,9 @@ sys.path[1:1] = sorted(str(d) for d in Path(__file__).parent.iterdir() if d.is_d
 settings.register_profile("bv", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("bv")
 
+# tests/real/ starts real servers that `make test-real` installs (it sets BV_TEST_REAL=1): not make test.
+collect_ignore = [] if os.environ.get("BV_TEST_REAL") else ["real"]
+
 BIN = Path(sys.executable).parent
 OFFICIAL_RESULTS = SHARED / "babyvision" / "official-results"
 OFFICIAL_FILES = [OFFICIAL_RESULTS / f"model_results_run_{k}.json" for k in (1, 2, 3)]

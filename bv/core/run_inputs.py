@@ -26,11 +26,13 @@ _MAX_CONFIG = 4 * 1024 * 1024  # a config.json is a few kB; a bigger one is not 
 
 @dataclass(frozen=True)
 class RunInput:
-    """What a run folder gives a reader: its results file, its name and its images' folder."""
+    """What a run folder gives a reader: its results file, its name, its images' folder, and
+    whether it was judged by the rules alone on purpose (`--mode rules`)."""
 
     results: str
     name: str
     image_root: Path | None
+    by_rules: bool = False
 
 
 def _config(folder: Path) -> dict[str, Any]:
@@ -67,7 +69,8 @@ def run_folder(path: str) -> RunInput | None:
     name = label if isinstance(label, str) and label else folder.resolve().name or "run"
     items = options.get("items")
     root = Path(items).parent if isinstance(items, str) and Path(items).is_absolute() else None
-    return RunInput(str(folder / RESULTS), name, root)
+    mode = options.get("mode", options.get("judge_mode"))  # judge_mode: config.json before issue 32
+    return RunInput(str(folder / RESULTS), name, root, mode == "rules")
 
 
 def results_path(path: str) -> str:
