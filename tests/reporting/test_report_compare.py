@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 import scipy.stats as scipy_stats
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.power import PowerPlan
 
