@@ -22,6 +22,7 @@ from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
+from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
@@ -112,8 +113,8 @@ class _Loop:
 
     def _identity(self, items_path: Path) -> dict[str, Any]:
         """What run.json holds. Every key but `endpoints` must match for a re-run to resume: a
-        model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
-        by endpoint too, but finished steps stay finished)."""
+        model may be served elsewhere on a re-run (the cache keys a model's replies by its name, so
+        they are still found; rows record the endpoint that made each)."""
         templates = self.engines.templates
         judge = self.engines.judge.recorded() if self.engines.mode != "rules" else {}
         endpoints = {
@@ -314,6 +315,7 @@ class _Loop:
             or test.get("best", {}).get("sha256") != best.sha256
             or test.get("repeats") != self.options.repeats
             or test.get("failed_rows")
+            or not (self.folder.path / TEST_ROWS["best"]).is_file()  # a run before the rows were kept
         ):
             test = self.test_result(best)
             self.folder.write_json("test.json", test)
@@ -331,6 +333,8 @@ class _Loop:
             if best.text == self.seed_skill.text
             else self.evaluate("test", best, self.options.repeats, "best on test")
         )
+        self.folder.write_rows(TEST_ROWS["seed"], seed_rows)  # what `bv report FOLDER` reads
+        self.folder.write_rows(TEST_ROWS["best"], best_rows)
         return {
             "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
             "best": {"sha256": best.sha256, **estimate(best_scores)},

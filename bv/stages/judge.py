@@ -311,7 +311,7 @@ def run_judge(
     stats = Stats(total=total, spent_usd=config.spent_before)
     stopping = asyncio.Event()
     caller: Caller | None = None
-    runner = run_stage
+    runner: Callable[..., Outcome] = run_stage
     if backend is not None and config.batch:
         from bv.engine.batch import BatchCaller, run_batch_stage
         from bv.stages.estimate import prompt_token_bound

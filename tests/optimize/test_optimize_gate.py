@@ -11,7 +11,7 @@ import math
 import random
 
 import scipy.stats as scipy_stats
-from test_stats_methods import _independent
+from support.paired import independent_newcombe
 
 from bv.optimize.gate import decide, finished_scores, step_alpha
 from bv.optimize.results import step_line
@@ -50,7 +50,7 @@ def test_the_gate_is_one_sided_in_the_candidates_favour():
     candidate = {f"{i}": [1.0] for i in range(7)} | {"r": [0.0]} | {f"u{i}": [1.0] for i in range(30)}
     decision = decide(current, candidate, "paired", 0.05)
     p = decision.comparison.p_value  # one-sided: half the level at which the interval touches 0
-    assert abs(_independent(30, 7, 1, 0, level=1 - 2 * p)[0]) < 1e-6
+    assert abs(independent_newcombe(30, 7, 1, 0, level=1 - 2 * p)[0]) < 1e-6
     assert p < step_alpha(0.05, 1) == 0.025 and decision.accepted and decision.comparison.bound[0] > 0
     backwards = decide(candidate, current, "paired", 0.05)
     assert not backwards.accepted and backwards.comparison.p_value > 0.9

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 from support.fakeopenai import FakeOpenAI
 from support.skillserver import GEPA_OPENING, ScriptedOptimizer, SkilledTarget, hint
 
