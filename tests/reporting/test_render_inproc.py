@@ -94,7 +94,7 @@ def test_two_inputs_side_by_side_with_their_difference():
     built, _ = build_report([("a", a), ("b", b)])
     markdown = rendered(render_markdown, built)
     header = markdown.splitlines()[0]
-    assert "| a % | b % | Δ [95% CI] | p (Holm) |" in header and "a err/judge/und" in header
+    assert "| a % | b % | Δ [2-sided 95% CI] | 2-sided p (Holm) |" in header and "a err/judge/und" in header
     overall = next(line for line in markdown.splitlines() if "**Overall**" in line)
     assert "| 50.0 [18.7–81.3] | 60.0 [26.2–87.8] | +10.0 [" in overall and "1/1/0" in overall
     data = json.loads(rendered(render_json, built))
