@@ -7,185 +7,102 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bv.api.stages import _cache_path, _no_running_loop
-from bv.engine.defaults import (
-    CACHE_SCOPE,
-    CONNECT_TIMEOUT_S,
-    JOBS,
-    RATE_LIMIT_PATIENCE_S,
-    RETRIES,
-    STALL_NOTICE_S,
-    TIMEOUT_S,
-)
-from bv.stages.request_settings import DEFAULT_CACHE
+from bv.api.stages import _no_running_loop
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
+    from bv.optimize.setup import OptimizeSettings
     from bv.runs.evaluate import EvalResult
 
 
-def evaluate(
-    items: str | Path,
-    out: str | Path,
-    *,
-    base_url: str | list[str] | None = None,
-    cache: str | Path | None = DEFAULT_CACHE,
-    quiet: bool = True,
-    **options: Any,
-) -> EvalResult:
+def evaluate(items: str | Path, out: str | Path, **settings: Any) -> EvalResult:
     """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
-    `out` (results.jsonl, config.json, report.md, report.html, logs/). `options` are bv eval's
-    options by their names (model, backend, repeats, max_tokens, temperature, seed, mode,
-    judge_model, skill, limit, prices, max_cost: one budget for rollout and judge, batch, …), or
-    the fields of bv.runs.config.EvalConfig (params, judge_mode); a path as a str or a Path.
-    Calling it again
-    with the same arguments resumes the run from the reply cache. Returns how the run went (its
-    `status` is the command's exit status, `accuracy` the overall Avg@k); a folder holding a run
-    with other options raises ValueError, what stops the run raises as `rollout` does: a fatal
-    cause (a wrong key, base URL or model, nothing answering) as bv.core.errors.Fatal, its message
-    the cause and fix that `bv eval -q` prints."""
+    `out` (results.jsonl, config.json, report.md, report.html, logs/). The keywords are bv eval's
+    options by their names, at their defaults (bv.runs.config.EvalConfig declares both): model,
+    backend, base_url (one or several), repeats, max_tokens, temperature, seed, mode, judge_model,
+    skill, limit, prices, max_cost (one budget for rollout and judge), batch, …; a path as a str
+    or a Path; `cache` and `quiet` as for `rollout`. Calling it again with the same arguments
+    resumes the run from the reply cache. Returns how the run went (its `status` is the command's
+    exit status, `accuracy` the overall Avg@k); a folder holding a run with other options raises
+    ValueError, what stops the run raises as `rollout` does: a fatal cause (a wrong key, base URL
+    or model, nothing answering) as bv.core.errors.Fatal, its message the cause and fix that
+    `bv eval -q` prints."""
+    from bv.api.stages import _config
     from bv.core.errors import Fatal
     from bv.runs.config import EvalConfig
     from bv.runs.evaluate import run_eval
 
     _no_running_loop("evaluate")
-    urls = (base_url,) if isinstance(base_url, str) else tuple(base_url or ())
-    config = EvalConfig.of(items, out, urls, _cache_path(cache), quiet, options)
-    result = run_eval(config)
+    result = run_eval(_config(EvalConfig, {**settings, "items": items, "out": out}))
     if result.fatal is not None:
         raise Fatal(result.fatal)
     return result
 
 
 def optimize(
-    items: str | Path,
-    *,
-    skill: str | Path | Any,
-    out: str | Path,
-    optimizer_model: str | None,
-    optimizer_base_url: str | None = None,
-    optimizer_api_key: str | None = None,
-    optimizer_params: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    backend: str | None = None,  # None: bv rollout's default (RolloutConfig)
-    base_url: str | list[str] | None = None,
-    api_key: str | None = None,
-    params: Mapping[str, Any] | None = None,
-    max_turns: int | None = None,  # None: bv rollout's default
-    judge_mode: str | None = None,  # None: bv judge's default (JudgeConfig)
-    judge_model: str | None = None,
-    judge_base_url: str | None = None,
-    judge_api_key: str | None = None,
-    judge_params: Mapping[str, Any] | None = None,
-    test_judge_model: str | None = None,
-    test_judge_base_url: str | None = None,
-    test_judge_api_key: str | None = None,
-    ratio: str | tuple[int, int, int] = (2, 1, 7),
-    split: str | Path | None = None,
-    seed: int = 0,
-    epochs: int = 4,
-    steps: int | None = None,
-    batch: int = 64,
-    minibatch: int = 8,
-    success_share: float = 0.25,
-    edits: int = 4,
-    alpha: float = 0.05,
-    gate: str = "paired",
-    repeats: int | None = None,  # None: the loop's default (OptimizeOptions)
-    max_skill_chars: int = 16_000,
-    prompts: str | Path | None = None,
-    templates: Any = None,
-    jobs: int = JOBS,
-    retries: int = RETRIES,
-    timeout: float = TIMEOUT_S,
-    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S,
-    connect_timeout: float = CONNECT_TIMEOUT_S,
-    first_byte_timeout: float | None = None,
-    read_timeout: float | None = None,
-    stall_notice: float = STALL_NOTICE_S,
-    prices: str | None = None,
-    max_cost: float | None = None,
-    cache: str | Path | None = DEFAULT_CACHE,
-    cache_scope: str = CACHE_SCOPE,
-    quiet: bool = True,
-    search: str = "loop",
-    max_metric_calls: int | None = None,
-    progress: Callable[[str], None] | None = None,
-    track: str | list[str] | tuple[str, ...] | None = None,
-    track_project: str | None = None,
-    track_entity: str | None = None,
+    items: str | Path, *, progress: Callable[[str], None] | None = None, **settings: Any
 ) -> OptimizeResult | GepaResult:
-    """Improve `skill` on the items of `items` (a meta_data.jsonl) as `bv optimize` does, in the
-    run folder `out` (resumed when it holds the same run), and return a
-    `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it against the seed on
-    the test split (`result.test`), with the history and tokens by role. The target model's
-    options are `bv.api.rollout`'s, the judge's `bv.api.judge`'s; `progress` receives a line per
-    step. `test_judge_model`, `test_judge_base_url`, `test_judge_api_key`: the final test's own
-    LLM judge (what is not given is the judge's), so that a skill which sways the gate's judge
-    cannot sway the test's. `judge_params` and the waits are `bv.api.judge`'s and
-    `bv.api.rollout`'s, for every request of the run; `prices` (a price file or "genai-prices",
-    as `bv.api.rollout`'s) prices every role's replies, and the history and report give their
-    cost; `max_cost` (USD, needs `prices`) is one budget for every role over the run: once
-    reached no new request starts, and Interrupted is raised as after Ctrl-C (history and report
-    say where; calling again resumes).
-    `track` ("mlflow", "mlflow:URI", "wandb", or several) logs every step to experiment trackers
-    (`track_project`: the MLflow experiment or W&B project, `track_entity`: the W&B entity;
-    docs/tracking.md); a tracker that fails is a warning, never the run's end.
-    `search="gepa"` searches
-    with GEPA on bv's evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in
-    target rollouts) and returns a
-    `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.loop.OptimizeError for unusable
-    settings or a run folder of another run, and what `rollout` and `judge` raise
-    (docs/optimize.md)."""
+    """Improve `skill` (a path, or a bv.stages.prompt.Skill) on the items of `items` (a
+    meta_data.jsonl) as `bv optimize` does, in the run folder `out` (resumed when it holds the
+    same run), and return a `bv.optimize.loop.OptimizeResult`: the best skill on selection, and it
+    against the seed on the test split (`result.test`), with the history and tokens by role. The
+    keywords are bv optimize's options by their names, at their defaults
+    (bv.optimize.setup.OptimizeSettings declares both; `skill`, `out` and `optimizer_model` must
+    be given): the target's as `bv.api.rollout` takes them (model, base_url, max_tokens,
+    temperature, extra_body, params, ...), the judge's as `bv.api.judge`'s (mode, judge_model,
+    judge_params, ...), `test_judge_model`, `test_judge_base_url`, `test_judge_api_key` (the final
+    test's own LLM judge: what is not given is the judge's, so that a skill which sways the gate's
+    judge cannot sway the test's), the optimizer's (`optimizer_temperature`, `optimizer_params`),
+    the loop's (ratio as "2:1:7" or a tuple, split, split_seed, epochs, steps, batch_size, ...),
+    and how requests are sent, for every request of the run. `progress` receives a line per step.
+    `prices` (a price file or "genai-prices") prices every role's replies, and the history and
+    report give their cost; `max_cost` (USD, needs `prices`) is one budget for every role over the
+    run: once reached no new request starts, and Interrupted is raised as after Ctrl-C (history
+    and report say where; calling again resumes). `search="gepa"` searches with GEPA on bv's
+    evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in target rollouts) and
+    returns a `bv.optimize.gepa_adapter.GepaResult`. `track` ("mlflow", "mlflow:URI", "wandb", or
+    several; `track_project`, `track_entity`) logs the loop's every step to experiment trackers
+    (docs/tracking.md): a tracker that fails is a warning, never the run's end. Raises
+    bv.optimize.results.OptimizeError for unusable settings or a run folder of another run, and
+    what `rollout` and `judge` raise (docs/optimize.md)."""
     _no_running_loop("optimize")
     from bv.optimize.gepa_adapter import search as gepa_search
-    from bv.optimize.loop import OptimizeError
     from bv.optimize.loop import optimize as run
     from bv.optimize.setup import loop_inputs
 
-    setup = loop_inputs(locals(), _cache_path(cache))
+    given = _optimize_settings(items, settings)
     say = progress or (lambda line: None)
-    if search == "gepa":
-        return gepa_search(*setup, max_metric_calls=max_metric_calls, say=say)
-    if search != "loop":
-        raise OptimizeError(f"`search` must be loop or gepa, not {search!r}")
-    if max_metric_calls is not None:
-        raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
-    return run(*setup, say=say, track=tracking(track, track_project, track_entity))
+    if given.search == "gepa":
+        return gepa_search(*loop_inputs(given), max_metric_calls=given.max_metric_calls, say=say)
+    return run(*loop_inputs(given), say=say, track=given.tracking)
 
 
-def tracking(track: Any, project: str | None, entity: str | None) -> Any:
-    """The trackers `track` names (bv.tracking.options.TrackOptions), or OptimizeError."""
-    from bv.core.errors import BadConfig
-    from bv.optimize.loop import OptimizeError
-    from bv.tracking.options import TrackOptions, targets
-
-    try:
-        return TrackOptions(targets(track or ()), project, entity)
-    except BadConfig as exc:
-        raise OptimizeError(f"`track`: {exc}") from None
-
-
-def plan_optimize(items: str | Path, **options: Any) -> Plan:
+def plan_optimize(items: str | Path, **settings: Any) -> Plan:
     """What `optimize` with the same keywords would do, sending and writing nothing (`--dry-run`):
     a `bv.optimize.loop.Plan` (split sizes, steps, the most requests by role)."""
-    import inspect
-
     from bv.optimize.loop import dry_run
     from bv.optimize.setup import loop_inputs
 
-    keywords = {
-        name: p.default for name, p in inspect.signature(optimize).parameters.items() if name != "items"
-    }
-    unknown = set(options) - set(keywords)
-    missing = {name for name, value in keywords.items() if value is inspect.Parameter.empty} - set(options)
-    if unknown or missing:
-        raise TypeError(f"plan_optimize(): unexpected keywords {sorted(unknown)}, missing {sorted(missing)}")
-    given = {**keywords, **options, "items": items}
-    if given["search"] == "gepa":
+    given = _optimize_settings(items, settings)
+    if given.search == "gepa":
         from bv.optimize.gepa_adapter import dry_run as gepa_dry_run
 
-        inputs = loop_inputs(given, _cache_path(given["cache"]))
-        return gepa_dry_run(*inputs, max_metric_calls=given["max_metric_calls"])
-    return dry_run(*loop_inputs(given, _cache_path(given["cache"])))
+        return gepa_dry_run(*loop_inputs(given), max_metric_calls=given.max_metric_calls)
+    return dry_run(*loop_inputs(given))
+
+
+def _optimize_settings(items: str | Path, settings: Mapping[str, Any]) -> OptimizeSettings:
+    """bv optimize's settings of bv.api's keywords (an unknown one a TypeError, as for any call)."""
+    from bv.api.stages import _config
+    from bv.optimize.setup import OptimizeSettings
+
+    if "seed" in settings:  # its old meaning, for one release (as bv optimize's --seed)
+        raise TypeError(
+            "`seed` is now `split_seed` (the split's, the batch order's); `seed` goes next release"
+        )
+    missing = sorted({"skill", "out", "optimizer_model"} - set(settings))
+    if missing:
+        raise TypeError(f"missing keyword(s): {', '.join(missing)}")
+    made: OptimizeSettings = _config(OptimizeSettings, {**settings, "items": items})
+    return made

@@ -18,7 +18,6 @@ from bv.core.records import (
     check_rollout_record,
 )
 from bv.reporting.report_view import Report
-from bv.stages.request_settings import reply_cache
 
 
 def prompt(
@@ -77,11 +76,6 @@ def _file_rows(rows: Iterable[Mapping[str, Any]] | str | Path) -> Iterable[Mappi
             raise exc
 
     return [value for _, value in read_json_lines([str(rows)], Raising())]
-
-
-def _cache_path(cache: str | Path | None) -> Path | None:
-    """A `cache` keyword as a path: the commands' default cache, None for none, or the path given."""
-    return None if cache is None else reply_cache(cache)
 
 
 def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
@@ -158,17 +152,26 @@ def _rollout_config(**keywords: Any) -> Any:
 
 
 def _config(config_type: Any, keywords: Mapping[str, Any], **fixed: Any) -> Any:
-    """A stage's config of bv.api's keywords: each at its declared default unless given."""
-    import dataclasses
+    """A stage's config of bv.api's keywords: each at its declared default unless given (one
+    without a default must be given)."""
+    from dataclasses import MISSING
 
     from bv.core.settings import api_default, converted
 
-    names = [f.name for f in dataclasses.fields(config_type) if f.init and f.name not in _NOT_KEYWORDS]
+    names = api_keywords(config_type)
     unknown = sorted(set(keywords) - set(names))
     if unknown:
         raise TypeError(f"unexpected keyword(s): {', '.join(unknown)}")
-    given = {name: api_default(config_type, name) for name in names} | dict(keywords)
+    defaults = {name: api_default(config_type, name) for name in names}
+    given = {k: v for k, v in defaults.items() if v is not MISSING} | dict(keywords)
     return config_type(**converted(config_type, given), **fixed)
+
+
+def api_keywords(config_type: Any) -> list[str]:
+    """bv.api's keywords for a config: the names it is given by, but what the stage sets itself."""
+    from bv.core.settings import keywords
+
+    return [name for name in keywords(config_type) if name not in _NOT_KEYWORDS]
 
 
 # The config fields that are the stage's own to set, not bv.api's keywords.

@@ -19,7 +19,7 @@ from bv.core.run_context import RunContext, current, running
 # `bv --help` lists (click's short help), so that listing imports no command module. Each text
 # is its command's, checked against the command's own help by tests/cli/test_cli_listing.py.
 COMMANDS: Mapping[str, tuple[str, str]] = {
-    "cache": ("bv.cli.cache_commands:cache", "Inspect or clear the reply cache."),
+    "cache": ("bv.cli.cache_commands:cache", "Inspect, clear or merge reply caches."),
     "data": (
         "bv.cli.data_commands:data",
         "Get the BabyVision items: meta_data.jsonl + images/, checked (docs/data.md).",

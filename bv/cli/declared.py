@@ -13,7 +13,7 @@ import click
 
 from bv.cli.common import cli_words
 from bv.cli.options import Finite
-from bv.core.settings import Setting, converted, declared
+from bv.core.settings import Setting, converted, declared, default_of
 
 
 def _type(decl: Setting) -> Any:
@@ -41,7 +41,7 @@ def option(config_type: Any, name: str, **changes: Any) -> Callable[[Any], Any]:
         attrs["is_flag"] = True
     elif (kind := _type(decl)) is not None:
         attrs["type"] = kind
-    default = config_type.__dataclass_fields__[name].default
+    default = default_of(config_type, name)
     if default is not MISSING and default is not None and not decl.multiple and decl.off is None:
         attrs["default"] = default
     for key in ("show_default", "envvar", "show_envvar", "metavar", "multiple"):

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from bv.cli.common import cli_words, default_cache, parse_params, request_params
-from bv.cli.declared import options
+from bv.cli.common import cli_words
+from bv.cli.declared import config_of, options
 from bv.cli.options import (
     IDS,
     IMAGE_DETAIL,
@@ -79,54 +79,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 )
 @options(RolloutConfig, "quiet")
 @SKIP_BAD
-def eval_(
-    items: Path | None,
-    out: Path | None,
-    label: str | None,
-    backend: str,
-    model: str | None,
-    base_url: tuple[str, ...],
-    api_key: str | None,
-    mode: str,
-    judge_model: tuple[str, ...],
-    judge_base_url: tuple[str, ...],
-    judge_api_key: tuple[str, ...],
-    judge_params: tuple[str, ...],
-    panel: str,
-    repeats: int,
-    max_turns: int,
-    max_tokens: int | None,
-    temperature: float | None,
-    seed: int | None,
-    extra_body: tuple[str, ...],
-    max_pixels: int | None,
-    exec_cmd: str | None,
-    style: str,
-    skill: Path | None,
-    prompts: Path | None,
-    image_detail: str,
-    ids: tuple[str, ...],
-    types: tuple[str, ...],
-    subtypes: tuple[str, ...],
-    sample: int | None,
-    sample_seed: int,
-    limit: int | None,
-    jobs: int,
-    retries: int,
-    timeout: float,
-    cache: Path | None,
-    no_cache: bool,
-    cache_scope: str,
-    prices: str | None,
-    max_cost: float | None,
-    batch: bool,
-    track: tuple[str, ...],
-    track_project: str | None,
-    track_entity: str | None,
-    dry_run: bool,
-    quiet: bool,
-    skip_bad: bool,
-) -> None:
+def eval_(items: Path | None, out: Path | None, dry_run: bool, **settings: Any) -> None:
     """Evaluate one model: prompt, rollout, judge and report, into one run folder.
 
     ITEMS is a meta_data.jsonl (default: the set `bv data` wrote). The folder gets
@@ -153,8 +106,8 @@ def eval_(
     from bv.runs.config import BadOption, EvalConfig
     from bv.runs.evaluate import run_eval
 
-    if "model" in unused_from_environment(click.get_current_context(), backend):
-        model = None
+    if "model" in unused_from_environment(click.get_current_context(), settings["backend"]):
+        settings["model"] = None
     if items is None:
         from bv.data.writer import default_dir
 
@@ -163,51 +116,8 @@ def eval_(
             raise click.UsageError(
                 f"no ITEMS given and no data set at {items}: run `bv data` first, or give a meta_data.jsonl"
             )
-    try:  # a `--track` that names no tracker: a usage error
-        config = EvalConfig(
-            items=items,
-            out=out or default_out(backend, model, skill),
-            label=label,
-            style=style,
-            skill=skill,
-            prompts=prompts,
-            image_detail=image_detail,
-            ids=ids,
-            types=types,
-            subtypes=subtypes,
-            sample=sample,
-            sample_seed=sample_seed,
-            limit=limit,
-            backend=backend,
-            model=model,
-            base_urls=base_url,
-            api_key=api_key,
-            repeats=repeats,
-            max_turns=max_turns,
-            params=request_params(max_tokens, temperature, seed, max_pixels, extra_body),
-            exec_cmd=exec_cmd,
-            judge_mode=mode,
-            judge_model=judge_model,
-            judge_base_url=judge_base_url,
-            judge_api_key=judge_api_key,
-            judge_params=parse_params(judge_params, "--judge-param"),
-            panel=panel,
-            jobs=jobs,
-            retries=retries,
-            timeout=timeout,
-            cache=None if no_cache else cache or default_cache(),
-            cache_scope=cache_scope,
-            prices=prices,
-            max_cost=max_cost,
-            batch=batch,
-            quiet=quiet,
-            skip_bad=skip_bad,
-            track=track,
-            track_project=track_project,
-            track_entity=track_entity,
-        )
-    except BadOption as exc:
-        raise click.UsageError(cli_words(str(exc))) from None
+    out = out or default_out(settings["backend"], settings["model"], settings["skill"])
+    config: EvalConfig = config_of(EvalConfig, settings, items=items, out=out)
     try:
         if dry_run:
             sys.exit(_dry_run(config))
@@ -249,4 +159,4 @@ def say_result(result: Any) -> None:
         return
     accuracy = "" if result.accuracy is None else f", accuracy {100 * result.accuracy:.1f}%"
     files = ", ".join([*result.written[1:], "config.json", "logs/"])
-    say(f"{counted(result.rows, 'row')}{accuracy}; {spent}wrote {result.folder}/: {files}")
+    say(f"{counted(result.row_count, 'row')}{accuracy}; {spent}wrote {result.folder}/: {files}")

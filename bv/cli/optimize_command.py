@@ -10,32 +10,15 @@ from typing import Any
 
 import click
 
-from bv.cli.common import cli_words, parse_params
-from bv.cli.declared import option, options
-from bv.cli.options import PROMPTS, Finite, Renamed, share
+from bv.cli.common import cli_words
+from bv.cli.declared import options
+from bv.cli.options import PROMPTS, Renamed
 from bv.optimize.results import OptimizeOptions
+from bv.optimize.setup import OptimizeSettings
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.request_settings import WAITS
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions
-
-
-def _one_judge(values: tuple[str, ...], flag: str) -> str | None:
-    """bv optimize's gate has one LLM judge (a panel is bv judge's and bv eval's)."""
-    if len(values) > 1:
-        raise click.UsageError(
-            f"bv optimize takes one {flag} (a panel of judges is for bv judge and bv eval)"
-        )
-    return values[0] if values else None
-
-
-def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
-    from bv.optimize.split import parse_ratio
-
-    try:
-        return parse_ratio(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command(cls=Renamed, renamed={"--batch": "--batch-size", "--seed": "--split-seed"})
@@ -62,121 +45,13 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     extra_body={"help": "Extra target request field, as bv rollout's -p."},
 )
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
-@click.option(
-    "--test-judge-model",
-    envvar="BV_TEST_JUDGE_MODEL",
-    help="The final test's own LLM judge, so a skill that sways the gate's judge cannot sway the"
-    " test's. [default: --judge-model] [env: BV_TEST_JUDGE_MODEL]",
+@options(OptimizeSettings, "test_judge_model", "test_judge_base_url", "test_judge_api_key")
+@options(
+    OptimizeSettings, "optimizer_model", "optimizer_base_url", "optimizer_api_key", "optimizer_temperature"
 )
-@click.option(
-    "--test-judge-base-url",
-    envvar="BV_TEST_JUDGE_BASE_URL",
-    help="Its endpoint. [default: --judge-base-url] [env: BV_TEST_JUDGE_BASE_URL]",
-)
-@click.option(
-    "--test-judge-api-key",
-    help="Its API key. [env: BV_TEST_JUDGE_API_KEY; default: the judge's, when the endpoint is the same]",
-)
-@click.option(
-    "--optimizer-model",
-    envvar="BV_OPTIMIZER_MODEL",
-    help="The model that writes edits. [env: BV_OPTIMIZER_MODEL]",
-)
-@click.option(
-    "--optimizer-base-url", envvar="BV_OPTIMIZER_BASE_URL", help="Its endpoint. [env: BV_OPTIMIZER_BASE_URL]"
-)
-@click.option("--optimizer-api-key", help="Its API key. [env: BV_OPTIMIZER_API_KEY]")
-@click.option("--optimizer-temperature", type=Finite(min=0), help="Its sampling temperature.")
-@click.option(
-    "--ratio",
-    default="2:1:7",
-    show_default=True,
-    callback=_ratio,
-    help="train:selection:test, stratified by subtype.",
-)
-@click.option(
-    "--split",
-    "split_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
-)
-@click.option(
-    "--split-seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Seed of the split, the batch order and the successes sent.",
-)
-@click.option(
-    "--epochs", type=click.IntRange(1), default=4, show_default=True, help="Passes over the train split."
-)
-@click.option(
-    "--steps",
-    type=click.IntRange(0),
-    help="At most this many steps in all. [default: every batch of every epoch]",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(1),
-    default=64,
-    show_default=True,
-    help="Train items rolled out per step.",
-)
-@click.option(
-    "--minibatch",
-    type=click.IntRange(1),
-    default=8,
-    show_default=True,
-    help="Attempts per optimizer request.",
-)
-@click.option(
-    "--success-share",
-    type=float,
-    default=0.25,
-    show_default=True,
-    callback=share,
-    help="Share of a batch's successes shown to the optimizer.",
-)
-@click.option(
-    "--edits",
-    type=click.IntRange(1),
-    default=4,
-    show_default=True,
-    help="Step size: edits applied at most per step.",
-)
-@click.option(
-    "--alpha",
-    type=Finite(min=0, max=1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
-    " accepted edit (the j-th gate decision is tested at alpha/2^j).",
-)
-@click.option(
-    "--gate",
-    type=click.Choice(["paired", "greater"]),
-    default="paired",
-    show_default=True,
-    help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
-    " (the reference's rule).",
-)
-@option(OptimizeOptions, "repeats")
-@click.option(
-    "--max-skill-chars", type=click.IntRange(1), default=16_000, show_default=True, help="Skill size cap."
-)
-@click.option(
-    "--search",
-    type=click.Choice(["loop", "gepa"]),
-    default="loop",
-    show_default=True,
-    help="loop: bv's loop and its gate; gepa: GEPA on bv's evaluator, the same split, the same test"
-    " comparison (the extra gepa; docs/optimize.md).",
-)
-@click.option(
-    "--max-metric-calls",
-    type=click.IntRange(1),
-    help="GEPA's budget in target rollouts on train and selection. [default: what the loop plans]",
-)
+@options(OptimizeOptions, "ratio", "split", "split_seed", "epochs", "steps", "batch_size", "minibatch")
+@options(OptimizeOptions, "success_share", "edits", "alpha", "gate", "repeats", "max_skill_chars")
+@options(OptimizeSettings, "search", "max_metric_calls")
 @PROMPTS
 @options(
     RolloutConfig,
@@ -193,65 +68,7 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     help="Send and write nothing: print the split, the steps and the most requests by role.",
 )
 @options(RolloutConfig, "quiet")
-def optimize(
-    items: Path,
-    skill: Path,
-    out: Path,
-    backend: str,
-    model: str | None,
-    base_url: tuple[str, ...],
-    api_key: str | None,
-    max_turns: int,
-    max_tokens: int | None,
-    temperature: float | None,
-    extra_body: tuple[str, ...],
-    mode: str,
-    judge_model: tuple[str, ...],
-    judge_base_url: tuple[str, ...],
-    judge_api_key: tuple[str, ...],
-    judge_params: tuple[str, ...],
-    test_judge_model: str | None,
-    test_judge_base_url: str | None,
-    test_judge_api_key: str | None,
-    optimizer_model: str | None,
-    optimizer_base_url: str | None,
-    optimizer_api_key: str | None,
-    optimizer_temperature: float | None,
-    ratio: tuple[int, int, int],
-    split_file: Path | None,
-    split_seed: int,
-    epochs: int,
-    steps: int | None,
-    batch_size: int,
-    minibatch: int,
-    success_share: float,
-    edits: int,
-    alpha: float,
-    gate: str,
-    repeats: int,
-    max_skill_chars: int,
-    search: str,
-    max_metric_calls: int | None,
-    templates: Any,
-    jobs: int,
-    retries: int,
-    timeout: float,
-    rate_limit_patience: float,
-    connect_timeout: float,
-    first_byte_timeout: float | None,
-    read_timeout: float | None,
-    stall_notice: float,
-    prices: str | None,
-    max_cost: float | None,
-    cache: Path | None,
-    no_cache: bool,
-    cache_scope: str,
-    track: tuple[str, ...],
-    track_project: str | None,
-    track_entity: str | None,
-    dry_run: bool,
-    quiet: bool,
-) -> None:
+def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings: Any) -> None:
     """Improve a skill: roll out train batches, have the optimizer model propose edits from the
     failures, keep a candidate only when a paired per-item test on the selection split finds it
     better, and compare the best skill with the seed on the test split at the end.
@@ -267,95 +84,34 @@ def optimize(
         --optimizer-model gpt-5
       bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
         --optimizer-model gpt-5 --dry-run   # the split, the steps, the most requests by role
+      bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
+        --optimizer-model gpt-5 --track mlflow:http://127.0.0.1:5000   # every step, every skill
     """
     from bv import api
     from bv.cli import ending
     from bv.core import outcome
-    from bv.core.errors import Interrupted
+    from bv.core.errors import BadConfig, Interrupted
     from bv.engine.endpoints import BadEndpoint
     from bv.optimize.loop import OptimizeError
     from bv.optimize.report import gepa_lines, headline
 
-    target_params: dict[str, Any] = {
-        k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None
-    }
-    extra = parse_params(extra_body)
-    if extra:
-        target_params["extra_body"] = extra
-    if not optimizer_model and not dry_run:
+    if not settings["optimizer_model"] and not dry_run:
         raise click.UsageError(
             "bv optimize needs --optimizer-model (or BV_OPTIMIZER_MODEL): the model that writes edits"
         )
-    keywords: dict[str, Any] = dict(
-        skill=skill,
-        out=out,
-        optimizer_model=optimizer_model,
-        optimizer_base_url=optimizer_base_url,
-        optimizer_api_key=optimizer_api_key,
-        optimizer_params={"temperature": optimizer_temperature}
-        if optimizer_temperature is not None
-        else None,
-        model=model,
-        backend=backend,
-        base_url=list(base_url),
-        api_key=api_key,
-        params=target_params,
-        max_turns=max_turns,
-        judge_mode=mode,
-        judge_model=_one_judge(judge_model, "--judge-model"),
-        judge_base_url=_one_judge(judge_base_url, "--judge-base-url"),
-        judge_api_key=_one_judge(judge_api_key, "--judge-api-key"),
-        judge_params=parse_params(judge_params, "--judge-param"),
-        test_judge_model=test_judge_model,
-        test_judge_base_url=test_judge_base_url,
-        test_judge_api_key=test_judge_api_key,
-        ratio=ratio,
-        split=split_file,
-        seed=split_seed,
-        epochs=epochs,
-        steps=steps,
-        batch=batch_size,
-        minibatch=minibatch,
-        success_share=success_share,
-        edits=edits,
-        alpha=alpha,
-        gate=gate,
-        repeats=repeats,
-        max_skill_chars=max_skill_chars,
-        templates=templates,
-        jobs=jobs,
-        retries=retries,
-        timeout=timeout,
-        rate_limit_patience=rate_limit_patience,
-        connect_timeout=connect_timeout,
-        first_byte_timeout=first_byte_timeout,
-        read_timeout=read_timeout,
-        stall_notice=stall_notice,
-        prices=prices,
-        max_cost=max_cost,
-        search=search,
-        max_metric_calls=max_metric_calls,
-        cache=None if no_cache else cache or api.DEFAULT_CACHE,
-        cache_scope=cache_scope,
-        quiet=quiet or not sys.stderr.isatty(),  # each stage's progress: live on a terminal only
-    )
+    settings["cache"] = None if no_cache else settings["cache"] or api.DEFAULT_CACHE
+    settings["quiet"] = quiet or not sys.stderr.isatty()  # each stage's progress: live on a terminal only
     try:
         if dry_run:
             from bv.core.terminal import printable
 
-            plan = api.plan_optimize(items, **keywords)
+            plan = api.plan_optimize(items, **settings)
             click.echo("bv optimize --dry-run: nothing sent, nothing written", err=True)
             for line in plan.lines():
                 click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
-        tracked: dict[str, Any] = {
-            "track": track,
-            "track_project": track_project,
-            "track_entity": track_entity,
-        }
-        say = None if quiet else lambda line: outcome.say(line)
-        result = api.optimize(items, **keywords, progress=say, **tracked)
-    except (OptimizeError, BadEndpoint) as exc:
+        result = api.optimize(items, **settings, progress=None if quiet else lambda line: outcome.say(line))
+    except (OptimizeError, BadEndpoint, BadConfig) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Interrupted as exc:  # a first Ctrl-C or SIGTERM, or the cost limit: the run resumes
         again = "re-run the same command to go on (finished steps are kept, paid replies cached)"
@@ -368,5 +124,5 @@ def optimize(
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)
     if failed:
-        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
         sys.exit(ending.ROWS_FAILED)

@@ -80,7 +80,7 @@ def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: 
     if endpoint is not None and not config.quiet:
         from bv.engine.params import temperature_warning
 
-        warning = temperature_warning(endpoint.rule, endpoint.model, config.temperature)
+        warning = temperature_warning(endpoint.rule, endpoint.model, config.request.temperature)
         if warning:
             click.echo(f"bv rollout: warning: {printable(cli_words(warning))}", err=True)
         if config.batch:
@@ -119,7 +119,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 
     unused = [name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS.get(backend, BACKEND_ONLY)]
     environment = click.core.ParameterSource.ENVIRONMENT
-    return [name for name in unused if name in ctx.params and ctx.get_parameter_source(name) is environment]
+    return [name for name in unused if ctx.get_parameter_source(name) is environment]
 
 
 @click.command()

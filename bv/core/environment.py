@@ -23,6 +23,12 @@ def debug() -> bool:
     return bool(os.environ.get("BV_DEBUG"))
 
 
+def replays() -> bool:
+    """BV_REPLAY=0: send every cached row through the request engine, as before the replay path
+    (bv.stages.replay) existed; its rows are the same bytes either way (docs/performance.md)."""
+    return os.environ.get("BV_REPLAY", "1") != "0"
+
+
 def number(name: str, default: float) -> float:
     """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S, BV_PROGRESS_EVERY_S (docs/rollout.md),
     BV_BATCH_POLL_S (docs/batch.md)."""

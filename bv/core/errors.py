@@ -69,6 +69,10 @@ class Fatal(BVError):
     """No item can succeed (wrong key, unknown model or URL, no room for the output): stop and say why."""
 
 
+class MissingPackage(BVError, ImportError):
+    """An optional package that what was asked needs is not installed; the message says which."""
+
+
 class Interrupted(BVError):
     """The run is stopping (Ctrl-C, SIGTERM, a cancelled call); what did not finish is redone next
     time. Raised by bv.api for a whole run: `signal` is the signal that stopped it (None for a

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bv.core.dist import normal_quantile, normal_upper, t_quantile, t_upper
-from bv.core.stats import TIE, Z95, mean, pearson, sample_variance, wilson
+from bv.core.stats import TIE, Z95, clustered_se, mean, pearson, sample_variance, wilson
 
 Alternative = Literal["two-sided", "greater"]
 SIDES = {"two-sided": "two-sided", "greater": "one-sided (b > a)"}
@@ -111,12 +111,16 @@ def paired_comparison(
     *,
     alternative: Alternative = "two-sided",
     alpha: float = 0.05,
+    clusters: Mapping[str, object] | None = None,
 ) -> PairedComparison:
     """Compare b with a per item: `a` and `b` map item id -> that item's per-run scores.
 
     With one run per item on both sides (or when every item moved alike, where the t interval
     is a point), Newcombe's method 10 on the paired table of item scores; otherwise the t
-    interval over per-item differences. The p-value inverts the same interval; "greater"
+    interval over per-item differences. With `clusters` (item -> cluster) spanning two or more
+    clusters, the t interval with the clustered standard error of the differences and C - 1
+    degrees of freedom, at any number of runs (items of one cluster are not independent; no
+    paired-proportion interval knows that). The p-value inverts the same interval; "greater"
     tests b > a one-sided (p = half the two-sided p when diff > 0)."""
     common = [item for item in a if item in b and a[item] and b[item]]
     n = len(common)
@@ -135,8 +139,13 @@ def paired_comparison(
     var = sample_variance(diffs)
     se = math.sqrt(var / n) if n > 1 else float("nan")
     one_run = all(len(a[item]) == 1 and len(b[item]) == 1 for item in common)
+    labels = [clusters.get(item, item) for item in common] if clusters is not None else []
+    clustered_error = clustered_se(diffs, labels) if len(set(labels)) > 1 else float("nan")
+    clustered = clustered_error > 0  # else (no cluster's sum moved) as unclustered: never a point
+    if clustered:
+        se = clustered_error
     interval: Callable[[float], tuple[float, float]]
-    if one_run or not se > 0:
+    if not clustered and (one_run or not se > 0):
         table = _table(xs, ys)
         df = math.inf
 
@@ -146,13 +155,18 @@ def paired_comparison(
         p_two = _two_sided_p(interval, diff)
         method = "Newcombe's paired score interval (method 10) and its own test"
     else:
-        df = n - 1
+        df = len(set(labels)) - 1 if clustered else n - 1
 
         def interval(z: float) -> tuple[float, float]:
             return (max(-1.0, diff - z * se), min(1.0, diff + z * se))
 
         p_two = min(1.0, 2 * t_upper(abs(diff) / se, df))
-        method = f"t interval over per-item differences and its t test (df {df})"
+        method = (
+            f"t interval over per-item differences, standard error clustered over {df + 1} clusters,"
+            f" and its t test (df {df})"
+            if clustered
+            else f"t interval over per-item differences and its t test (df {df})"
+        )
     ci95 = interval(Z95 if math.isinf(df) else t_quantile(0.975, df))
     if alternative == "greater":
         p = p_two / 2 if diff > 0 else 1 - p_two / 2

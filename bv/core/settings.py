@@ -66,9 +66,29 @@ def setting(
     return dataclasses.field(default=default, metadata=meta, repr=not secret)
 
 
+def part(record_type: Any) -> Any:
+    """A field holding a record of settings declared on `record_type` (RolloutConfig's `request`,
+    a RequestParams): both faces give those settings by their own names, beside the config's, and
+    `converted` makes the record of them, so it is built once and handed down whole."""
+    return dataclasses.field(default_factory=record_type, metadata={"part": record_type})
+
+
+def _fields(config_type: Any) -> dict[str, dataclasses.Field[Any]]:
+    """A config's fields by name, a part's own in the part's place (the names the faces take)."""
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for f in dataclasses.fields(config_type):
+        found |= _fields(f.metadata["part"]) if "part" in f.metadata else {f.name: f}
+    return found
+
+
+def keywords(config_type: Any) -> list[str]:
+    """The names a config is given by, in their order: its own fields and its parts' settings."""
+    return [name for name, f in _fields(config_type).items() if f.init]
+
+
 def shared(config_type: Any, name: str) -> Any:
     """A field declared as `config_type`'s `name` (another config taking the same setting)."""
-    f = config_type.__dataclass_fields__[name]
+    f = _fields(config_type)[name]
     if f.default_factory is not MISSING:
         return dataclasses.field(default_factory=f.default_factory, metadata=f.metadata, repr=f.repr)
     return dataclasses.field(default=f.default, metadata=f.metadata, repr=f.repr)
@@ -76,27 +96,31 @@ def shared(config_type: Any, name: str) -> Any:
 
 def declared(config_type: Any) -> dict[str, Setting]:
     """The declared settings of a config, by name, in their order."""
-    return {f.name: f.metadata["setting"] for f in dataclasses.fields(config_type) if "setting" in f.metadata}
+    fields = _fields(config_type).items()
+    return {name: f.metadata["setting"] for name, f in fields if "setting" in f.metadata}
 
 
 def default_of(config_type: Any, name: str) -> Any:
-    """The config's own default of a field."""
-    f = config_type.__dataclass_fields__[name]
+    """The config's own default of a field (MISSING for one that must be given)."""
+    f = _fields(config_type)[name]
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 def api_default(config_type: Any, name: str) -> Any:
     """bv.api's default of a setting: its declared `api_default`, else the config's."""
-    decl = config_type.__dataclass_fields__[name].metadata.get("setting")
+    decl = _fields(config_type)[name].metadata.get("setting")
     if decl is not None and decl.api_default is not SAME:
         return decl.api_default
     return default_of(config_type, name)
 
 
 def check(config: Any) -> None:
-    """Each declared setting within its bounds and choices, or BadConfig naming it."""
-    for name, decl in declared(type(config)).items():
-        value = getattr(config, name)
+    """Each declared setting within its bounds and choices, or BadConfig naming it (a part's
+    record checks its own)."""
+    for f in dataclasses.fields(config):
+        if "setting" not in f.metadata:
+            continue
+        name, decl, value = f.name, f.metadata["setting"], getattr(config, f.name)
         if value is None or isinstance(value, bool):
             continue
         if decl.choices is not None and value not in decl.choices:
@@ -114,14 +138,24 @@ def check(config: Any) -> None:
 
 
 def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
-    """What the faces were given, as the config takes it: each declared setting's `convert`, and
-    a path given as a str made a Path. An unknown name is a TypeError, as for any call."""
-    names = {f.name for f in dataclasses.fields(config_type) if f.init}
-    unknown = sorted(set(given) - names)
+    """What the faces were given, as the config takes it: each declared setting's `convert`, a
+    path given as a str made a Path, and a part's settings made its record. An unknown name is a
+    TypeError, as for any call."""
+    own = dataclasses.fields(config_type)
+    unknown = sorted(set(given) - set(keywords(config_type)) - {f.name for f in own})
     if unknown:
         raise TypeError(f"unexpected keyword(s): {', '.join(unknown)}")
-    decls = declared(config_type)
     values = dict(given)
+    for f in own:
+        if "part" in f.metadata:
+            record_type = f.metadata["part"]
+            theirs = {name: values.pop(name) for name in keywords(record_type) if name in values}
+            if theirs and f.name in values:
+                raise TypeError(f"give `{f.name}` or its settings ({', '.join(theirs)}), not both")
+            if theirs:
+                values[f.name] = record_type(**converted(record_type, theirs))
+    decls = {f.name: f.metadata["setting"] for f in own if "setting" in f.metadata}
+    given = dict(values)
     for name, value in given.items():
         decl = decls.get(name)
         if decl is None or value is None:
@@ -134,6 +168,14 @@ def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
         elif decl.kind is Path:
             values[name] = Path(value)
     return values
+
+
+def share(given: float) -> float:
+    """A share in [0, 1] (a `convert`): NaN refused, and a percentage named as one (BadConfig)."""
+    if 0 <= given <= 1:  # NaN compares false with everything: refused
+        return float(given)
+    hint = f" (for {given:g}% write {given / 100:g})" if 1 < given <= 100 else ""
+    raise BadConfig(f"{given:g} is not a share between 0 and 1{hint}")
 
 
 def body_fields(given: Any) -> dict[str, Any]:

@@ -93,6 +93,11 @@ def alias_warning(endpoint: Endpoint) -> str | None:
     )
 
 
+# What a first Ctrl-C or SIGTERM does in batch mode (BatchCaller._interrupt): no request is in
+# flight to wait for; the batch jobs run on (the next line says which, and how to collect them).
+ON_STOP = "no new batch is sent, and the rows still waiting for theirs are not written"
+
+
 @dataclass
 class BatchCaller(Caller):
     """A Caller whose requests the cache lacks go out in batch jobs (see the module)."""
@@ -101,6 +106,7 @@ class BatchCaller(Caller):
     state: BatchState | None = None
     stage: str = "rollout"
     poll_s: float = POLL_S
+    on_stop: str | None = ON_STOP
     _waiting: dict[str, Waiting] = field(default_factory=dict)  # for the next batch
     _current: dict[str, Waiting] = field(default_factory=dict)  # in the batches now running
     _keep: Callable[[Reply], bool] | None = None
@@ -149,6 +155,7 @@ class BatchCaller(Caller):
         policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
         stats.endpoint = backend.endpoint or backend.name
         stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
+        stats.batches = {}  # batch mode: the progress line shows the batch jobs, not a request rate
         budget = None
         if settings.max_cost is not None and settings.prices is not None:
             assert max_tokens is not None and prompt_tokens is not None

@@ -181,7 +181,7 @@ class BatchJobs:
         self._show_all()
 
     def _show_all(self) -> None:
-        self.stats.batch = "; ".join(f"batch {batch_id} {shown}" for batch_id, shown in self.shown.items())
+        self.stats.batches = dict(self.shown)
 
     async def _collect(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
         """Every result of an ended batch, cached, and each row's handed over; the requests without

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import orjson
 
 from bv.core import environment
 from bv.core.errors import Fatal
@@ -39,22 +42,77 @@ def default_path() -> Path:
 
 
 class ImageHashes:
-    """Content hashes of image files, remembered by (path, size, mtime) so each is read once."""
+    """Content hashes of image files, remembered for the whole process by (path, size, mtime, ctime,
+    inode), so each file is read once however many stages and gates hash it (each gate of a
+    `bv optimize` run has its own caller); a file changed or replaced is read again."""
 
-    def __init__(self) -> None:
-        self._known: dict[tuple[str, int, int], str] = {}
+    _known: ClassVar[dict[tuple[str, int, int, int, int], str]] = {}  # shared by every instance
 
     def __call__(self, path: Path) -> str:
         try:
-            stat = path.stat()
+            stat = os.stat(path)
         except (OSError, ValueError):
             return content_hash(path)  # raises ImageError, saying why
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key not in self._known:
-            if len(self._known) > 10_000:
-                self._known.clear()
-            self._known[key] = content_hash(path)
-        return self._known[key]
+        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+        known = self._known
+        digest = known.get(key)
+        if digest is None:
+            if len(known) > 10_000:
+                known.clear()
+            digest = known[key] = content_hash(path)
+        return digest
+
+
+class RequestKey:
+    """The cache keys of one prompt's requests: everything but the run and the turn serialised
+    (its images hashed) once, so each run's key is one SHA-256 over the very bytes `request_key`
+    hashes (a replay derives a prompt's `repeats` keys from one of these)."""
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        names = sorted([*fields, "run", "turn"])  # json.dumps(sort_keys=True)'s order
+        parts, text = [], "{"
+        for i, name in enumerate(names):
+            text += ("," if i else "") + _dumps(name) + ":"
+            if name in ("run", "turn"):
+                parts.append(text)
+                text = ""
+            else:
+                text += _dumps(fields[name])
+        self._head = hashlib.sha256(parts[0].encode())
+        self._between, self._tail = parts[1], text + "}"
+
+    def __call__(self, run: int, turn: int) -> str:
+        digest = self._head.copy()
+        digest.update(f"{run}{self._between}{turn}{self._tail}".encode())
+        return digest.hexdigest()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def prompt_key(
+    *,
+    backend: str,
+    model: str,
+    endpoint: str | None,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    image_hash: ImageHashes,
+) -> RequestKey:
+    """The keys of one prompt's requests by run and turn: what they hash is the JSON (keys sorted)
+    of the cache version, backend, model, endpoint, messages (images by content hash), parameters,
+    run and turn, so the same inputs give the same key on any machine."""
+    return RequestKey(
+        {
+            "v": CACHE_VERSION,
+            "backend": backend,
+            "model": model,
+            "endpoint": endpoint,
+            "messages": map_image_urls(messages, lambda path: "sha256:" + image_hash(path)),
+            "params": params,
+        }
+    )
 
 
 def request_key(
@@ -68,25 +126,51 @@ def request_key(
     turn: int,
     image_hash: ImageHashes,
 ) -> str:
-    """The cache key of one request; the same inputs give the same key on any machine."""
-    payload = {
-        "v": CACHE_VERSION,
-        "backend": backend,
-        "model": model,
-        "endpoint": endpoint,
-        "messages": map_image_urls(messages, lambda path: "sha256:" + image_hash(path)),
-        "params": params,
-        "run": run,
-        "turn": turn,
-    }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """The cache key of one request (`prompt_key`'s, for one run and turn)."""
+    keys = prompt_key(
+        backend=backend,
+        model=model,
+        endpoint=endpoint,
+        messages=messages,
+        params=params,
+        image_hash=image_hash,
+    )
+    return keys(run, turn)
 
 
 def fix_hint(path: Path, opening: bool = False) -> str:
     """How to get past a cache that failed: what the messages about it end with."""
     first = "" if opening else f"free disk space or make {path} writable, or empty it (`bv cache clear`), or "
     return f"{first}delete {path}, or run with `no_cache` or another `cache` FILE"
+
+
+LOOKUPS_PER_QUERY = 500  # keys in one `SELECT ... IN` (SQLite takes at least 999 parameters)
+
+
+def stored_reply(text: str) -> Any:
+    """A stored reply's JSON value: json's very value, parsed by orjson (3x faster) unless it
+    refuses the text (NaN, a lone surrogate) or reads an integer beyond ±2^63 as a float."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    return value if _no_huge_float(value) else json.loads(text)
+
+
+def _no_huge_float(value: Any) -> bool:
+    """Whether no float in `value` is at or beyond ±2^63 (where orjson's reading of an integer of
+    19 digits or more differs from json's; a float that large in the text is read again too)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = item.__class__
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and not -(2.0**63) < item < 2.0**63:
+            return False
+    return True
 
 
 class CacheUnusable(Fatal):
@@ -168,10 +252,26 @@ class ReplyCache:
             return None
         try:
             row = self.db.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-            return json.loads(row[0]) if row else None
+            return stored_reply(row[0]) if row else None
         except (sqlite3.Error, ValueError) as exc:  # corruption found, or a reply that is not JSON
             self._give_up(exc)
             return None
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The stored replies of many keys, by key (a missing key is absent): one query a few
+        hundred keys, where one `get` each cost twice as much (a replay's lookups)."""
+        found: dict[str, Any] = {}
+        if self.failed is not None:
+            return found
+        try:
+            for start in range(0, len(keys), LOOKUPS_PER_QUERY):
+                part = keys[start : start + LOOKUPS_PER_QUERY]
+                sql = f"SELECT key, reply FROM replies WHERE key IN ({','.join('?' * len(part))})"
+                for key, text in self.db.execute(sql, part):
+                    found[key] = stored_reply(text)
+        except (sqlite3.Error, ValueError) as exc:  # as in `get`
+            self._give_up(exc)
+        return found
 
     def put(self, key: str, backend: str, model: str, reply: Mapping[str, Any], endpoint: str) -> None:
         """Store a reply with the `endpoint` that made it (never a secret: a public URL); never

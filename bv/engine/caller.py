@@ -26,13 +26,13 @@ from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
 from bv.engine.backends import Backend, Reply, endpoint_of
-from bv.engine.cache import ImageHashes, ReplyCache, request_key
+from bv.engine.cache import ImageHashes, ReplyCache, RequestKey, prompt_key
 from bv.engine.deadlines import Deadlines
 from bv.engine.defaults import JOBS, RATE_LIMIT_PATIENCE_S, RETRIES, STALL_NOTICE_S, TIMEOUT_S
 from bv.engine.prices import Prices, first_url, reply_cost
 from bv.engine.progress import SILENT_AFTER_S, ProgressDisplay, Stats, duration
 from bv.engine.retry import ConcurrencyLimit, RetryPolicy
-from bv.engine.stream import GRACE_S, run_stream
+from bv.engine.stream import GRACE_S, Replay, run_stream
 
 T = TypeVar("T")
 
@@ -79,6 +79,7 @@ class Caller:
     _abandoned: set[asyncio.Task] = field(default_factory=set)
     _watcher: asyncio.Task | None = None
     _backstop: Deadlines | None = None  # the engine's own timeout per try (made on first use)
+    on_stop: str | None = None  # what a first Ctrl-C does, as said (None: bv.engine.stream's words)
 
     async def _abandon_after_stop(self) -> None:
         """After Ctrl-C and the grace period, give up the requests still in flight: each call
@@ -134,17 +135,20 @@ class Caller:
             self._abandoned.discard(task)
 
     def _key(self, messages: list[dict[str, Any]], params: dict[str, Any], run: int, turn: int) -> str | None:
+        keys = self.prompt_keys(messages, params)
+        return None if keys is None else keys(run, turn)
+
+    def prompt_keys(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> RequestKey | None:
+        """The cache keys of a prompt's requests by run and turn (None: no cache for this run)."""
         if self.cache is None or not self.backend.cacheable:
             return None
         try:
-            return request_key(
+            return prompt_key(
                 backend=self.backend.name,
                 model=self.backend.model,
                 endpoint=self.backend.cache_scope,
                 messages=messages,
                 params=params,
-                run=run,
-                turn=turn,
                 image_hash=self.image_hash,
             )
         except ImageError as exc:  # not a regular file, over the size limit, unreadable
@@ -370,12 +374,14 @@ def run_stage(
     backend: Backend | None = None,
     caller: Caller | None = None,
     drain_on_interrupt: bool = False,
+    replay: Replay | None = None,
     others: Sequence[Caller] = (),
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
     once `caller`'s first requests are all refused alike. However it ends, the reply cache is
-    closed: its file alone then holds every reply (bv/engine/cache.py). `others`: the callers of
-    a stage's other endpoints (a panel of judges), closed with it."""
+    closed: its file alone then holds every reply (bv/engine/cache.py). `replay`: see
+    bv.engine.stream. `others`: the callers of a stage's other endpoints (a panel of judges),
+    closed with it."""
     halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
@@ -398,6 +404,8 @@ def run_stage(
                     drain_on_interrupt=drain_on_interrupt,
                     halt=halt,
                     limit=stats.stop_text,
+                    on_stop=caller.on_stop if caller is not None else None,
+                    replay=replay,
                 )
         finally:
             if backend is not None:

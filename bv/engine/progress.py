@@ -32,6 +32,7 @@ class Stats:
     requests: int = 0  # tries sent, those refused with a 429 among them
     rate_limited: int = 0  # tries refused with a 429 (counted apart in the summary)
     cache_hits: int = 0
+    instant: int = 0  # rows that needed no request (all from the cache, or rules): not in the ETA's pace
     prompt_tokens: int = 0
     completion_tokens: int = 0
     waiting: Counter = field(default_factory=Counter)
@@ -42,7 +43,9 @@ class Stats:
     quiet_since: float = field(default_factory=time.monotonic)  # the last answer, or since idle
     concurrency: int | None = None  # requests allowed in flight now (fewer while 429s go on)
     concurrency_most: int | None = None
-    batch: str = ""  # batch mode: how its batch jobs stand (bv.engine.batch)
+    # batch mode: how each batch job stands, by id (bv.engine.batch_jobs); requests go out together,
+    # so there is no request rate, and rows come back together, so no ETA from the rows' pace
+    batches: dict[str, str] | None = None
     priced: bool = False  # prices were asked for: the spend is shown
     spent_usd: float = 0.0  # what this run's replies cost (cached ones cost nothing now)
     unpriced: int = 0  # replies whose cost is unknown (bv.engine.prices), left out of the spend
@@ -141,15 +144,37 @@ class Stats:
         return ", ".join([*parts, counted(self.decided["error"], "judge error")])
 
     def eta(self, elapsed: float) -> str:
-        """Time left at the rate so far, when the total is known."""
-        if self.total is None or not self.done or self.done >= self.total:
+        """Time left at the pace of the rows that needed a request, when the total is known: rows
+        the cache answered take no time (on a resume they would make the ETA a fraction of the
+        truth), and batch rows come back together (no pace to go by)."""
+        paced = self.done - self.instant
+        if self.total is None or paced <= 0 or self.done >= self.total or self.batches is not None:
             return ""
-        return "ETA " + duration(elapsed / self.done * (self.total - self.done))
+        return "ETA " + duration(elapsed / paced * (self.total - self.done))
 
-    def line(self) -> str:
+    def batch_text(self, ids: bool = True) -> str:
+        """How the batch jobs stand: `batch batch_0045 in_progress, 12/40 requests done`; without
+        `ids` (the bar, where a 40-character id would push out the rest) just their states."""
+        if not self.batches:
+            return "batch: preparing" if self.batches is not None else ""
+        if ids:
+            return "; ".join(f"batch {batch_id} {shown}" for batch_id, shown in self.batches.items())
+        name = "batch" if len(self.batches) == 1 else f"{len(self.batches)} batches"
+        return f"{name} " + "; ".join(self.batches.values())
+
+    def rate(self, elapsed: float) -> str:
+        """Requests a second, online; none in batch mode (a batch sends its requests at once)."""
+        if self.batches is not None:
+            return ""
+        return f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
+
+    def line(self, bar: bool = False) -> str:
+        """The progress line; `bar`: for the terminal's bar (batch ids left out, the batch first)."""
         elapsed = time.monotonic() - self.started
         done = f"{self.done}/{self.total}" if self.total is not None else str(self.done)
         parts = [f"{done} done"]
+        if self.batches is not None and bar:
+            parts.append(self.batch_text(ids=False))
         if self.total is None:  # from a pipe: no total to fill a bar or an ETA, so the pace
             parts.append(f"{self.done / elapsed if elapsed > 0 else 0:.1f} rows/s")
         eta = self.eta(elapsed)
@@ -158,8 +183,10 @@ class Stats:
         parts += [
             self.decided_text() if self.decided else counted(self.errors, "error"),
             f"{self.cache_hits} cached",
-            f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s",
         ]
+        rate = self.rate(elapsed)
+        if rate:
+            parts.append(rate)
         if self.priced:
             parts.append(self.spend_text())
         replied = self.done - self.errors
@@ -168,8 +195,8 @@ class Stats:
         waiting = self.waiting_text()
         if waiting:
             parts.append(waiting)
-        if self.batch:
-            parts.append(self.batch)
+        if self.batches is not None and not bar:
+            parts.append(self.batch_text())
         limited = self.concurrency is not None and self.concurrency < (self.concurrency_most or 0)
         if limited:
             parts.append(f"{self.concurrency} of {self.concurrency_most} in flight while rate limited")
@@ -193,8 +220,8 @@ class Stats:
         if self.priced:
             parts.append(self.spend_text())
         parts.append(f"{elapsed:.1f} s")
-        if self.requests or self.cache_hits:
-            parts.append(f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s")
+        if (self.requests or self.cache_hits) and self.rate(elapsed):
+            parts.append(self.rate(elapsed))
         return ", ".join(parts)
 
 
@@ -296,7 +323,9 @@ class ProgressDisplay:
                 markup=False,
                 table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
             ),
-            console=Console(file=self.stream),
+            # soft_wrap: a line said while the bar shows (rich redirects stderr through the console)
+            # is written whole, for the terminal to wrap, never broken at its width (logs/*.log)
+            console=Console(file=self.stream, soft_wrap=True),
             transient=True,
         )
         self._bar.start()
@@ -314,11 +343,12 @@ class ProgressDisplay:
                 warned = True
                 self._say(silent)
             stall = self.stats.stall_text(self.stall_after_s)
-            line = self.stats.line() + (f", {stall}" if stall else "")
             if self._bar is not None:
-                info = printable(line.split(", ", 1)[1])
+                line = self.stats.line(bar=True) + (f", {stall}" if stall else "")
+                info = self._fitted(printable(line.split(", ", 1)[1]))
                 self._bar.update(self._bar_task, completed=self.stats.done, info=info)
                 continue
+            line = self.stats.line() + (f", {stall}" if stall else "")
             waiting = self.stats.waiting_text()
             news = (waiting and waiting != last_waiting) or (bool(stall) and not stalled)
             stalled = bool(stall)
@@ -326,6 +356,15 @@ class ProgressDisplay:
                 last_line, last_waiting = time.monotonic(), waiting
                 self.stream.write(printable(f"bv {self.label}: {line}") + "\n")
                 self.stream.flush()
+
+    def _fitted(self, info: str) -> str:
+        """The bar's details cut to the width its other columns leave: rich would otherwise narrow
+        every column alike, the name and the counts too (`bv … 0/… batch_0045 in_pro`)."""
+        total = self.stats.total
+        counts = len(f"{total}/{total}") if total is not None else len(f"{self.stats.done} done") + 2
+        bar = 21 if total is not None else 0
+        room = self._bar.console.width - (len(f"bv {self.label}") + 1 + bar + counts + 1 + 8 + 1)
+        return info if len(info) <= room else info[: max(room - 1, 0)] + "…"
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:

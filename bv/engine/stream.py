@@ -24,6 +24,8 @@ from bv.core.run_context import current, in_this_context
 from bv.core.terminal import printable
 
 T = TypeVar("T")
+Replay = Callable[[list[Any]], list[Mapping[str, Any] | None]]  # tasks -> their rows, or None each
+REPLAY_BATCH = 256  # with a replay, tasks read ahead of the workers at least
 GRACE_S = 10.0  # after Ctrl-C or SIGTERM, how long requests in flight may still finish
 _DONE = object()  # the reader's end-of-input marker
 
@@ -40,11 +42,15 @@ async def run_stream(
     grace_s: float = GRACE_S,
     halt: Callable[[], str | None] | None = None,
     limit: Callable[[], str | None] | None = None,
+    on_stop: str | None = None,
+    replay: Replay | None = None,
 ) -> Outcome:
     """Run `work` over `tasks` with `jobs` in flight and `write` each result as it finishes
     (see StreamRun); once `halt` returns a message, after the row that made it say so is
     written, the run stops as for a Fatal error with that message; once `limit` does (the cost
-    limit reached), it stops as on a first Ctrl-C, saying why."""
+    limit reached), it stops as on a first Ctrl-C, saying why. `on_stop`: what a first stop
+    does, as it is said (default: the requests in flight get the grace period). `replay`: see
+    StreamRun."""
     run = StreamRun(
         tasks,
         work,
@@ -56,6 +62,8 @@ async def run_stream(
         grace_s=grace_s,
         halt=halt,
         limit=limit,
+        on_stop=on_stop,
+        replay=replay,
     )
     return await run.run()
 
@@ -72,6 +80,11 @@ class StreamRun:
     too, requests in flight get `grace_s` to finish, and what finished is written. With
     `drain_on_interrupt` (a downstream stage such as judge) the input is still read to its end, so
     rows that need no request keep flowing. A second signal quits at once.
+
+    With `replay`, the tasks read go to it first, in the batches the reader handed over: it
+    returns the row of each task it could make without `work` (the rollout's rows the reply
+    cache answers, bv.stages.replay), or None; those rows are written as a worker's would be,
+    and the other tasks go to the workers. One call a batch, not a worker's turn a row.
     """
 
     def __init__(
@@ -87,8 +100,15 @@ class StreamRun:
         grace_s: float,
         halt: Callable[[], str | None] | None = None,
         limit: Callable[[], str | None] | None = None,
+        on_stop: str | None = None,
+        replay: Replay | None = None,
     ) -> None:
         self.tasks, self.work, self.write = tasks, work, write
+        self.on_stop = on_stop or f"finishing requests in flight for up to {grace_s:g} s"
+        self.replay = replay
+        self.arrived: list[Any] = []  # with `replay`: tasks delivered, not yet replayed
+        self.arrival = asyncio.Event()
+        self.replay_failed = False
         self.limit = limit
         self.jobs, self.ordered, self.grace_s = jobs, ordered, grace_s
         self.stopping = stopping  # no new requests (shared with the Caller)
@@ -97,9 +117,12 @@ class StreamRun:
         self.finishing = asyncio.Event()  # workers take no new tasks; those in flight get the grace
         self.outcome = Outcome()
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.slots = threading.Semaphore(2 * jobs)  # tasks read ahead of the workers, at most
+        # Tasks read ahead of the workers, at most: 2 x jobs; with a replay, at least a batch worth
+        # a lookup (a replay at -j 8 took 16 rows a batch, a hand-over between threads each).
+        ahead = max(2 * jobs, REPLAY_BATCH) if replay is not None else 2 * jobs
+        self.slots = threading.Semaphore(ahead)
         self.taken = 0  # tasks taken by workers whose slots are not yet given back
-        self.batch = max(1, jobs // 2)  # slots are given back this many at a time (<= 2 x jobs)
+        self.batch = max(1, ahead // 4)  # slots are given back this many at a time
         self.inbox: deque[Any] = deque()  # tasks read, on their way to the event loop
         self.waking = False  # a hand-over of the inbox to the event loop is pending
         self.stop_reading = threading.Event()
@@ -115,6 +138,8 @@ class StreamRun:
     async def run(self) -> Outcome:
         self.loop = asyncio.get_running_loop()
         self.workers = [asyncio.create_task(self.worker()) for _ in range(self.jobs)]
+        if self.replay is not None:
+            self.workers.append(asyncio.create_task(self.replaying()))
         with loop_signals(self.loop, self.on_signal), requested_stops(self.loop, self.cancel):
             threading.Thread(target=in_this_context(self.read), name="bv-reader", daemon=True).start()
             try:
@@ -162,6 +187,11 @@ class StreamRun:
     def _deliver(self) -> None:
         """On the event loop: move what the reader read into the workers' queue."""
         self.waking = False  # before taking: a task the reader adds from now on wakes the loop again
+        if self.replay is not None:
+            while self.inbox:
+                self.arrived.append(self.inbox.popleft())
+            self.arrival.set()
+            return
         while self.inbox:
             self.queue.put_nowait(self.inbox.popleft())
 
@@ -174,10 +204,7 @@ class StreamRun:
                 if task is not None:
                     self.reader_failure = task
                 return
-            self.taken += 1
-            if self.taken >= self.batch:  # the reader, waiting, wakes once per batch, not per task
-                self.slots.release(self.taken)
-                self.taken = 0
+            self._took()
             if self.ordered:
                 async with self.turn:
                     await self.turn.wait_for(partial(self.in_window, seq))
@@ -188,6 +215,54 @@ class StreamRun:
             reached = self.limit() if self.limit is not None else None
             if reached is not None and self.outcome.signal is None:
                 self.on_limit(reached)
+
+    def _took(self) -> None:
+        """A task read has left the read-ahead: its slot goes back to the reader."""
+        self.taken += 1
+        if self.taken >= self.batch:  # the reader, waiting, wakes once per batch, not per task
+            self.slots.release(self.taken)
+            self.taken = 0
+
+    async def replaying(self) -> None:
+        """With `replay`: each batch delivered goes through it; the tasks it made no row for go
+        to the workers first, then its rows are written (with `ordered`, each in its turn)."""
+        assert self.replay is not None
+        while not self.finishing.is_set():
+            await self.arrival.wait()
+            self.arrival.clear()
+            batch, self.arrived = self.arrived, []
+            if self.finishing.is_set():
+                return
+            ending = batch[-1] if batch and batch[-1][0] is _DONE else None
+            tasks = batch[:-1] if ending is not None else batch
+            rows = self._replayed([task for _, task in tasks])
+            for (seq, task), row in zip(tasks, rows, strict=True):
+                if row is None:
+                    self.queue.put_nowait((seq, task))
+            for (seq, _), row in zip(tasks, rows, strict=True):
+                if row is not None:
+                    self._took()
+                    if self.ordered:
+                        async with self.turn:
+                            await self.turn.wait_for(partial(self.in_window, seq))
+                    await self.emit(seq, row)
+            if ending is not None:
+                self.queue.put_nowait(ending)
+                return
+
+    def _replayed(self, tasks: list[Any]) -> list[Mapping[str, Any] | None]:
+        """`replay`'s rows for a batch; after a bug in it (said once), every task goes to the workers."""
+        assert self.replay is not None
+        if self.replay_failed or not tasks:
+            return [None] * len(tasks)
+        try:
+            return self.replay(tasks)
+        except Exception as exc:
+            if environment.debug():
+                raise
+            self.replay_failed = True
+            say(f"replaying from the cache failed ({type(exc).__name__}); every row goes the usual way")
+            return [None] * len(tasks)
 
     def in_window(self, seq: int) -> bool:
         """Whether task `seq` may start: the window of ordered output would not outgrow its bound."""
@@ -248,10 +323,7 @@ class StreamRun:
             )
             return
         self.finish()
-        say(
-            f"interrupted by {name}; finishing requests in flight for up to {self.grace_s:g} s"
-            " (Ctrl-C again to quit now)"
-        )
+        say(f"interrupted by {name}; {self.on_stop} (Ctrl-C again to quit now)")
 
     def on_limit(self, reason: str) -> None:
         """A limit reached (the cost limit) stops the run as a first Ctrl-C does, saying why; the
@@ -262,12 +334,13 @@ class StreamRun:
             say(f"{reason}; no new requests, passing on the rest of the input")
             return
         self.finish()
-        say(f"{reason}; finishing requests in flight for up to {self.grace_s:g} s")
+        say(f"{reason}; {self.on_stop}")
 
     def finish(self) -> None:
         """Start no new task: reading stops, idle workers leave, busy ones get the grace period."""
         self.finishing.set()
         self.stop_reading.set()
+        self.arrival.set()  # the replay, waiting for tasks, ends
         for _ in self.workers:  # wake idle workers, so only the busy ones are waited for
             self.queue.put_nowait((_DONE, None))
 

@@ -107,14 +107,6 @@ def finished_scores(rows: Sequence[JudgedRow]) -> tuple[dict[str, list[float]], 
     return out, sum(1 for row in rows if failed(row))
 
 
-def scores(rows: Sequence[JudgedRow]) -> dict[str, list[float]]:
-    """Item id -> its per-run scores, a failed row 0 as bv report counts it (GEPA's scores)."""
-    out: dict[str, list[float]] = {}
-    for row in rows:
-        out.setdefault(str(row["id"]), []).append(1.0 if row.get("hard") == 1 else 0.0)
-    return out
-
-
 def estimate(rows_scores: Mapping[str, Sequence[float]]) -> dict[str, Any]:
     """One side's item-level accuracy with its 95% interval, as the history and report write it."""
     e = item_estimate(rows_scores)

@@ -7,7 +7,9 @@ a Pareto pool; no statistics decide. bv gives it (docs/optimize.md, "GEPA on bv'
 
 - BvAdapter, gepa's adapter: `evaluate` is bv's rollout and judge of the candidate's `skill`
   component on item ids (a train item once, a selection item --repeats times, its score the mean
-  of its runs, a failed row 0); `make_reflective_dataset` is the attempt fields bv's reflection
+  of its finished runs: a failed row is left out and counted, as the gate does, and an item
+  with none finished gets the batch's mean, so it neither lifts nor sinks the candidate);
+  `make_reflective_dataset` is the attempt fields bv's reflection
   prompt fences (bv.optimize.reflect.attempt_fields), so a hostile reply stays data.
 - OptimizerLM, gepa's reflection_lm: GEPA's own reflection prompt sent to bv's optimizer model
   through the rollout stage (the reply cache, retries, tokens counted; no litellm).
@@ -32,8 +34,8 @@ from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import runs
 from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
-from bv.optimize.gate import estimate, scores
-from bv.optimize.loop import _Loop
+from bv.optimize.gate import estimate, finished_scores
+from bv.optimize.loop import _Loop, with_costs
 from bv.optimize.reflect import attempt_fields
 from bv.optimize.results import (
     GepaResult,
@@ -117,6 +119,19 @@ def _text_of(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n\n".join(parts)
 
 
+def batch_scores(
+    rows: Sequence[JudgedRow], batch: Sequence[str]
+) -> tuple[dict[str, list[float]], list[float], int]:
+    """The scores GEPA sees for `batch`: each item's mean over its finished runs, a failed row left
+    out and counted (as the gate does: an outage is no evidence about the skill); an item with no
+    finished run gets the mean of the others, which leaves the batch's mean as if it were left
+    out (GEPA needs a number per item). Also item -> finished scores, and the failed rows."""
+    by_item, failed = finished_scores(rows)
+    means = {item: sum(runs_) / len(runs_) for item, runs_ in by_item.items()}
+    neutral = sum(means.values()) / len(means) if means else 0.0
+    return by_item, [means.get(item, neutral) for item in batch], failed
+
+
 class BvAdapter:
     """bv's evaluator as a gepa GEPAAdapter (duck-typed: gepa is imported only when it runs)."""
 
@@ -132,6 +147,7 @@ class BvAdapter:
         self.refused: dict[str, dict[str, Any]] = {}
         self.warned: set[str] = set()  # candidates said to address the grader
         self.metric_calls = 0
+        self.failed_rows = 0  # rows with no verdict, left out of the scores (gepa.json counts them)
 
     def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False) -> Any:
         from gepa.core.adapter import EvaluationBatch
@@ -173,16 +189,19 @@ class BvAdapter:
             raise
         self.rows += rows
         self.metric_calls += len(rows)
-        by_item = scores(rows)
+        by_item, item_scores, failed = batch_scores(rows, batch)
+        self.failed_rows += failed
         first = {str(r["id"]): r for r in reversed(rows)}
+        left_out = f"; {failed} failed rows left out" if failed else ""
         if on_selection:
             e = estimate(by_item)
             lo, hi = e["ci95"]
             self.say(
                 f"gepa: skill {sha[:12]}: selection {figure(e['accuracy'])} [{figure(lo)}, {figure(hi)}]"
-                f" over {e['n_items']} items ({self.metric_calls} target rollouts so far)"
+                f" over {e['n_items']} items ({self.metric_calls} target rollouts so far{left_out})"
             )
-        item_scores = [sum(by_item.get(i, [0.0])) / max(len(by_item.get(i, [])), 1) for i in batch]
+        elif failed:
+            self.say(f"gepa: skill {sha[:12]}: train minibatch{left_out}")
         return EvaluationBatch(
             outputs=[{"id": i, "scores": by_item.get(i, [])} for i in batch],
             scores=item_scores,
@@ -208,7 +227,7 @@ def default_budget(options: OptimizeOptions, train: int, selection: int, steps: 
     """The target rollouts bv's loop plans on train and selection in `steps` steps: each step's
     batch and gate, and the seed's selection score (the test split is neither's budget)."""
     gate = selection * options.repeats
-    return (min(options.batch, train) + gate) * steps + gate
+    return (min(options.batch_size, train) + gate) * steps + gate
 
 
 def _budget(loop: _Loop, max_metric_calls: int | None) -> int:
@@ -232,12 +251,13 @@ def dry_run(
     """A GEPA search's shape and request bound; nothing sent or written. The budget is checked
     between iterations, so the bound adds one iteration past it (a minibatch pair and a
     selection scoring); each iteration reflects at most once, on a minibatch of rollouts."""
+    configs = runs.checked_configs(engines)
     loop = _Loop(items_path, seed_skill, RunFolder(out), engines, options, lambda line: None)
     budget = _budget(loop, max_metric_calls)
     rollouts = budget + 2 * options.minibatch + len(loop.split.selection) * options.repeats
     target = rollouts + 2 * len(loop.split.test) * options.repeats
-    judged = engines.judge_mode != "rules" and engines.judge.model
-    return Plan(
+    judged = engines.mode != "rules" and engines.judge.model
+    plan = Plan(
         split={p: len(loop.split.part(p)) for p in ("train", "selection", "test")},
         steps=0,
         steps_done=0,
@@ -248,6 +268,7 @@ def dry_run(
         },
         search=f"GEPA: a budget of {budget} target rollouts on train and selection",
     )
+    return with_costs(loop, plan, configs)
 
 
 def search(
@@ -271,6 +292,7 @@ def search(
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
+    runs.checked_configs(engines)  # an unpriced `max_cost`: refused before the folder is touched
     with RunFolder(out).owned():
         return _search(items_path, seed_skill, out, engines, options, max_metric_calls, say, gepa)
 
@@ -305,7 +327,7 @@ def _search(
         reflection_minibatch_size=options.minibatch,
         stop_callbacks=[stop, lambda state: adapter.metric_calls >= budget],
         logger=_Log(folder.path / "gepa.log"),
-        seed=options.seed,
+        seed=options.split_seed,
         raise_on_exception=True,
     )
     stop.check()
@@ -334,6 +356,7 @@ def _search(
         "best": best_index,
         "pool": pool,
         "refused": list(adapter.refused.values()),
+        "failed_rows": adapter.failed_rows,  # left out of the scores GEPA saw
         "reflections": lm.reflections,
         "tokens": search_tokens,
     }

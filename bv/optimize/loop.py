@@ -22,6 +22,7 @@ from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
+from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
@@ -93,18 +94,18 @@ class _Loop:
                 f"the seed skill is {len(self.seed_skill.text)} characters,"
                 f" over `max_skill_chars` {options.max_skill_chars}"
             )
-        if options.split_file is not None:
-            self.split: Split = read_split(options.split_file, list(self.by_id))
+        if options.split is not None:
+            self.split: Split = read_split(options.split, list(self.by_id))
         else:
             self.split = stratified_split(
-                {i["id"]: i["subtype"] for i in self.items}, options.ratio, options.seed
+                {i["id"]: i["subtype"] for i in self.items}, options.ratio, options.split_seed
             )
         if not self.split.train or not self.split.selection or not self.split.test:
             raise OptimizeError(
                 f"the split leaves a part empty ({self._sizes()}); give more items or another `ratio`"
             )
         self.guarded = guarded_items(self.items, set(self.split.train))
-        self.per_epoch = math.ceil(len(self.split.train) / options.batch)
+        self.per_epoch = math.ceil(len(self.split.train) / options.batch_size)
         self.total = options.epochs * self.per_epoch if options.steps is None else options.steps
         self.identity = self._identity(items_path)
 
@@ -113,10 +114,10 @@ class _Loop:
 
     def _identity(self, items_path: Path) -> dict[str, Any]:
         """What run.json holds. Every key but `endpoints` must match for a re-run to resume: a
-        model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
-        by endpoint too, but finished steps stay finished)."""
+        model may be served elsewhere on a re-run (the cache keys a model's replies by its name, so
+        they are still found; rows record the endpoint that made each)."""
         templates = self.engines.templates
-        judge = self.engines.judge.recorded() if self.engines.judge_mode != "rules" else {}
+        judge = self.engines.judge.recorded() if self.engines.mode != "rules" else {}
         endpoints = {
             role: list(model.base_url)
             for role, model in (
@@ -132,7 +133,7 @@ class _Loop:
             "options": self.options.identity(),
             "target": {**self.engines.target.recorded(), "max_turns": self.engines.max_turns},
             "optimizer": self.engines.optimizer.recorded(),
-            "judge": {"mode": self.engines.judge_mode, **judge},
+            "judge": {"mode": self.engines.mode, **judge},
             **({"test_judge": self.engines.test_judge.recorded()} if self.engines.test_judge else {}),
             "templates": {name: templates.sha256(name) for name in template_names()},
             "endpoints": endpoints,
@@ -142,7 +143,7 @@ class _Loop:
         o, turns = self.options, self.engines.max_turns
         selection, test = len(self.split.selection), len(self.split.test)
         steps = max(0, self.total - max(done - 1, 0))
-        batch = min(o.batch, len(self.split.train))
+        batch = min(o.batch_size, len(self.split.train))
         target = (batch + selection * o.repeats) * turns * steps + (selection + 2 * test) * o.repeats * turns
         judged = (batch + selection * o.repeats) * steps + (selection + 2 * test) * o.repeats
         return Plan(
@@ -151,7 +152,7 @@ class _Loop:
             steps_done=max(done - 1, 0),
             requests={
                 "target": target,
-                "judge": judged if self.engines.judge_mode != "rules" and self.engines.judge.model else 0,
+                "judge": judged if self.engines.mode != "rules" and self.engines.judge.model else 0,
                 "optimizer": math.ceil(batch / o.minibatch) * steps,
             },
         )
@@ -202,12 +203,15 @@ class _Loop:
         current = self.skill_of(current_ref)
         current_scores, current_failed = _current_scores(history)
         epoch, position = divmod(step - 1, self.per_epoch)
-        order = _order(self.options.seed, epoch, self.split.train)
-        batch_ids = order[position * self.options.batch : (position + 1) * self.options.batch]
+        order = _order(self.options.split_seed, epoch, self.split.train)
+        batch_ids = order[position * self.options.batch_size : (position + 1) * self.options.batch_size]
         batch = [self.by_id[i] for i in batch_ids]
         train_rows = runs.rollout_and_judge(batch, current, self.engines, 1, f"step {step}: train")
         groups, failures, successes = minibatches(
-            train_rows, self.options.minibatch, self.options.success_share, f"{self.options.seed}:{step}"
+            train_rows,
+            self.options.minibatch,
+            self.options.success_share,
+            f"{self.options.split_seed}:{step}",
         )
         requests = [
             (
@@ -312,6 +316,7 @@ class _Loop:
             or test.get("best", {}).get("sha256") != best.sha256
             or test.get("repeats") != self.options.repeats
             or test.get("failed_rows")
+            or not (self.folder.path / TEST_ROWS["best"]).is_file()  # a run before the rows were kept
         ):
             test = self.test_result(best)
             self.folder.write_json("test.json", test)
@@ -329,6 +334,8 @@ class _Loop:
             if best.text == self.seed_skill.text
             else self.evaluate("test", best, self.options.repeats, "best on test")
         )
+        self.folder.write_rows(TEST_ROWS["seed"], seed_rows)  # what `bv report FOLDER` reads
+        self.folder.write_rows(TEST_ROWS["best"], best_rows)
         return {
             "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
             "best": {"sha256": best.sha256, **estimate(best_scores)},
@@ -434,13 +441,17 @@ def dry_run(
 ) -> Plan:
     """The run's shape, its request bound and what those requests would cost, from the items and
     the run folder; nothing sent or written."""
-    from bv.optimize.plan_cost import plan_costs
-
     configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    plan = loop.plan(folder.finished_rows())
+    return with_costs(loop, loop.plan(folder.finished_rows()), configs)
+
+
+def with_costs(loop: _Loop, plan: Plan, configs: runs.Configs) -> Plan:
+    """The plan with what its requests would cost by role (bv.optimize.plan_cost), for either search."""
+    from bv.optimize.plan_cost import plan_costs
+
     train = [loop.by_id[i] for i in loop.split.part("train")]
-    reflecting = (options.minibatch, options.edits)
+    reflecting = (loop.options.minibatch, loop.options.edits)
     costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
     return replace(plan, costs=tuple(costs))

@@ -35,18 +35,18 @@ def plan_costs(
     engines: runs.Engines,
     reflecting: tuple[int, int],
     requests: Mapping[str, int],
-    configs: tuple[RolloutConfig, JudgeConfig, RolloutConfig],
+    configs: runs.Configs,
 ) -> list[str]:
     """The dry run's cost lines: each role's completions and cost, or one line saying why none.
     `reflecting`: the minibatch size and the edits a reflection may propose."""
     target, judge, optimizer = configs
     if target.price_book is None:
         return ["cost: not estimated: give `prices` (a price file, or genai-prices)"]
-    path = engines.cache_path
+    path = engines.cache
     cache = ReplyCache(path) if path is not None and path.exists() else None
     try:
         records = runs.prompts(items, seed_skill, engines)
-        costs = ImageCosts(target.request_params.get("max_pixels"))
+        costs = ImageCosts(target.request.max_pixels)
         per_prompt = sum(request_cost(r["messages"], costs)[1] for r in records) / max(len(records), 1)
         sent = requests["target"] // max(target.max_turns, 1)  # first turns; the rest refinements
         lines = _role("target", target, cache, sent, requests["target"] - sent, per_prompt)
@@ -68,7 +68,7 @@ def _role(
     model, url = (
         (endpoint.model, first_url(endpoint.public)) if endpoint is not None else (config.model, None)
     )
-    completions = guess_completions(cache, config.backend, model, config.max_tokens)
+    completions = guess_completions(cache, config.backend, model, config.request.max_tokens)
     found = cost_lines(config.price_book, model, url, sent, may, round(sent * per_prompt), completions)
     return [f"{role} cost:", *(f"  {line}" for line in found)]
 

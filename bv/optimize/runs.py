@@ -5,7 +5,7 @@ prompt records of text messages, cached and retried like any other."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -13,15 +13,14 @@ from typing import Any, cast
 from bv.core.errors import BadRecord, Fatal, Interrupted
 from bv.core.outcome import SIGNAL_NAMES
 from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
-from bv.core.redaction import public_params
 from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
-from bv.engine.defaults import CACHE_SCOPE, TIMEOUT_S
 from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
+from bv.stages.request_params import RequestParams
 from bv.stages.rollout import run_rollout
-from bv.stages.rollout_config import RolloutConfig, split_params
+from bv.stages.rollout_config import RolloutConfig
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,11 @@ class Model:
     backend: str = shared(RolloutConfig, "backend")
     base_url: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
-    params: Mapping[str, Any] = field(default_factory=dict)
+    request: RequestParams = field(default_factory=RequestParams)  # what its requests carry
 
     def recorded(self) -> dict[str, Any]:
         """What must stay the same for a run folder to resume: not the key, not the endpoint."""
-        return {"model": self.model, "backend": self.backend, "params": public_params(self.params)}
+        return {"model": self.model, "backend": self.backend, "params": self.request.recorded}
 
 
 @dataclass
@@ -46,16 +45,13 @@ class Spend:
     usd: float = 0.0
 
 
-WAITS = ("rate_limit_patience", "connect_timeout", "first_byte_timeout", "read_timeout", "stall_notice")
-
-
 @dataclass(frozen=True)
 class Engines:
     """How the loop reaches its three models, and how requests are sent."""
 
     target: Model
     optimizer: Model
-    judge_mode: str = shared(JudgeConfig, "mode")
+    mode: str = shared(JudgeConfig, "mode")
     judge: Model = field(default_factory=Model)
     # the final test's own judge (`test_judge_*`), so that a skill that sways the gate's judge
     # cannot sway the test's; None: the test is judged as the gate is
@@ -65,13 +61,15 @@ class Engines:
     templates: Templates = BV_TEMPLATES
     jobs: int = shared(RolloutConfig, "jobs")
     retries: int = shared(RolloutConfig, "retries")
-    timeout_s: float = TIMEOUT_S
-    cache_path: Path | None = None
-    cache_scope: str = CACHE_SCOPE  # what cache keys name of an endpoint (bv.engine.cache)
+    timeout: float = shared(RolloutConfig, "timeout")
+    rate_limit_patience: float = shared(RolloutConfig, "rate_limit_patience")
+    connect_timeout: float = shared(RolloutConfig, "connect_timeout")
+    first_byte_timeout: float | None = shared(RolloutConfig, "first_byte_timeout")
+    read_timeout: float | None = shared(RolloutConfig, "read_timeout")
+    stall_notice: float = shared(RolloutConfig, "stall_notice")
+    cache: Path | None = None  # None: no reply cache
+    cache_scope: str = shared(RolloutConfig, "cache_scope")  # what cache keys name of an endpoint
     quiet: bool = True
-    # how long a request waits (the settings WAITS names, as RolloutConfig and JudgeConfig take
-    # them); absent: their defaults
-    waits: Mapping[str, Any] = field(default_factory=dict)
     prices: str | None = None  # every role's replies priced (bv.engine.prices); None: not priced
     max_cost: float | None = None  # USD: one budget for every role's replies over the run (needs prices)
     spend: Spend = field(default_factory=Spend, compare=False)  # counted toward max_cost, stage by stage
@@ -81,14 +79,18 @@ class Engines:
         return {
             "jobs": self.jobs,
             "retries": self.retries,
-            "timeout": self.timeout_s,
-            "cache": self.cache_path,
+            "timeout": self.timeout,
+            "rate_limit_patience": self.rate_limit_patience,
+            "connect_timeout": self.connect_timeout,
+            "first_byte_timeout": self.first_byte_timeout,
+            "read_timeout": self.read_timeout,
+            "stall_notice": self.stall_notice,
+            "cache": self.cache,
             "cache_scope": self.cache_scope,
             "quiet": self.quiet,
             "prices": self.prices,
             "max_cost": self.max_cost,
             "spent_before": self.spend.usd,  # each stage starts with the run's spend so far
-            **self.waits,
         }
 
 
@@ -120,19 +122,17 @@ def rollout_config(
     model: Model, engines: Engines, repeats: int, turns: int, dry_run: bool = False
 ) -> RolloutConfig:
     """A role's rollout config (the target's, the optimizer's); `dry_run`: no key needed."""
-    named, params = split_params(model.params)
     return RolloutConfig(
         backend=model.backend,
         model=model.model,
         base_url=model.base_url,
         api_key=model.api_key,
-        params=params,
+        request=model.request,
         repeats=repeats,
         max_turns=turns,
         templates=engines.templates,
         ordered=True,
         dry_run=dry_run,
-        **named,
         **engines.run(),
     )
 
@@ -140,18 +140,21 @@ def rollout_config(
 def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> JudgeConfig:
     """The judge's config (the gate's judge, or the test's); `dry_run`: no key needed."""
     return JudgeConfig(
-        mode=engines.judge_mode,
+        mode=engines.mode,
         judge_model=several(judge.model),
         judge_base_url=judge.base_url[:1],
         judge_api_key=several(judge.api_key),
-        judge_params=dict(judge.params),
+        judge_params=judge.request.body,
         templates=engines.templates,
         dry_run=dry_run,
         **engines.run(),
     )
 
 
-def checked_configs(engines: Engines) -> tuple[RolloutConfig, JudgeConfig, RolloutConfig]:
+Configs = tuple[RolloutConfig, JudgeConfig, RolloutConfig]  # the target's, the judge's, the optimizer's
+
+
+def checked_configs(engines: Engines) -> Configs:
     """Every role's config (target, judge, optimizer; the test's judge checked too), made as a
     dry run's: what they refuse (a `max_cost` bv cannot price, an option a backend does not use)
     is refused before the run folder is touched or anything sent."""

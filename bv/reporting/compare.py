@@ -59,15 +59,18 @@ def _by_group(
     index: int,
     adjust: str,
     alternative: Alternative,
+    clusters: Mapping[str, str] | None,
 ) -> dict[str, Difference]:
     """The comparison within each group of one level (type, subtype, answer type), p adjusted
-    for the number of groups at that level."""
+    for the number of groups at that level; clustered where a group spans several clusters."""
     members: dict[str, list[str]] = {}
     for item in a:
         if item in b and item in groups:
             members.setdefault(groups[item][index], []).append(item)
     results = {
-        label: paired_comparison({i: a[i] for i in items}, {i: b[i] for i in items}, alternative=alternative)
+        label: paired_comparison(
+            {i: a[i] for i in items}, {i: b[i] for i in items}, alternative=alternative, clusters=clusters
+        )
         for label, items in sorted(members.items())
     }
     adjusted = ADJUSTMENTS[adjust]([r.p_value for r in results.values()])
@@ -82,20 +85,24 @@ def compare(
     exclude_failed: bool = False,
     adjust: str = "holm",
     alternative: Alternative = "two-sided",
+    cluster: str | None = None,
 ) -> list[Paired]:
-    """Each input against the baseline, per item; the overall p-values adjusted over the pairs."""
+    """Each input against the baseline, per item; the overall p-values adjusted over the pairs.
+    `cluster` ("type" or "subtype") clusters the differences' standard errors as the accuracies'."""
     runs = [item_runs(t, exclude_failed) for t in tallies]
     groups = tallies[baseline].item_groups
+    at = next((i for i, (_, name) in enumerate(GROUPS) if name == cluster), None)
+    clusters = {item: labels[at] for item, labels in groups.items()} if at is not None else None
     a = runs[baseline]
     others = [i for i in range(len(names)) if i != baseline]
-    overall = [paired_comparison(a, runs[i], alternative=alternative) for i in others]
+    overall = [paired_comparison(a, runs[i], alternative=alternative, clusters=clusters) for i in others]
     adjusted = ADJUSTMENTS[adjust]([r.p_value for r in overall])
     pairs: list[Paired] = []
     for i, result, p in zip(others, overall, adjusted, strict=True):
         b = runs[i]
         moved = [(item, sum(b[item]) / len(b[item]) - sum(a[item]) / len(a[item])) for item in a if item in b]
         by = {
-            group: _by_group(a, b, groups, index, adjust, alternative)
+            group: _by_group(a, b, groups, index, adjust, alternative, clusters)
             for index, (group, _) in enumerate(GROUPS)
         }
         pair: Paired = {
@@ -274,10 +281,18 @@ def notices(report: Built, by: tuple[str, ...] = ()) -> list[str]:
     for s in summaries:
         if not s["complete"]:
             runs = ", ".join(f"run {run} {n}" for run, n in s["items_per_run"].items())
+            cell = s["overall"]
+            gap = (
+                f" (Avg@k {100 * cell['accuracy']:.1f}%, the item-level accuracy the interval"
+                f" is of {100 * cell['item_accuracy']:.1f}%)"
+                if cell["accuracy"] is not None and cell["item_accuracy"] is not None
+                else ""
+            )
             lines.append(
                 f"{s['name']}: incomplete: its runs cover different items"
-                f" ({runs}, of {s['overall']['n']} items);"
-                " Avg@k averages runs over different items, the interval is over each item's runs"
+                f" ({runs}, of {cell['n']} items);"
+                " Avg@k averages runs over different items, the interval is of the mean of each"
+                f" item's runs{gap}"
             )
         lines += [
             f"{s['name']}: {line}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,9 @@ from bv import __version__
 from bv.core import redaction
 from bv.core.atomic import atomic_output
 from bv.core.errors import BadConfig, Fatal
-from bv.core.settings import shared
-from bv.stages.judge_config import JudgeConfig
+from bv.core.settings import part, shared
+from bv.stages.judge_config import JudgeConfig, several
+from bv.stages.request_params import RequestParams
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions, targets
 
@@ -26,9 +27,9 @@ class BadOption(BadConfig):
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """One evaluation: the items, where the run folder goes, and the options of every stage, named
-    as the stages take them (`sample_seed` is bv prompt's --seed, `params` rollout's request
-    parameters: max_tokens, temperature, seed, max_pixels, extra_body)."""
+    """One evaluation: the items, where the run folder goes, and the settings of every stage,
+    each declared once and named as its stage names it (`request`: the rollout's request
+    parameters, bv.stages.request_params)."""
 
     items: Path
     out: Path
@@ -46,31 +47,31 @@ class EvalConfig:
     limit: int | None = None
     # rollout
     backend: str = shared(RolloutConfig, "backend")
-    model: str | None = None
-    base_urls: tuple[str, ...] = ()
-    api_key: str | None = field(default=None, repr=False)
+    model: str | None = shared(RolloutConfig, "model")
+    base_url: tuple[str, ...] = shared(RolloutConfig, "base_url")
+    api_key: str | None = shared(RolloutConfig, "api_key")
     repeats: int = shared(RolloutConfig, "repeats")
     max_turns: int = shared(RolloutConfig, "max_turns")
-    params: Mapping[str, Any] = field(default_factory=dict)
-    exec_cmd: str | None = None
+    request: RequestParams = part(RequestParams)
+    exec_cmd: str | None = shared(RolloutConfig, "exec_cmd")
     # judge
-    judge_mode: str = shared(JudgeConfig, "mode")
-    # one judge (a text) or a panel (several, bv.stages.judge_config.several)
-    judge_model: str | tuple[str, ...] | None = None
-    judge_base_url: str | tuple[str, ...] | None = None
-    judge_api_key: str | tuple[str, ...] | None = field(default=None, repr=False)
+    mode: str = shared(JudgeConfig, "mode")
+    # one judge, or a panel (several: bv.stages.judge_config)
+    judge_model: tuple[str, ...] = shared(JudgeConfig, "judge_model")
+    judge_base_url: tuple[str, ...] = shared(JudgeConfig, "judge_base_url")
+    judge_api_key: tuple[str, ...] = shared(JudgeConfig, "judge_api_key")
+    judge_params: Mapping[str, Any] = shared(JudgeConfig, "judge_params")  # sent as written
     panel: str = shared(JudgeConfig, "panel")
-    judge_params: Mapping[str, Any] = field(default_factory=dict)  # --judge-param: sent as written
     # how it runs, not what it computes: a re-run may change these
-    prices: str | None = None  # a price file, or "genai-prices": rows record their cost
-    max_cost: float | None = None  # USD, the rollout's and the judge's spend together (needs prices)
-    batch: bool = False  # the rollout's and the LLM judge's requests as batch jobs
+    prices: str | None = shared(RolloutConfig, "prices")  # rows record their cost
+    max_cost: float | None = shared(RolloutConfig, "max_cost")  # the rollout's and the judge's spend together
+    batch: bool = shared(RolloutConfig, "batch")  # the rollout's and the LLM judge's requests as batch jobs
     jobs: int = shared(RolloutConfig, "jobs")
     retries: int = shared(RolloutConfig, "retries")
     timeout: float = shared(RolloutConfig, "timeout")
-    cache: Path | None = None  # None: no reply cache (and no resuming)
+    cache: Path | None = shared(RolloutConfig, "cache")  # None: no reply cache (and no resuming)
     cache_scope: str = shared(RolloutConfig, "cache_scope")
-    quiet: bool = False
+    quiet: bool = shared(RolloutConfig, "quiet")
     skip_bad: bool = False
     # experiment trackers (docs/tracking.md)
     track: tuple[str, ...] = shared(TrackOptions, "track")
@@ -78,50 +79,19 @@ class EvalConfig:
     track_entity: str | None = shared(TrackOptions, "track_entity")
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "track", targets(self.track))
-        except BadConfig as exc:
-            raise BadOption(f"`track`: {exc}", option="track") from None
+        """Paths and selections as either face gives them (a str, any sequence)."""
+        for name in ("items", "out", "skill", "prompts"):
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        for name in ("ids", "types", "subtypes"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("judge_model", "judge_base_url", "judge_api_key"):
+            object.__setattr__(self, name, several(getattr(self, name)))
+        object.__setattr__(self, "track", targets(self.track))  # BadConfig: a usage error
 
     @property
     def tracking(self) -> TrackOptions:
         return TrackOptions(self.track, self.track_project, self.track_entity)
-
-    @classmethod
-    def of(
-        cls,
-        items: str | Path,
-        out: str | Path,
-        base_urls: tuple[str, ...],
-        cache: Path | None,
-        quiet: bool,
-        options: Mapping[str, Any],
-    ) -> EvalConfig:
-        """The config of bv.api.evaluate's arguments (`options`: the other fields, or bv eval's
-        options by their names: max_tokens and the other request parameters, mode; the item
-        selections as any sequence, paths and `prices` a str or a Path, as bv.api.rollout takes them)."""
-        from bv.stages.rollout_config import NAMED_PARAMS
-
-        options = dict(options)
-        params = dict(options.pop("params", None) or {})
-        params |= {name: options.pop(name) for name in NAMED_PARAMS if name in options}
-        if "mode" in options:
-            options["judge_mode"] = options.pop("mode")
-        given: dict[str, Any] = {
-            name: tuple(options[name]) for name in ("ids", "types", "subtypes") if name in options
-        }
-        given |= {name: Path(options[name]) for name in ("skill", "prompts") if options.get(name) is not None}
-        if options.get("prices") is not None:
-            given["prices"] = str(options["prices"])
-        return cls(
-            items=Path(items),
-            out=Path(out),
-            params={k: v for k, v in params.items() if v is not None},
-            base_urls=base_urls,
-            cache=cache,
-            quiet=quiet,
-            **{**options, **given},
-        )
 
 
 SECRETS = ("api_key", "judge_api_key")
@@ -161,14 +131,16 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
         value = getattr(config, f.name)
         if isinstance(value, tuple) and f.name.startswith("judge_"):  # one judge: as it always was
             value = None if not value else value[0] if len(value) == 1 else value
-        if f.name == "panel" and not (isinstance(config.judge_model, tuple) and len(config.judge_model) > 1):
+        if f.name == "panel" and len(config.judge_model) < 2:
             continue  # one judge: no panel, and a run folder made before panels resumes
         if f.name in SECRETS:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":
             record[f.name] = str(Path(value).resolve())
-        elif f.name in ("params", "judge_params"):
-            record[f.name] = _plain(redaction.public_params(value))  # `-p api_key=…`: ***
+        elif f.name == "request":
+            record["params"] = _plain(value.recorded)  # what every request carries; `-p api_key=…`: ***
+        elif f.name == "judge_params":
+            record[f.name] = _plain(redaction.public_params(value))
         else:
             record[f.name] = _plain(value)
     return json.loads(redaction.redact(json.dumps(record)))  # a key pasted into another option

@@ -20,16 +20,17 @@ there is one, as batch jobs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bv.core import outcome as outcomes
 from bv.core.atomic import atomic_output
-from bv.core.errors import StdoutClosed
+from bv.core.errors import BadRecord, MissingPackage, StdoutClosed
 from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
 from bv.core.outcome import Outcome, finish, say
-from bv.core.records import PromptRecord, RolloutRow
+from bv.core.records import JudgedRow, PromptRecord, RolloutRow
 from bv.core.run_context import current
 from bv.runs.config import (
     HOW_IT_RUNS,
@@ -53,16 +54,49 @@ RESULTS = "results.jsonl"
 
 @dataclass
 class EvalResult:
-    """How a run went: its exit status (as the stages': 0, 1, 130, 143), the folder, the figures."""
+    """How a run went: its exit status (as the stages': 0, 1, 130, 143), the folder, the figures,
+    and its judged rows (`rows()`, `to_pandas()`), read from the folder's results.jsonl."""
 
     folder: Path
     status: int = outcomes.OK
-    rows: int = 0
+    row_count: int = 0  # judged rows in results.jsonl
     accuracy: float | None = None  # overall Avg@k, once the report is written
     written: list[str] = field(default_factory=list)  # the files the run wrote
     stopped: str | None = None  # why it stopped before the report, if it did
     fatal: str | None = None  # the error that stopped it (a wrong key, URL or model): fix, then re-run
     spent_usd: float | None = None  # what its replies cost, with prices (cached ones cost nothing now)
+
+    def rows(self) -> Iterator[JudgedRow]:
+        """The judged rows, one per (item, run), as results.jsonl holds them (read as bv report
+        reads it: a bad line raises BadRecord naming file and line); none when no results were
+        written (a stopped run)."""
+        from bv.core.records import check_judged_row
+
+        if RESULTS not in self.written:
+            return
+        for _, row in read_records([str(self.folder / RESULTS)], _Raising(), check_judged_row):
+            yield row
+
+    def to_pandas(self) -> Any:
+        """The judged rows as a pandas DataFrame, one line per (item, run); pandas is imported only
+        here, and MissingPackage says to install it when it is not."""
+        import importlib
+
+        try:
+            pandas = importlib.import_module("pandas")  # optional: not a dependency of bv
+        except ImportError:
+            raise MissingPackage("EvalResult.to_pandas needs pandas: pip install pandas") from None
+        return pandas.DataFrame.from_records(list(self.rows()))
+
+
+class _Raising(Problems):
+    """A problem reading a run's own results is an error, not a line to skip."""
+
+    def report(self, where: Any, why: str) -> None:
+        raise BadRecord(f"{where}: {why}")
+
+    def cannot_open(self, path: str, exc: OSError) -> None:
+        raise exc
 
 
 class _Interrupted(Exception):
@@ -92,7 +126,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig, several
     from bv.stages.prompt import PromptOptions, Skill
-    from bv.stages.rollout_config import RolloutConfig, split_params
+    from bv.stages.rollout_config import RolloutConfig
 
     if not config.items.is_file():
         raise BadOption(f"no items file at {config.items}")
@@ -101,7 +135,6 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     prompt_options = PromptOptions(
         style=config.style, templates=templates, skill=skill, detail=config.image_detail
     )
-    named, params = split_params(config.params)
     # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
     run: dict[str, Any] = {
         "jobs": config.jobs,
@@ -116,20 +149,19 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     rollout = RolloutConfig(
         backend=config.backend,
         model=config.model,
-        base_url=config.base_urls,
+        base_url=config.base_url,
         api_key=config.api_key,
         exec_cmd=config.exec_cmd,
-        params=params,
+        request=config.request,
         repeats=config.repeats,
         max_turns=config.max_turns,
         templates=templates,
         ordered=True,
         batch=config.batch,
-        **named,
         **run,
     )
     judge = JudgeConfig(
-        mode=config.judge_mode,
+        mode=config.mode,
         judge_model=several(config.judge_model),
         judge_base_url=several(config.judge_base_url),
         judge_api_key=several(config.judge_api_key),
@@ -236,7 +268,7 @@ def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResul
         result.stopped = _stopped(outcome, "the judge")
         return result
     result.written.append(RESULTS)
-    result.rows = len(rows)
+    result.row_count = len(rows)
 
     current().stage = "report"
     with logged(logs / "report.log", config.quiet):
@@ -318,7 +350,7 @@ def _report(config: EvalConfig) -> tuple[int, Summary]:
     """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
     import sys
 
-    from bv.reporting.advice import warnings
+    from bv.reporting.advice import notes, warnings
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.html_page import write_html
     from bv.reporting.render import render_markdown, render_table
@@ -347,7 +379,10 @@ def _report(config: EvalConfig) -> tuple[int, Summary]:
                 silence_stdout()
     finally:
         source.close()
-    for line in warnings(summaries):
+    by_rules = {summaries[0]["name"]} if config.mode == "rules" else set()
+    for line in notes(summaries, by_rules):
+        say(f"note: {line}")
+    for line in warnings(summaries, by_rules):
         say(f"warning: {line}")
     status = finish(Outcome(), problems, config.skip_bad)
     overall = summaries[0]["overall"]

@@ -103,7 +103,7 @@ def plan_rollout(
     records: Iterable[PromptRecord], backend: Backend, cache: ReplyCache | None, config: RolloutConfig
 ) -> Plan:
     """Walk every (record, run) through its turns as far as the cache answers them."""
-    params, repeats, max_turns = config.request_params, config.repeats, config.max_turns
+    params, repeats, max_turns = config.request.body, config.repeats, config.max_turns
     plan, hashes, costs = Plan(), ImageHashes(), ImageCosts(params.get("max_pixels"))
     use_cache = cache is not None and backend.cacheable
     for record in records:

@@ -131,7 +131,7 @@ class LLMJudge:
         if self.unusable is not None:
             return None, None, f"LLM judge unusable: {self.unusable}", None
         try:
-            reply, _ = await self.caller.call(
+            reply, cached = await self.caller.call(
                 judge_messages(record, extracted, self.templates),
                 self.params,
                 keep=lambda reply: parse_verdict(reply.content) is not None,  # a re-run asks again
@@ -145,6 +145,7 @@ class LLMJudge:
                 self.unusable = redaction.redact(str(exc))
                 say(f"error: {self.unusable}; the rows still go out, those left to the LLM as judge errors")
             return None, None, f"LLM judge unusable: {self.unusable}", None
+        self.caller.stats.instant += cached  # no wait: the ETA goes by the verdicts asked for
         hard = await off_loop(parse_verdict, reply.content)  # a judge can loop too
         error = None if hard is not None else "judge reply is neither True nor False"
         return hard, reply.content, error, reply
@@ -365,6 +366,7 @@ def run_judge(
 
     def count(row: JudgedRow) -> JudgedRow:
         stats.done += 1
+        stats.instant += row["decided_by"] in ("rules", "rollout_error")  # no request asked
         stats.errors += row["decided_by"] == "error"
         stats.answered += row["extracted"] is not None
         decided["undecided" if row["undecided"] else row["decided_by"]] += 1

@@ -12,43 +12,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from bv import __version__
+from bv.core.environment import replays
 from bv.core.errors import BadRecord, ItemFailure
 from bv.core.extract import has_answer_async
 from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import Outcome
-from bv.core.records import (
-    PromptRecord,
-    RolloutFields,
-    RolloutRow,
-    Turn,
-    Usage,
-    check_prompt_record,
-    without_stage,
-)
+from bv.core.records import PromptRecord, RolloutRow, Turn, check_prompt_record
 from bv.core.shards import label
-from bv.engine.backends import Backend, endpoint_of, make_backend
+from bv.engine.backends import make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
-from bv.engine.prices import first_url, row_cost
+from bv.engine.prices import first_url
 from bv.engine.progress import Stats
 from bv.stages.artifacts import Artifacts
 from bv.stages.rollout_config import RolloutConfig, expand_runs, in_shard, next_turn, refusal_or_filtered
-
-_stamp: tuple[int, str] = (-1, "")
-
-
-def now_utc() -> str:
-    """The time now in ISO 8601, UTC, to the second; formatted once a second, not per row (the
-    C library's strftime looks up the local time zone on every call)."""
-    global _stamp
-    second = int(time.time())
-    if second != _stamp[0]:
-        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    return _stamp[1]
+from bv.stages.rollout_rows import Ended, finished_row, now_utc
 
 
 async def rollout_one(
@@ -62,7 +42,7 @@ async def rollout_one(
     started_at, started = now_utc(), time.monotonic()
     try:
         for turn in range(config.max_turns):
-            reply, cached = await caller.call(conversation, config.request_params, run=run, turn=turn)
+            reply, cached = await caller.call(conversation, config.request.body, run=run, turn=turn)
             turns.append({**reply.to_json(), "cached": cached})
             answered = await has_answer_async(reply.content)
             if turn + 1 == config.max_turns or answered or refusal_or_filtered(reply):
@@ -72,71 +52,8 @@ async def rollout_one(
         error, filtered = str(exc), exc.categories
     except ItemFailure as exc:
         error = str(exc)
-    stats = caller.stats
-    stats.done += 1
-    stats.errors += error is not None
-    last = turns[-1] if turns and error is None else None
-    response = last["content"] if last is not None else None
-    stats.answered += answered and last is not None
-    fields: RolloutFields = {
-        "run": run,
-        "backend": caller.backend.name,
-        "model": caller.backend.model,
-        "params": config.recorded_params,
-        "response": response,
-        "turns": turns,
-        "usage": row_usage(turns),
-        "latency_s": round(time.monotonic() - started, 4),
-        "error": error,
-        "refusal": last.get("refusal") if last is not None else None,
-        "content_filter": filtered or (last.get("content_filter") if last is not None else None),
-        "cut_off": last is not None and last["finish_reason"] == "length" and not answered,
-        "bv_version": __version__,
-        "endpoint": made_at(last, caller.backend),
-        "cached": last is not None and last["cached"],
-        "started_at": started_at,
-        "cost_usd": None,
-        "price_source": None,
-    }
-    if config.price_book is not None:
-        cost = row_cost(config.price_book, turns, caller.backend.model, caller.backend.endpoint, started_at)
-        fields["cost_usd"], fields["price_source"] = cost.usd, cost.source
-    if config.shard is not None:
-        fields["shard"] = label(config.shard)
-    if config.recorded_templates:  # only when a replaced refine.md may have been sent
-        fields["rollout_templates"] = config.recorded_templates
-    row = cast(RolloutRow, {**without_stage(record, "rollout"), **fields})
-    if artifacts is not None:
-        final = [{"role": "assistant", "content": last["content"]}] if last is not None else []
-        artifacts.write(row, conversation + final)
-    return row
-
-
-# A reply from the cache stored by a bv that did not record where it was made.
-UNKNOWN_MAKER = "unknown (cached by an older bv)"
-
-
-def made_at(last: Turn | None, backend: Backend) -> str:
-    """The endpoint a row's final reply came from: for a reply from the cache, the one that made
-    it (under the default `cache_scope`, a model's replies are shared by its endpoints; a key
-    that names the endpoint was made there)."""
-    if last is None or not last["cached"]:
-        return endpoint_of(backend)
-    return last.get("endpoint") or (endpoint_of(backend) if backend.cache_scope else UNKNOWN_MAKER)
-
-
-def row_usage(turns: list[Turn]) -> Usage:
-    """Tokens summed over a row's turns; reasoning_tokens and cached_tokens only when some turn's
-    server gave them (a missing count is not a zero)."""
-    usage: Usage = {
-        "prompt_tokens": sum(t["usage"].get("prompt_tokens", 0) for t in turns),
-        "completion_tokens": sum(t["usage"].get("completion_tokens", 0) for t in turns),
-    }
-    if any("reasoning_tokens" in t["usage"] for t in turns):
-        usage["reasoning_tokens"] = sum(t["usage"].get("reasoning_tokens", 0) for t in turns)
-    if any("cached_tokens" in t["usage"] for t in turns):
-        usage["cached_tokens"] = sum(t["usage"].get("cached_tokens", 0) for t in turns)
-    return usage
+    ended = Ended(conversation, turns, answered, error, filtered, started_at, started)
+    return finished_row(record, run, caller, config, ended, artifacts)
 
 
 def _prompt_records(problems: Problems) -> Callable[[Any], PromptRecord]:
@@ -188,14 +105,15 @@ def run_rollout(
     stats.shard = None if config.shard is None else label(config.shard)
     stopping = asyncio.Event()
     settings = config.settings
-    runner = run_stage
+    runner: Callable[..., Outcome] = run_stage
+    extra: dict[str, Any] = {}
     if config.batch:
         from bv.engine.batch import BatchCaller, run_batch_stage
         from bv.stages.estimate import prompt_token_bound
 
-        bound = prompt_token_bound(config.request_params.get("max_pixels"))
+        bound = prompt_token_bound(config.request.body.get("max_pixels"))
         caller: Caller = BatchCaller.for_batches(
-            backend, settings, stats, stopping, "rollout", config.max_tokens, bound
+            backend, settings, stats, stopping, "rollout", config.request.max_tokens, bound
         )
         runner = run_batch_stage
     else:
@@ -207,9 +125,13 @@ def run_rollout(
             config.max_cost,
             backend.model,
             first_url(backend.endpoint),
-            config.max_tokens,
-            config.request_params.get("max_pixels"),
+            config.request.max_tokens,
+            config.request.body.get("max_pixels"),
         )
+        if replays():
+            from bv.stages.replay import replayer
+
+            extra["replay"] = replayer(caller, config, artifacts)
     try:
         outcome = runner(
             expand_runs(records_in, config.repeats),
@@ -221,6 +143,7 @@ def run_rollout(
             stopping=stopping,
             backend=backend,
             caller=caller,
+            **extra,
         )
     finally:
         if artifacts is not None:
@@ -242,7 +165,7 @@ def dry_run_rollout(records: Iterable[PromptRecord], config: RolloutConfig) -> l
     shard = config.shard
     try:
         plan = plan_rollout((r for r in records if in_shard(str(r["id"]), shard)), backend, cache, config)
-        completions = guess_completions(cache, backend.name, backend.model, config.max_tokens)
+        completions = guess_completions(cache, backend.name, backend.model, config.request.max_tokens)
     finally:
         if cache is not None:
             cache.close()

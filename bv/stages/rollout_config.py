@@ -5,20 +5,20 @@ expand, and what the next turn sends after a reply without \\boxed{}."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadConfig
 from bv.core.records import PromptRecord
-from bv.core.redaction import public_params
-from bv.core.settings import body_fields, check, setting
+from bv.core.settings import check, part, setting
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.backends import Reply
 from bv.engine.caller import RunSettings
 from bv.engine.prices import check_priced, first_url, price_book
 from bv.stages.prompt import refine_text
+from bv.stages.request_params import RequestParams
 from bv.stages.request_settings import RequestSettings
 
 # The settings of a rollout that only some backends use; giving one to another backend is refused
@@ -48,20 +48,14 @@ def shard_of(given: str | tuple[int, int]) -> tuple[int, int]:
     return (int(given[0]), int(given[1]))
 
 
-# Request parameters with a setting of their own; any other goes in `params` (or `extra_body`).
-NAMED_PARAMS = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
-
-
 @dataclass(frozen=True)
 class RolloutConfig(RequestSettings):
     """Everything a rollout runs with, checked when made: BadConfig for settings that cannot work
     (a setting the backend does not use, a parameter given twice), Fatal for an endpoint that
     cannot (resolved here, once, from the settings and the environment: bv.engine.endpoints).
 
-    `seed` is the request's sampling seed and the chance backend's guess seed alike; `params`
-    holds further request body fields, `extra_body` fields sent as given (the CLI's `-p`).
-    `request_params` is what every request carries and every row records. How its requests are
-    sent (concurrency, retries, the waits, the cache) is bv.stages.request_settings'."""
+    `request` is what every request carries besides its messages (bv.stages.request_params); how
+    its requests are sent (concurrency, retries, the waits, the cache) is bv.stages.request_settings'."""
 
     backend: str = setting(
         "openai",
@@ -96,30 +90,7 @@ class RolloutConfig(RequestSettings):
         help="For --backend exec: the agent command, with {workdir} {prompt} {image} {model} {last_message}"
         " {system} {system_toml} (docs/backends.md).",
     )
-    max_tokens: int | None = setting(
-        None, "--max-tokens", kind=int, low=1, help="Cap on completion tokens per turn. [default: none]"
-    )
-    temperature: float | None = setting(
-        None, "--temperature", kind=float, low=0, help="Sampling temperature. [default: the server's]"
-    )
-    seed: int | None = setting(
-        None, "--seed", kind=int, help="Sampling seed sent to the API (chance: the guess seed)."
-    )
-    max_pixels: int | None = setting(
-        None, "--max-pixels", kind=int, low=1, help="Downscale larger images to this many pixels."
-    )
-    extra_body: Mapping[str, Any] = setting(
-        None,
-        "-p",
-        "--param",
-        factory=dict,
-        multiple=True,
-        convert=body_fields,
-        metavar="KEY=VALUE",
-        help="Extra request body field, VALUE as JSON if it parses (e.g. -p top_k=20);"
-        " -p extra_body='{...}' adds each field of the object, as the openai SDK does.",
-    )
-    params: Mapping[str, Any] = setting(None, factory=dict, convert=dict)  # bv.api's further request fields
+    request: RequestParams = part(RequestParams)  # max_tokens, temperature, seed, ...: sent alike
     repeats: int = setting(
         1,
         "--repeats",
@@ -162,8 +133,6 @@ class RolloutConfig(RequestSettings):
         False, "--ordered", kind=bool, help="Write rows in input order (default: as they finish)."
     )
     keep_workdirs: str | None = None  # exec: keep each turn's workspace under this folder
-    request_params: dict[str, Any] = field(init=False, repr=False)
-    recorded_params: dict[str, Any] = field(init=False, repr=False, compare=False)  # secrets as ***
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -180,15 +149,13 @@ class RolloutConfig(RequestSettings):
         check(self)
         if self.shard is not None and not 0 <= self.shard[0] < self.shard[1]:
             raise BadConfig(f"`shard` {self.shard!r} is not (k, n) with 0 <= k < n", option="shard")
-        book = price_book(self.prices, self.max_cost, self.batch, self.max_tokens)
+        book = price_book(self.prices, self.max_cost, self.batch, self.request.max_tokens)
         object.__setattr__(self, "price_book", book)
         if self.batch:
             from bv.engine.batch import check_batchable
 
             check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
-        object.__setattr__(self, "request_params", self._request_params())
-        object.__setattr__(self, "recorded_params", public_params(self.request_params))
         object.__setattr__(self, "backend_config", self._backend_config())
         if self.backend in ("openai", "azure"):  # exec agents and chance say their own usage, or none
             endpoint = self.backend_config["endpoint"]
@@ -198,20 +165,6 @@ class RolloutConfig(RequestSettings):
         """Whether a setting differs from its default (an empty one counts as not given)."""
         value, default = getattr(self, name), type(self).__dataclass_fields__[name].default
         return bool(value) and value != default
-
-    def _request_params(self) -> dict[str, Any]:
-        """What every request carries and every row records: the named parameters, then `params`."""
-        named = {name: getattr(self, name) for name in NAMED_PARAMS}
-        named = {k: v for k, v in named.items() if v is not None and v != {}}
-        clashing = sorted(k for k, v in named.items() if k in self.params and self.params[k] != v)
-        if clashing:
-            raise BadConfig(
-                f"`params` gives {', '.join(clashing)} as well as `{clashing[0]}`", option=clashing[0]
-            )
-        merged = {**named, **self.params}
-        if "extra_body" in merged:
-            merged["extra_body"] = dict(merged.pop("extra_body"))  # last, as the command line put it
-        return merged
 
     def _backend_config(self) -> dict[str, Any]:
         """What bv.engine.backends.make_backend takes for this backend (an endpoint resolved now)."""
@@ -238,7 +191,7 @@ class RolloutConfig(RequestSettings):
                 "api_key": self.api_key,
                 "keep_workdirs": self.keep_workdirs,
             }
-        return {"seed": self.seed}
+        return {"seed": self.request.seed}
 
     @property
     def settings(self) -> RunSettings:
@@ -249,13 +202,6 @@ class RolloutConfig(RequestSettings):
     def recorded_templates(self) -> dict[str, str]:
         """The replaced templates this rollout may render: refine.md, when there can be a second turn."""
         return self.templates.recorded("refine") if self.max_turns > 1 else {}
-
-
-def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Request parameters as RolloutConfig takes them: (those with a setting of their own, the
-    rest for `params`), for callers that hold them in one mapping (bv eval, bv optimize)."""
-    named = {k: v for k, v in params.items() if k in NAMED_PARAMS}
-    return named, {k: v for k, v in params.items() if k not in NAMED_PARAMS}
 
 
 def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:

@@ -119,6 +119,7 @@ def test_importing_the_api_is_cheap():
 def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp_path):
     from bv.core.settings import declared
     from bv.engine.backends import BACKENDS, make_backend
+    from bv.stages.request_params import RequestParams
     from bv.stages.rollout_config import BACKEND_SETTINGS, RolloutConfig
 
     assert declared(RolloutConfig)["backend"].choices == tuple(BACKENDS) == tuple(BACKEND_SETTINGS)
@@ -128,7 +129,8 @@ def test_backend_configuration_refuses_unknown_keys_and_passes_keep_workdirs(tmp
         RolloutConfig(backend="nope")
     config = RolloutConfig(backend="exec", exec_cmd="true {prompt}", keep_workdirs=str(tmp_path / "keep"))
     assert make_backend("exec", **config.backend_config).keep_dir == tmp_path / "keep"
-    assert make_backend("chance", **RolloutConfig(backend="chance", seed=3).backend_config).seed == 3
+    chance = RolloutConfig(backend="chance", request=RequestParams(seed=3))
+    assert make_backend("chance", **chance.backend_config).seed == 3
 
 
 def test_judge_endpoint_built_once_from_options_and_environment():
@@ -401,3 +403,52 @@ def test_optimize_takes_the_ratio_as_the_command_line_writes_it(tmp_path, sample
     assert said[0] == said[1]
     with pytest.raises(OptimizeError, match="`ratio`"):
         api.plan_optimize(items, ratio="2:x:3", **common)
+
+
+def test_evaluate_s_result_carries_its_rows_and_names_a_missing_pandas(tmp_path, sample_dir, monkeypatch):
+    """EvalResult.rows() are results.jsonl's judged rows (a count is `row_count`); to_pandas()
+    imports pandas only when called, and without it raises a BVError saying what to install."""
+    from bv.core.errors import MissingPackage
+
+    out = tmp_path / "run"
+    items = sample_dir / "meta_data.jsonl"
+    result = api.evaluate(
+        str(items), str(out), backend="chance", mode="rules", repeats=2, limit=3, cache=None
+    )
+    rows = list(result.rows())
+    written = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert rows == written and len(rows) == result.row_count == 6
+    assert {(r["id"], r["run"]) for r in rows} == {(r["id"], r["run"]) for r in written}
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as where pandas is not installed
+    with pytest.raises(MissingPackage, match="pip install pandas") as raised:
+        result.to_pandas()
+    assert isinstance(raised.value, BVError)
+    monkeypatch.undo()
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is not None:  # pandas is no dependency of bv's
+        frame = result.to_pandas()
+        assert len(frame) == 6 and list(frame["hard"]) == [r["hard"] for r in rows]
+
+
+def test_evaluate_raises_a_fatal_cause_and_a_stopped_run_has_no_rows(tmp_path, sample_dir):
+    """A run nothing can answer raises bv.core.errors.Fatal (a BVError), never a status to check."""
+    from bv.core.errors import Fatal
+    from bv.runs.evaluate import EvalResult
+
+    items = sample_dir / "meta_data.jsonl"
+    with pytest.raises(Fatal, match="connection refused") as raised:  # a dozen refused: nothing answers
+        api.evaluate(
+            items,
+            tmp_path / "run",
+            model="m",
+            base_url="http://127.0.0.1:9/v1",
+            api_key="k",
+            limit=12,
+            retries=0,
+            cache=None,
+            mode="rules",
+        )
+    assert isinstance(raised.value, BVError)
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+    assert list(EvalResult(tmp_path / "run").rows()) == []  # no results written: no rows

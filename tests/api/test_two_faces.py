@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.evaluating import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
+from support.evaluating import priced_command as eval_command
 from support.fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from support.fakeopenai import Reply
 from support.paths import ROOT
-from test_batch import comparable
-from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
-from test_eval_cost import command as eval_command
+from support.rows import comparable
 
 from bv import api
 from bv.cli.declared import config_of
@@ -26,6 +27,7 @@ from bv.core.errors import BadConfig
 from bv.core.run_context import running
 from bv.core.settings import api_default, declared, default_of
 from bv.stages.judge_config import JudgeConfig
+from bv.stages.request_params import RequestParams
 from bv.stages.request_settings import DEFAULT_CACHE
 from bv.stages.rollout_config import RolloutConfig
 
@@ -99,13 +101,9 @@ def settings_of(command: click.Command) -> set[str]:
 
 def api_keywords(config_type) -> dict:
     """bv.api's keywords for a stage, each at its default (as bv.api.stages._config takes them)."""
-    from bv.api.stages import _NOT_KEYWORDS
+    from bv.api.stages import api_keywords as names
 
-    return {
-        f.name: api_default(config_type, f.name)
-        for f in dataclasses.fields(config_type)
-        if f.init and f.name not in _NOT_KEYWORDS
-    }
+    return {name: api_default(config_type, name) for name in names(config_type)}
 
 
 @pytest.mark.parametrize(
@@ -181,7 +179,7 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
     assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
     assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
     assert endpoint.cache_scope == "endpoint"
-    assert from_cli.request_params == {
+    assert from_cli.request.body == {
         "max_tokens": 77,
         "temperature": 0.5,
         "seed": 11,
@@ -246,14 +244,14 @@ def test_the_api_refuses_what_the_backend_does_not_use_in_its_own_words():
         api.rollout([], backend="chance", model="gpt-4o")
     assert raised.value.option == "model"
     with pytest.raises(BadConfig, match="`params` gives seed as well as `seed`"):
-        RolloutConfig(backend="chance", seed=1, params={"seed": 2})
+        RequestParams(seed=1, params={"seed": 2})
 
 
 def test_the_chance_seed_is_sent_and_recorded_alike(sample_dir):
     prompts = list(api.prompt([], image_root=sample_dir))  # none needed: the config says it
     assert prompts == []
-    config = RolloutConfig(backend="chance", seed=5)
-    assert config.request_params == {"seed": 5} and config.backend_config == {"seed": 5}
+    config = RolloutConfig(backend="chance", request=RequestParams(seed=5))
+    assert config.request.body == {"seed": 5} and config.backend_config == {"seed": 5}
 
 
 def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path):
@@ -269,6 +267,7 @@ def test_library_messages_name_settings_and_the_cli_names_options(tmp_path: Path
 # Library strings that name a command line's flags on purpose, each with why.
 FLAGS_KEPT = {
     "bv/engine/backends/exec_agent.py": "the example template's own flags are codex's (--image, ...)",
+    "bv/engine/backends/exec_names.py": "an agent command line's own flags (env --chdir, -m/--model)",
     "bv/reporting/tally.py": "the report's documented `accuracy_over` value (--exclude-failed)",
     "bv/optimize/report.py": "report.md's heading records the command that made it (bv optimize --search)",
 }
@@ -338,7 +337,7 @@ EVAL_KEYWORDS = {
     "limit": 4,
     "repeats": 2,
     "max_turns": 2,
-    "max_tokens": 77,  # the command's names (bv.runs.config.EvalConfig.of puts them in `params`)
+    "max_tokens": 77,  # the command's names, made one RequestParams as the command makes it
     "temperature": 0.5,
     "seed": 11,
     "max_pixels": 4096,
@@ -394,7 +393,7 @@ def test_eval_options_and_keywords_record_the_same_run_and_rows(sample_dir, batc
     )
     assert by_cli.returncode == 0, by_cli.stderr
     result = _evaluate(sample_dir, batches.base_url, api_out, prices=prices, **EVAL_KEYWORDS)
-    assert result.status == 0 and result.rows == 8, result.stopped
+    assert result.status == 0 and result.row_count == 8, result.stopped
     assert _recorded(cli_out) == _recorded(api_out)
     assert _recorded(api_out)["prices"] == str(prices) and _recorded(api_out)["batch"] is True
     assert batches.chats == 0 and batches.creations == 2 * 3  # each face: rollout, refinements, judge
@@ -427,3 +426,35 @@ def test_eval_s_cost_limit_stops_both_faces_alike(sample_dir, server, prices, tm
     assert result.spent_usd == pytest.approx(limit)  # -j 1: exactly the fifth reply, none after
     assert len(server.seen) == 2 * 5  # five requests from each face
     assert _recorded(cli_out) == _recorded(api_out) and _recorded(api_out)["max_cost"] == limit
+
+
+def test_bv_optimize_s_options_and_keywords_default_as_declared():
+    """bv optimize's options (the loop's, the optimizer's, the test judge's too) and
+    bv.api.optimize's keywords take the defaults OptimizeSettings declares, the flags and help too."""
+    from bv.api.stages import api_keywords as names
+    from bv.cli.optimize_command import optimize
+    from bv.optimize.setup import OptimizeSettings
+
+    options = {p.name: p for p in optimize.params if isinstance(p, click.Option)}
+    settings = declared(OptimizeSettings)
+    assert {
+        "ratio",
+        "split_seed",
+        "batch_size",
+        "alpha",
+        "test_judge_model",
+        "optimizer_model",
+        "search",
+    } <= set(settings)
+    assert not {"seed", "max_pixels"} & set(options)  # the target's further request fields: bv.api's
+    for name, decl in settings.items():
+        if name not in options:
+            continue
+        option, default = options[name], default_of(OptimizeSettings, name)
+        assert "/".join(option.opts) == "/".join(decl.flags) and option.help in (decl.help, option.help), name
+        if not decl.multiple and default not in (None, dataclasses.MISSING):  # None: no click default
+            assert option.default == default, (name, option.default, default)
+    keywords = {name: api_default(OptimizeSettings, name) for name in names(OptimizeSettings)}
+    assert keywords["ratio"] == "2:1:7" and keywords["batch_size"] == 64 and keywords["quiet"] is True
+    with pytest.raises(TypeError, match="`seed` is now `split_seed`"):  # for one release, as --seed
+        api.plan_optimize("items.jsonl", skill="s.md", out="o", optimizer_model="m", seed=1)

@@ -12,9 +12,10 @@ import subprocess
 import threading
 
 import pytest
-from conftest import BIN, Reply, bv_inproc, jsonl
-from test_eval import eval_command, respond
-from test_rollout_interrupts import wait_for
+from support.commands import BIN, bv_inproc, jsonl
+from support.evaluating import eval_command, respond
+from support.fakeopenai import Reply
+from support.waiting import wait_for
 
 from bv.core.errors import Fatal
 from bv.optimize.rundir import RunFolder
@@ -161,7 +162,7 @@ def test_out_onto_a_dangling_symlink_or_a_file_is_said_plainly(sample_dir, serve
 
     with pytest.raises(FolderRefused, match=f"{a_file} is not a folder"):
         api.evaluate(
-            sample_dir / "meta_data.jsonl", a_file, model="m", base_url=server.base_url, judge_mode="rules"
+            sample_dir / "meta_data.jsonl", a_file, model="m", base_url=server.base_url, mode="rules"
         )
 
 

@@ -19,8 +19,14 @@ from bv.core.stats import (
     estimate_over_items,
     holm,
     item_estimate,
-    wilson,
 )
+
+
+def exact(successes: float, n: float) -> tuple[float, float]:
+    """Clopper-Pearson's 95% interval from scipy's beta quantiles (n may be an effective size)."""
+    low = scipy_stats.beta.ppf(0.025, successes, n - successes + 1) if successes > 0 else 0.0
+    high = scipy_stats.beta.ppf(0.975, successes + 1, n - successes) if successes < n else 1.0
+    return (float(low), float(high))
 
 
 def test_z95_is_the_normal_distributions_975_point():
@@ -86,7 +92,8 @@ def test_identical_repeats_do_not_narrow_the_interval():
     once = {str(i): [float(i % 3 == 0)] for i in range(60)}
     thrice = {item: runs * 3 for item, runs in once.items()}
     one, three = item_estimate(once), item_estimate(thrice)
-    assert one.ci95 == pytest.approx(wilson(20, 60))  # one run: the plain Wilson interval
+    # one run: the plain Clopper-Pearson interval, as scipy's exact binomial test gives it
+    assert one.ci95 == pytest.approx(tuple(scipy_stats.binomtest(20, 60).proportion_ci(0.95, "exact")))
     assert three.mean == one.mean
     assert three.ci95[0] <= one.ci95[0] and three.ci95[1] >= one.ci95[1]
     assert three.ci95[1] - three.ci95[0] == pytest.approx(one.ci95[1] - one.ci95[0], rel=0.02)
@@ -102,9 +109,10 @@ def test_item_estimate_by_hand():
     assert got.mean == 0.5
     assert got.se == pytest.approx(math.sqrt(0.25 / 3))  # sample variance 0.25 over 3 items
     n_eff = 0.25 / got.se**2  # p(1-p) / SE^2 = 3
-    assert got.ci95 == pytest.approx(wilson(0.5 * n_eff, n_eff))
+    assert got.ci95 == pytest.approx(exact(0.5 * n_eff, n_eff))
     all_right = estimate_over_items([1.0] * 10, one_run=False)
-    assert all_right.ci95 == pytest.approx(wilson(10, 10))  # SE 0: n_eff falls back to n
+    assert all_right.ci95 == pytest.approx(exact(10, 10))  # SE 0: n_eff falls back to n
+    assert all_right.ci95 == pytest.approx((0.025 ** (1 / 10), 1.0))  # (2.5%)^(1/n), by hand
 
 
 def test_clustered_standard_error_by_hand():

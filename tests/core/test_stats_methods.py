@@ -13,8 +13,9 @@ import pytest
 import scipy.stats as scipy_stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paired import independent_newcombe
 
-from bv.core.dist import normal_quantile, normal_upper, t_quantile, t_upper
+from bv.core.dist import beta_quantile, normal_quantile, normal_upper, t_quantile, t_upper
 from bv.core.paired import newcombe_paired, paired_comparison
 from bv.core.stats import item_estimate
 
@@ -24,7 +25,8 @@ from bv.core.stats import item_estimate
 # from a public test file that quotes the table to its 4 printed decimals (found with the code
 # search of the bv sessions' library, stored file id 70949124607, whose repository the index does
 # not name); the row (20, 12, 2, 16) -> (.0562, .3292) is also quoted in issue 33. They are not
-# taken on trust: `_independent` below recomputes every row from scipy's Wilson intervals.
+# taken on trust: `independent_newcombe` (tests/support/paired.py) recomputes every row from
+# scipy's Wilson intervals.
 TABLE_III_METHOD_10 = {
     (36, 12, 2, 0): (0.0569, 0.3404),
     (20, 12, 2, 16): (0.0562, 0.3292),
@@ -51,27 +53,6 @@ TABLE_III_METHOD_10 = {
 _OFF_BY_ONE_UNIT = {((1, 97, 1, 1), 0)}
 
 
-def _independent(a: int, b: int, c: int, d: int, level: float = 0.95) -> tuple[float, float]:
-    """Method 10 written from the paper's formulas on scipy's Wilson intervals (not bv's code)."""
-    n = a + b + c + d
-    first = scipy_stats.binomtest(a + b, n).proportion_ci(level, method="wilson")
-    second = scipy_stats.binomtest(a + c, n).proportion_ci(level, method="wilson")
-    p1, p2 = (a + b) / n, (a + c) / n
-    margins = (a + b) * (c + d) * (a + c) * (b + d)
-    if margins == 0:
-        phi = 0.0
-    elif a * d > b * c:
-        phi = max(a * d - b * c - n / 2, 0) / math.sqrt(margins)
-    else:
-        phi = (a * d - b * c) / math.sqrt(margins)
-    dl, du = p1 - first.low, first.high - p1
-    el, eu = p2 - second.low, second.high - p2
-    delta = math.sqrt(max(dl**2 - 2 * phi * dl * eu + eu**2, 0))
-    epsilon = math.sqrt(max(du**2 - 2 * phi * du * el + el**2, 0))
-    theta = (b - c) / n
-    return max(theta - delta, -1.0), min(theta + epsilon, 1.0)
-
-
 @pytest.mark.parametrize("cells", sorted(TABLE_III_METHOD_10))
 def test_newcombe_method_10_reproduces_table_iii(cells):
     ours = newcombe_paired(*cells)
@@ -81,7 +62,7 @@ def test_newcombe_method_10_reproduces_table_iii(cells):
             assert abs(ours[end] - published) < 1.0001e-4, (cells, ours)
         else:
             assert round(ours[end], 4) == published, (cells, ours)
-    assert ours == pytest.approx(_independent(*cells), abs=1e-9)
+    assert ours == pytest.approx(independent_newcombe(*cells), abs=1e-9)
 
 
 def test_newcombe_matches_contingencytables():
@@ -148,12 +129,65 @@ def test_distributions_match_scipy(df):
     assert normal_quantile(0.99375) == pytest.approx(scipy_stats.norm.ppf(0.99375), rel=1e-9)
 
 
+@pytest.mark.parametrize(("a", "b"), [(0.5, 1), (1, 20), (7, 14), (20.5, 3.25), (312, 581), (1900, 41)])
+def test_beta_quantiles_match_scipy(a, b):
+    """Clopper-Pearson's ends are beta quantiles, at effective sizes too (not whole numbers)."""
+    for p in (1e-6, 0.025, 0.5, 0.975, 0.999999):
+        assert beta_quantile(p, a, b) == pytest.approx(scipy_stats.beta.ppf(p, a, b), rel=1e-9, abs=1e-15)
+
+
 def test_n_eff_is_bounded_by_the_rows():
     # issue 33: 98 items at 1/2 plus a 0 and a 1, 2 runs each: n_eff was 4,950 for 200 rows
     scores = {str(i): [1.0, 0.0] for i in range(98)} | {"zero": [0.0, 0.0], "one": [1.0, 1.0]}
     estimate = item_estimate(scores)
     half = (estimate.ci95[1] - estimate.ci95[0]) / 2
-    # all 200 rows as independent: the Wilson interval at n = 200, +-6.9 points
-    rows = scipy_stats.binomtest(100, 200).proportion_ci(0.95, method="wilson")
+    # all 200 rows as independent: the exact interval at n = 200, +-7.1 points
+    rows = scipy_stats.binomtest(100, 200).proportion_ci(0.95, method="exact")
     assert half == pytest.approx((rows.high - rows.low) / 2, abs=1e-9)
-    assert half > 0.068
+    assert half > 0.07
+
+
+def _sandwich_se(diffs: list[float], groups: list[str]) -> float:
+    """The cluster-robust standard error of a mean, as a regression on a constant computes it:
+    bread (X'X)^-1 = 1/n, meat the sum over clusters of (X_g' e_g)^2, times G/(G-1)."""
+    n = len(diffs)
+    centre = sum(diffs) / n
+    meat: dict[str, float] = {}
+    for d, g in zip(diffs, groups, strict=True):
+        meat[g] = meat.get(g, 0.0) + (d - centre)
+    clusters = len(meat)
+    return math.sqrt(clusters / (clusters - 1) * sum(v * v for v in meat.values()) / n**2)
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_cluster_applies_to_the_paired_difference(runs):
+    """Issue 33: `--cluster` clustered the accuracy's standard error but not the difference's."""
+    import random
+
+    rng = random.Random(runs)
+    # 60 items in 6 subtypes; an edit that helps whole subtypes (so items of one move together)
+    lift = {f"s{g}": rng.choice([-0.3, 0.0, 0.4]) for g in range(6)}
+    group = {str(i): f"s{i % 6}" for i in range(60)}
+    base = {i: rng.random() for i in group}
+    a = {i: [float(rng.random() < p) for _ in range(runs)] for i, p in base.items()}
+    b = {
+        i: [float(rng.random() < min(1.0, max(0.0, p + lift[group[i]]))) for _ in range(runs)]
+        for i, p in base.items()
+    }
+    got = paired_comparison(a, b, clusters=group)
+    diffs = [sum(b[i]) / runs - sum(a[i]) / runs for i in group]
+    se = _sandwich_se(diffs, list(group.values()))
+    assert got.se == pytest.approx(se, rel=1e-12)
+    t = scipy_stats.t.ppf(0.975, 5)  # G - 1 degrees of freedom
+    assert got.ci95 == pytest.approx((got.diff - t * se, got.diff + t * se), rel=1e-9)
+    assert got.p_value == pytest.approx(2 * scipy_stats.t.sf(abs(got.diff) / se, 5), rel=1e-9)
+    assert "clustered over 6 clusters" in got.method and "df 5" in got.method
+    plain = paired_comparison(a, b)
+    assert "clustered" not in plain.method and plain.ci95 != got.ci95
+    # one-sided, as the gate would ask: half the two-sided p, the bound the one-sided t's
+    greater = paired_comparison(a, b, clusters=group, alternative="greater")
+    if got.diff > 0:
+        assert greater.p_value == pytest.approx(got.p_value / 2, rel=1e-9)
+    # a group inside one cluster is compared unclustered
+    one = {i: "same" for i in group}
+    assert "clustered" not in paired_comparison(a, b, clusters=one).method

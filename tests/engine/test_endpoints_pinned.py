@@ -6,8 +6,8 @@ warns when a proxy may not know its model name."""
 from __future__ import annotations
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
-from support.fakeopenai import replay
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply, replay
 
 PINNED = "/models/tiny-vlm"  # what the recorded server was started with
 

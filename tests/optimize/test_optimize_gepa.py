@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 from support.fakeopenai import FakeOpenAI
 from support.skillserver import GEPA_OPENING, ScriptedOptimizer, SkilledTarget, hint
 
@@ -31,7 +32,7 @@ from bv.optimize import gepa_adapter  # noqa: E402
 
 SUBTYPES = [subtype for _, subtype, _ in TASK_FAMILIES]
 SEED = Skill("seed", "## Inspecting\n\n- Look at the whole picture first.")
-OPTIONS = OptimizeOptions(ratio=(2, 3, 3), batch=8, minibatch=8, edits=2, repeats=2, epochs=3)
+OPTIONS = OptimizeOptions(ratio=(2, 3, 3), batch_size=8, minibatch=8, edits=2, repeats=2, epochs=3)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +61,8 @@ def engines(servers, cache: Path) -> Engines:
     return Engines(
         target=Model("target", "openai", (target.base_url,), "sk-test-target"),
         optimizer=Model("writer", "openai", (optimizer.base_url,), "sk-test-optimizer"),
-        judge_mode="rules",
-        cache_path=cache,
+        mode="rules",
+        cache=cache,
     )
 
 
@@ -127,7 +128,7 @@ def test_gepa_on_bvs_evaluator_finds_the_hints_and_bv_compares_on_test(data_dir,
 def test_a_second_run_replays_the_search_from_the_cache(data_dir, servers, tmp_path):
     target, optimizer, _ = servers
     settings = (data_dir / "meta_data.jsonl", SEED, tmp_path / "run", engines(servers, tmp_path / "c.sqlite"))
-    small = OptimizeOptions(ratio=(2, 3, 3), batch=8, minibatch=8, repeats=2, steps=2)
+    small = OptimizeOptions(ratio=(2, 3, 3), batch_size=8, minibatch=8, repeats=2, steps=2)
     first = gepa_adapter.search(*settings, small, max_metric_calls=300)
     paid = len(target.finished()) + len(optimizer.finished())
     again = gepa_adapter.search(*settings, small, max_metric_calls=300)
@@ -175,7 +176,7 @@ def test_a_rewrite_is_checked_as_a_whole_before_it_is_tried():
 
 def test_without_gepa_the_search_says_how_to_install_it(data_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "gepa", None)  # as when the extra is not installed
-    engines = Engines(target=Model("target"), optimizer=Model("writer"), judge_mode="rules")
+    engines = Engines(target=Model("target"), optimizer=Model("writer"), mode="rules")
     with pytest.raises(OptimizeError, match=r"pip install 'babyvision-bv\[gepa\]'"):
         gepa_adapter.search(data_dir / "meta_data.jsonl", SEED, tmp_path / "run", engines, OPTIONS)
     assert not (tmp_path / "run").exists()
@@ -198,12 +199,37 @@ def test_bv_optimize_search_gepa_from_the_command_line(data_dir, servers, tmp_pa
         and "target: at most 532 requests" in plan.stderr
     )
     assert "optimizer: at most 49 requests" in plan.stderr and not target.finished()
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"target": {"input": 1, "output": 2}, "writer": {"input": 1, "output": 2}}')
+    priced = bv_inproc(args + f" --max-metric-calls 300 --dry-run --prices {prices} --max-tokens 50")
+    assert "target cost:" in priced.stderr and "optimizer cost:" in priced.stderr, priced.stderr
+    assert re.search(r"target cost:\n.*\n +cost: +\$[\d.]+ to \$[\d.]+", priced.stderr), priced.stderr
     done = bv_inproc(args + " --max-metric-calls 300")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("GEPA: ") and "test split (36 items" in done.stdout
     assert "report.html" in done.stdout and (tmp_path / "run" / "report.html").exists()
     loop_budget = bv_inproc(args.replace("--search gepa", "--search loop") + " --max-metric-calls 300")
     assert loop_budget.returncode == 2 and "GEPA's budget" in loop_budget.stderr
+
+
+def test_failed_rows_are_left_out_of_gepas_scores_not_scored_as_wrong():
+    """Issue 33: GEPA saw a failed row as a wrong answer, so an outage during a candidate's
+    selection run sank it. Now an item is scored on its finished runs and the failures counted;
+    an item with none gets the others' mean, so the batch's mean is as if it were left out."""
+    rows = [
+        {"id": "a", "run": 0, "hard": 1, "error": None},
+        {"id": "a", "run": 1, "hard": None, "error": "HTTP 503 (gave up after 6 tries)"},
+        {"id": "b", "run": 0, "hard": 0, "error": None},
+        {"id": "b", "run": 1, "hard": 1, "error": None},
+        {"id": "c", "run": 0, "hard": None, "error": None},  # the judge failed
+        {"id": "c", "run": 1, "hard": None, "error": "timeout"},
+    ]
+    by_item, item_scores, failed = gepa_adapter.batch_scores(rows, ["a", "b", "c"])
+    assert failed == 3 and by_item == {"a": [1.0], "b": [0.0, 1.0]}
+    assert item_scores == [1.0, 0.5, 0.75]  # c: the mean of a and b
+    assert sum(item_scores) / 3 == sum(item_scores[:2]) / 2
+    # scored as wrong, as before, the outage would have read 1/2, 1/2, 0
+    assert gepa_adapter.batch_scores([], ["a"]) == ({}, [0.0], 0)
 
 
 def test_a_gepa_rewrite_that_addresses_the_grader_is_flagged(data_dir, servers, tmp_path):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import jsonl
+from support.commands import jsonl
 from support.paths import ROOT
-from test_data import sample_parquet
+from support.sources import sample_parquet
 
 PACKAGE_FILES = sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "bv").rglob("*") if p.suffix in (".py", ".typed")
@@ -205,9 +205,9 @@ def test_the_python_api_from_the_installed_copy(installed):
     installed.ok("bv synth --n 6 --seed 2 --out api-data")
     (installed.home / "use_api.py").write_text(
         "import json\nfrom bv import api\n"
-        "r = api.evaluate('api-data/meta_data.jsonl', 'api-run', backend='chance', judge_mode='rules',"
+        "r = api.evaluate('api-data/meta_data.jsonl', 'api-run', backend='chance', mode='rules',"
         " cache=None)\n"
-        "print(json.dumps([r.status, r.rows, r.accuracy is not None]))\n"
+        "print(json.dumps([r.status, r.row_count, r.accuracy is not None]))\n"
     )
     assert json.loads(installed.ok("python use_api.py").stdout) == [0, 6, True]
 

@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 import scipy.stats as scipy_stats
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.power import PowerPlan
 
@@ -185,3 +185,41 @@ def test_power_at_one_run_says_the_noise_cannot_be_estimated(tmp_path):
     line = next(x for x in (result.stdout + result.stderr).splitlines() if x.startswith("Power,"))
     assert "run-to-run noise cannot be estimated from one run per item" in line, line
     assert "no number of runs" not in line
+
+
+def test_cluster_applies_to_the_difference_too(tmp_path):
+    """Issue 33: `--cluster subtype` clustered each accuracy's standard error but the paired
+    difference stayed unclustered, silently. Now the difference is clustered too, by the items'
+    subtypes (4 here: t at 3 degrees of freedom), overall and in each type spanning several."""
+    v1, v2 = issue_example(tmp_path)
+    plain = json.loads(bv_inproc(f"bv report --format json v1={v1} v2={v2}").stdout)["comparison"]["paired"]
+    result = bv_inproc(f"bv report --cluster subtype --format json v1={v1} v2={v2}")
+    paired = json.loads(result.stdout)["comparison"]["paired"]
+    assert "standard error clustered over 4 clusters" in paired["method"] and "df 3" in paired["method"]
+    diffs = [1.0] * 6 + [-1.0] * 3 + [0.0] * 31
+    clusters = [f"S{i % 4}" for i in range(40)]
+    sums = {c: 0.0 for c in set(clusters)}
+    for d, c in zip(diffs, clusters, strict=True):
+        sums[c] += d - statistics.mean(diffs)
+    se = math.sqrt(4 / 3 * sum(s * s for s in sums.values())) / 40  # Miller eq. 4, by hand
+    half = scipy_stats.t.ppf(0.975, 3) * se
+    assert paired["ci95"] == pytest.approx([0.075 - half, 0.075 + half], abs=1e-5)
+    assert paired["ci95"] != plain["ci95"]
+    # each type (T0, T1) holds two subtypes: clustered over 2, so t at 1 degree of freedom
+    by_type = paired["by_type"]["T0"]
+    assert by_type["ci95"] is not None
+    text = bv_inproc(f"bv report --cluster subtype v1={v1} v2={v2}").stdout
+    assert "clustered over 4 clusters" in text
+
+
+def test_avg_at_k_outside_its_interval_is_explained(tmp_path):
+    """Issue 33: runs over different items (run 0: 8 items, 1 right; run 1: 2 other items, both
+    right) printed Avg@k 56.2% beside an interval of the item-level accuracy, 30%, unexplained."""
+    data = [row(i, 0, int(i == 0)) for i in range(8)] + [row(i, 1, 1) for i in (8, 9)]
+    path = write(tmp_path / "r.jsonl", data)
+    overall = json.loads(bv_inproc(f"bv report --format json {path}").stdout)["inputs"][0]["overall"]
+    assert overall["accuracy"] == pytest.approx((1 / 8 + 1) / 2) and overall["item_accuracy"] == 0.3
+    low, high = overall["ci95"]
+    assert low < 0.3 < high  # the interval is the item-level accuracy's
+    table = bv_inproc(f"bv report {path}")
+    assert "(Avg@k 56.2%, the item-level accuracy the interval is of 30.0%)" in table.stdout

@@ -10,7 +10,7 @@ import random
 from collections import defaultdict
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.stats import mean, pstdev
 from bv.reporting.report import build_report, summarize
@@ -142,11 +142,11 @@ def test_failed_counts_side_by_side(tmp_path):
     b[1].update(hard=None, decided_by="error")
     pa, pb = write(tmp_path / "a.jsonl", a), write(tmp_path / "b.jsonl", b)
     out = bv_inproc(f"bv report --format markdown {pa} {pb}").stdout
-    # a 4/4 and b 3/4 with their Wilson intervals; one run per item, so the difference's interval is
+    # a 4/4 and b 3/4 with their Clopper-Pearson intervals; one run per item, so the difference's interval is
     # Newcombe's (a does not vary: correlation 0), and its own two-sided p is 0.32
     assert "a err/judge/und" in out
     assert (
-        "| **Overall** | 4 | 100.0 [51.0–100.0] | 75.0 [30.1–95.4] | -25.0 [-69.9, +28.1] | 0.32"
+        "| **Overall** | 4 | 100.0 [39.8–100.0] | 75.0 [19.4–99.4] | -25.0 [-69.9, +28.1] | 0.32"
         " | 0/0/0 | 0/1/0 |" in out
     )
 

@@ -11,8 +11,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, Reply
-from support.fakeopenai import FakeOpenAI
+from support.commands import BIN
+from support.fakeopenai import FakeOpenAI, Reply
 from support.hostileopenai import HostileOpenAI
 
 GOOD_KEY = "sk-good-0123456789abcdef"
@@ -149,7 +149,7 @@ def test_api_evaluate_raises_the_cause(sample_dir, strict, tmp_path):
             base_url=strict.base_url,
             api_key=WRONG_KEY,
             cache=None,
-            judge_mode="rules",
+            mode="rules",
             retries=0,
         )
 

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+SECRET = "sk-test-SECRETJUDGEKEY-9f8e7d6c"  # given as --judge-api-key: in no tracker's data
 QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}  # no call home from a test
 
 
@@ -60,3 +61,18 @@ class MlflowServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=20)
+
+
+def eval_line(sample_dir: Path, out: Path, track: str, experiment: str) -> str:
+    """A chance-baseline `bv eval` with a judge key given (never to be logged), tracked."""
+    return (
+        f"bv eval {sample_dir}/meta_data.jsonl --backend chance --repeats 2 -o {out} --mode rules"
+        f" --judge-api-key {SECRET} --no-cache --track {track} --track-project {experiment}"
+    )
+
+
+def history(out: Path) -> list[dict]:
+    """A bv optimize run folder's history rows."""
+    import json
+
+    return [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]

@@ -12,11 +12,9 @@ import pytest
 
 pytest.importorskip("mlflow", reason="needs mlflow: pip install 'babyvision-bv[mlflow]' (make test-trackers)")
 
-from conftest import sh
-from support.trackerserver import QUIET, MlflowServer, free_port
-from test_optimize import SEED_SKILL, Models, command, history
-
-SECRET = "sk-test-SECRETJUDGEKEY-9f8e7d6c"
+from support.commands import sh
+from support.optimizing import Models, command
+from support.trackerserver import QUIET, SECRET, MlflowServer, eval_line, free_port, history
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +23,6 @@ def server(tmp_path_factory):
     running.start()
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    from bv.data.synth import write_sample_set
-
-    out = tmp_path_factory.mktemp("optimize-data")
-    write_sample_set(out, 96, seed=0)
-    (out / "seed.md").write_text(SEED_SKILL + "\n")
-    return out
 
 
 @pytest.fixture
@@ -46,13 +34,6 @@ def client(server):
 
 def run_id(folder: Path) -> str:
     return json.loads((folder / "tracker.json").read_text())["mlflow"]["run_id"]
-
-
-def eval_line(sample_dir: Path, out: Path, track: str, experiment: str) -> str:
-    return (
-        f"bv eval {sample_dir}/meta_data.jsonl --backend chance --repeats 2 -o {out} --mode rules"
-        f" --judge-api-key {SECRET} --no-cache --track {track} --track-project {experiment}"
-    )
 
 
 def test_bv_eval_logs_its_config_figures_and_reports_and_a_rerun_continues_the_run(
@@ -72,7 +53,7 @@ def test_bv_eval_logs_its_config_figures_and_reports_and_a_rerun_continues_the_r
     )
     assert run.info.status == "FINISHED"
     params, metrics = run.data.params, run.data.metrics
-    assert params["backend"] == "chance" and params["repeats"] == "2" and params["judge_mode"] == "rules"
+    assert params["backend"] == "chance" and params["repeats"] == "2" and params["mode"] == "rules"
     assert params["judge_api_key_given"] == "true" and "jobs" not in params  # how it runs: not a param
     overall = report["overall"]
     assert metrics["accuracy"] == pytest.approx(overall["accuracy"])
@@ -111,16 +92,20 @@ def test_a_server_that_is_down_costs_a_warning_never_the_evaluation(tmp_path, sa
     assert not (out / "tracker.json").exists()
 
 
-def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(tmp_path, data, server, client):
+def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
+    tmp_path, data_dir, server, client
+):
     out = tmp_path / "opt"
-    models = Models(data)
+    models = Models(data_dir)
     try:
         track = f"--track mlflow:{server.url} --track-project optimize-test"
-        first = sh(f"bv {command(data, models, out, '--steps 1', track)}", env=QUIET, timeout=600)
+        first = sh(f"bv {command(data_dir, models, out, '--steps 1', track)}", env=QUIET, timeout=600)
         assert first.returncode == 0, first.stderr
         rid = run_id(out)
         assert json.loads((out / "tracker.json").read_text())["mlflow"]["steps"] == 1
-        rest = sh(f"bv {command(data, models, out, track)}", env=QUIET, timeout=600)  # resumed, to the end
+        rest = sh(
+            f"bv {command(data_dir, models, out, track)}", env=QUIET, timeout=600
+        )  # resumed: to the end
         assert rest.returncode == 0, rest.stderr
     finally:
         models.stop()

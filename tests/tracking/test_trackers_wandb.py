@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("wandb", reason="needs wandb: pip install 'babyvision-bv[wandb]' (make test-trackers)")
 
-from conftest import sh
+from support.commands import sh
+from support.optimizing import Models, command
+from support.trackerserver import SECRET, eval_line, history
 from support.wandbfile import read_run
-from test_optimize import SEED_SKILL, Models, command, history
-from test_trackers_mlflow import SECRET, eval_line
 
 
 def offline(folder: Path) -> dict[str, str]:
@@ -55,12 +55,8 @@ def test_bv_eval_offline_run_holds_the_reports_figures(tmp_path, sample_dir):
     assert json.loads((out / "tracker.json").read_text())["wandb"]["run_id"] == state["run_id"]
 
 
-def test_bv_optimize_offline_run_has_every_step(tmp_path):
-    from bv.data.synth import write_sample_set
-
-    data = tmp_path / "data"
-    write_sample_set(data, 96, seed=0)
-    (data / "seed.md").write_text(SEED_SKILL + "\n")
+def test_bv_optimize_offline_run_has_every_step(tmp_path, data_dir):
+    data = data_dir
     out = tmp_path / "opt"
     models = Models(data)
     try:

@@ -5,10 +5,11 @@ imports no tracker code at all. The real trackers: test_trackers_mlflow.py and t
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
-from conftest import sh
-from test_startup_imports import modules_loaded_by
+from support.commands import sh
 
 from bv.core.errors import BadConfig
 from bv.tracking.options import targets
@@ -40,10 +41,18 @@ def test_the_same_tracker_twice_is_refused():
 
 
 def test_a_run_without_track_imports_no_tracker(tmp_path, sample_dir):
-    loaded = modules_loaded_by(
-        ["eval", f"{sample_dir}/meta_data.jsonl", "--backend", "chance", "-o", str(tmp_path / "r"), "-q"],
-        tmp_path,
+    """`bv eval` in a fresh interpreter, the modules it loaded written out at its end."""
+    out = tmp_path / "modules.txt"
+    code = (
+        "import sys, atexit\n"
+        f"atexit.register(lambda: open({str(out)!r}, 'w').write(' '.join(sorted(sys.modules))))\n"
+        "from bv.cli.app import main\n"
+        "sys.argv = ['bv', *sys.argv[1:]]\n"
+        "main()\n"
     )
+    args = ["eval", f"{sample_dir}/meta_data.jsonl", "--backend", "chance", "-o", str(tmp_path / "r"), "-q"]
+    subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=120, check=False)
+    loaded = set(out.read_text().split())
     assert "bv.runs.evaluate" in loaded, "the probe ran no evaluation"
     assert not {m for m in loaded if m.split(".")[0] in ("mlflow", "wandb")}
     assert not loaded & {"bv.tracking.mlflow_backend", "bv.tracking.wandb_backend"}
