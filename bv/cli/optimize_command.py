@@ -120,5 +120,5 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)
     if failed:
-        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
         sys.exit(ending.ROWS_FAILED)
