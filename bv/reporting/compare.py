@@ -281,10 +281,18 @@ def notices(report: Built, by: tuple[str, ...] = ()) -> list[str]:
     for s in summaries:
         if not s["complete"]:
             runs = ", ".join(f"run {run} {n}" for run, n in s["items_per_run"].items())
+            cell = s["overall"]
+            gap = (
+                f" (Avg@k {100 * cell['accuracy']:.1f}%, the item-level accuracy the interval"
+                f" is of {100 * cell['item_accuracy']:.1f}%)"
+                if cell["accuracy"] is not None and cell["item_accuracy"] is not None
+                else ""
+            )
             lines.append(
                 f"{s['name']}: incomplete: its runs cover different items"
-                f" ({runs}, of {s['overall']['n']} items);"
-                " Avg@k averages runs over different items, the interval is over each item's runs"
+                f" ({runs}, of {cell['n']} items);"
+                " Avg@k averages runs over different items, the interval is of the mean of each"
+                f" item's runs{gap}"
             )
         lines += [
             f"{s['name']}: {line}"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 from support.paths import FIXTURES
 
 PINNED = "/models/tiny-vlm"  # what the recorded server was started with

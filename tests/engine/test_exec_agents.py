@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 from support.paths import SUPPORT
 
 FAKE = SUPPORT / "fake_agent.py"
