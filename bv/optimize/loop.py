@@ -427,13 +427,17 @@ def dry_run(
 ) -> Plan:
     """The run's shape, its request bound and what those requests would cost, from the items and
     the run folder; nothing sent or written."""
-    from bv.optimize.plan_cost import plan_costs
-
     configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    plan = loop.plan(folder.finished_rows())
+    return with_costs(loop, loop.plan(folder.finished_rows()), configs)
+
+
+def with_costs(loop: _Loop, plan: Plan, configs: runs.Configs) -> Plan:
+    """The plan with what its requests would cost by role (bv.optimize.plan_cost), for either search."""
+    from bv.optimize.plan_cost import plan_costs
+
     train = [loop.by_id[i] for i in loop.split.part("train")]
-    reflecting = (options.minibatch, options.edits)
+    reflecting = (loop.options.minibatch, loop.options.edits)
     costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
     return replace(plan, costs=tuple(costs))
