@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo optimize-demo test data eval bench lint clean
+.PHONY: demo optimize-demo test test-real data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -39,6 +39,16 @@ test: $(VENV)/.installed
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# bv against real server software (tests/real/): `transformers serve` with a tiny random-weight VLM
+# built on the spot, a LiteLLM proxy, a single-node SLURM. Each is installed by tests/real/install.sh
+# into a venv of its own under .venv-real (SLURM from Debian's packages, as root), so `make test`
+# stays fast; a part that cannot be installed is skipped with its reason. Prints the versions run against.
+REAL ?= .venv-real
+test-real: $(VENV)/.installed
+	PYTHON=$(PYTHON) sh tests/real/install.sh $(REAL)
+	BV_TEST_REAL=1 BV_REAL_VENV=$(REAL) PYTHONPATH=tests $(BIN)/python -m pytest -q -n 0 -rs \
+	  -p support.real_parts tests/real
 
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).

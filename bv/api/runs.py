@@ -95,6 +95,10 @@ def _optimize_settings(items: str | Path, settings: Mapping[str, Any]) -> Optimi
     from bv.api.stages import _config
     from bv.optimize.setup import OptimizeSettings
 
+    if "seed" in settings:  # its old meaning, for one release (as bv optimize's --seed)
+        raise TypeError(
+            "`seed` is now `split_seed` (the split's, the batch order's); `seed` goes next release"
+        )
     missing = sorted({"skill", "out", "optimizer_model"} - set(settings))
     if missing:
         raise TypeError(f"missing keyword(s): {', '.join(missing)}")

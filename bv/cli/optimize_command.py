@@ -11,21 +11,13 @@ from typing import Any
 import click
 
 from bv.cli.common import cli_words
-from bv.cli.declared import option, options
-from bv.cli.options import PROMPTS, Finite, Renamed, share
+from bv.cli.declared import options
+from bv.cli.options import PROMPTS, Renamed
 from bv.optimize.results import OptimizeOptions
+from bv.optimize.setup import OptimizeSettings
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.request_settings import WAITS
 from bv.stages.rollout_config import RolloutConfig
-
-
-def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int, int]:
-    from bv.optimize.split import parse_ratio
-
-    try:
-        return parse_ratio(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 @click.command(cls=Renamed, renamed={"--batch": "--batch-size", "--seed": "--split-seed"})
@@ -52,120 +44,13 @@ def _ratio(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int,
     extra_body={"help": "Extra target request field, as bv rollout's -p."},
 )
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
-@click.option(
-    "--test-judge-model",
-    envvar="BV_TEST_JUDGE_MODEL",
-    help="The final test's own LLM judge, so a skill that sways the gate's judge cannot sway the"
-    " test's. [default: --judge-model] [env: BV_TEST_JUDGE_MODEL]",
+@options(OptimizeSettings, "test_judge_model", "test_judge_base_url", "test_judge_api_key")
+@options(
+    OptimizeSettings, "optimizer_model", "optimizer_base_url", "optimizer_api_key", "optimizer_temperature"
 )
-@click.option(
-    "--test-judge-base-url",
-    envvar="BV_TEST_JUDGE_BASE_URL",
-    help="Its endpoint. [default: --judge-base-url] [env: BV_TEST_JUDGE_BASE_URL]",
-)
-@click.option(
-    "--test-judge-api-key",
-    help="Its API key. [env: BV_TEST_JUDGE_API_KEY; default: the judge's, when the endpoint is the same]",
-)
-@click.option(
-    "--optimizer-model",
-    envvar="BV_OPTIMIZER_MODEL",
-    help="The model that writes edits. [env: BV_OPTIMIZER_MODEL]",
-)
-@click.option(
-    "--optimizer-base-url", envvar="BV_OPTIMIZER_BASE_URL", help="Its endpoint. [env: BV_OPTIMIZER_BASE_URL]"
-)
-@click.option("--optimizer-api-key", help="Its API key. [env: BV_OPTIMIZER_API_KEY]")
-@click.option("--optimizer-temperature", type=Finite(min=0), help="Its sampling temperature.")
-@click.option(
-    "--ratio",
-    default="2:1:7",
-    show_default=True,
-    callback=_ratio,
-    help="train:selection:test, stratified by subtype.",
-)
-@click.option(
-    "--split",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
-)
-@click.option(
-    "--split-seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Seed of the split, the batch order and the successes sent.",
-)
-@click.option(
-    "--epochs", type=click.IntRange(1), default=4, show_default=True, help="Passes over the train split."
-)
-@click.option(
-    "--steps",
-    type=click.IntRange(0),
-    help="At most this many steps in all. [default: every batch of every epoch]",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(1),
-    default=64,
-    show_default=True,
-    help="Train items rolled out per step.",
-)
-@click.option(
-    "--minibatch",
-    type=click.IntRange(1),
-    default=8,
-    show_default=True,
-    help="Attempts per optimizer request.",
-)
-@click.option(
-    "--success-share",
-    type=float,
-    default=0.25,
-    show_default=True,
-    callback=share,
-    help="Share of a batch's successes shown to the optimizer.",
-)
-@click.option(
-    "--edits",
-    type=click.IntRange(1),
-    default=4,
-    show_default=True,
-    help="Step size: edits applied at most per step.",
-)
-@click.option(
-    "--alpha",
-    type=Finite(min=0, max=1, min_open=True, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
-    " accepted edit (the j-th gate decision is tested at alpha/2^j).",
-)
-@click.option(
-    "--gate",
-    type=click.Choice(["paired", "greater"]),
-    default="paired",
-    show_default=True,
-    help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
-    " (the reference's rule).",
-)
-@option(OptimizeOptions, "repeats")
-@click.option(
-    "--max-skill-chars", type=click.IntRange(1), default=16_000, show_default=True, help="Skill size cap."
-)
-@click.option(
-    "--search",
-    type=click.Choice(["loop", "gepa"]),
-    default="loop",
-    show_default=True,
-    help="loop: bv's loop and its gate; gepa: GEPA on bv's evaluator, the same split, the same test"
-    " comparison (the extra gepa; docs/optimize.md).",
-)
-@click.option(
-    "--max-metric-calls",
-    type=click.IntRange(1),
-    help="GEPA's budget in target rollouts on train and selection. [default: what the loop plans]",
-)
+@options(OptimizeOptions, "ratio", "split", "split_seed", "epochs", "steps", "batch_size", "minibatch")
+@options(OptimizeOptions, "success_share", "edits", "alpha", "gate", "repeats", "max_skill_chars")
+@options(OptimizeSettings, "search", "max_metric_calls")
 @PROMPTS
 @options(
     RolloutConfig,
@@ -235,5 +120,5 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)
     if failed:
-        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
         sys.exit(ending.ROWS_FAILED)

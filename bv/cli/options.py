@@ -27,11 +27,14 @@ class Finite(click.FloatRange):
 
 
 def share(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A click callback: a share in [0, 1]; NaN and percentages refused (exit 2 before any work)."""
-    if value is None or 0 <= value <= 1:  # NaN compares false with everything: refused
-        return value
-    hint = f" (for {value:g}% write {value / 100:g})" if 1 < value <= 100 else ""
-    raise click.BadParameter(f"{value:g} is not a share between 0 and 1{hint}")
+    """A click callback: a share in [0, 1] (bv.core.settings.share), else exit 2 before any work."""
+    from bv.core.errors import BadConfig
+    from bv.core.settings import share as checked
+
+    try:
+        return None if value is None else checked(value)
+    except BadConfig as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 SKIP_BAD = click.option("--skip-bad", is_flag=True, help="Exit 0 even when some input lines were bad.")

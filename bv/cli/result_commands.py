@@ -210,7 +210,7 @@ def report(
     """
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
-    from bv.reporting.advice import below, warnings
+    from bv.reporting.advice import below, notes, warnings
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.render import render_as
     from bv.reporting.report import CompareOptions, build_report, input_names, notices
@@ -265,7 +265,10 @@ def report(
     finally:
         for source in sources:
             source.close()
-    for line in warnings(summaries):
+    by_rules = {source.name for source in sources if source.by_rules}
+    for line in notes(summaries, by_rules):
+        click.echo(printable(f"bv report: note: {cli_words(line)}"), err=True)
+    for line in warnings(summaries, by_rules):
         click.echo(printable(f"bv report: warning: {cli_words(line)}"), err=True)
     incomplete = notices(built, tuple(by))
     for line in incomplete:

@@ -170,6 +170,14 @@ def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def share(given: float) -> float:
+    """A share in [0, 1] (a `convert`): NaN refused, and a percentage named as one (BadConfig)."""
+    if 0 <= given <= 1:  # NaN compares false with everything: refused
+        return float(given)
+    hint = f" (for {given:g}% write {given / 100:g})" if 1 < given <= 100 else ""
+    raise BadConfig(f"{given:g} is not a share between 0 and 1{hint}")
+
+
 def body_fields(given: Any) -> dict[str, Any]:
     """Request body fields: a mapping as given, or KEY=VALUE texts (the command line's), VALUE as
     JSON when it parses. `extra_body={...}` (the openai SDK's habit) is unwrapped into its

@@ -22,6 +22,7 @@ from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
+from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
@@ -112,8 +113,8 @@ class _Loop:
 
     def _identity(self, items_path: Path) -> dict[str, Any]:
         """What run.json holds. Every key but `endpoints` must match for a re-run to resume: a
-        model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
-        by endpoint too, but finished steps stay finished)."""
+        model may be served elsewhere on a re-run (the cache keys a model's replies by its name, so
+        they are still found; rows record the endpoint that made each)."""
         templates = self.engines.templates
         judge = self.engines.judge.recorded() if self.engines.mode != "rules" else {}
         endpoints = {
@@ -314,6 +315,7 @@ class _Loop:
             or test.get("best", {}).get("sha256") != best.sha256
             or test.get("repeats") != self.options.repeats
             or test.get("failed_rows")
+            or not (self.folder.path / TEST_ROWS["best"]).is_file()  # a run before the rows were kept
         ):
             test = self.test_result(best)
             self.folder.write_json("test.json", test)
@@ -331,6 +333,8 @@ class _Loop:
             if best.text == self.seed_skill.text
             else self.evaluate("test", best, self.options.repeats, "best on test")
         )
+        self.folder.write_rows(TEST_ROWS["seed"], seed_rows)  # what `bv report FOLDER` reads
+        self.folder.write_rows(TEST_ROWS["best"], best_rows)
         return {
             "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
             "best": {"sha256": best.sha256, **estimate(best_scores)},
@@ -423,13 +427,17 @@ def dry_run(
 ) -> Plan:
     """The run's shape, its request bound and what those requests would cost, from the items and
     the run folder; nothing sent or written."""
-    from bv.optimize.plan_cost import plan_costs
-
     configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    plan = loop.plan(folder.finished_rows())
+    return with_costs(loop, loop.plan(folder.finished_rows()), configs)
+
+
+def with_costs(loop: _Loop, plan: Plan, configs: runs.Configs) -> Plan:
+    """The plan with what its requests would cost by role (bv.optimize.plan_cost), for either search."""
+    from bv.optimize.plan_cost import plan_costs
+
     train = [loop.by_id[i] for i in loop.split.part("train")]
-    reflecting = (options.minibatch, options.edits)
+    reflecting = (loop.options.minibatch, loop.options.edits)
     costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
     return replace(plan, costs=tuple(costs))

@@ -10,7 +10,7 @@ from typing import Any
 
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow
-from bv.core.settings import setting
+from bv.core.settings import check, setting, share
 from bv.optimize.edits import DEFAULT_MAX_SKILL_CHARS
 from bv.optimize.gate import GATES
 from bv.optimize.reflect import count_fields
@@ -25,19 +25,90 @@ class OptimizeError(BVError, ValueError):
     """Settings or a run folder `bv optimize` cannot use; said to the user, who fixes them."""
 
 
+def ratio_of(given: str | Sequence[int]) -> tuple[int, int, int]:
+    """A ratio as either face gives it: "2:1:7" (the command line's) or (2, 1, 7)."""
+    from bv.optimize.split import parse_ratio
+
+    if not isinstance(given, str):
+        return (int(given[0]), int(given[1]), int(given[2]))
+    try:
+        return parse_ratio(given)
+    except ValueError as exc:
+        raise OptimizeError(f"`ratio`: {exc}") from None
+
+
 @dataclass(frozen=True)
 class OptimizeOptions:
-    ratio: tuple[int, int, int] = DEFAULT_RATIO
-    split: Path | None = None  # a split file, instead of one drawn
-    split_seed: int = 0  # the split's, the batch order's and the successes sent
-    epochs: int = 4
-    steps: int | None = None  # at most this many steps in all (default: every batch of every epoch)
-    batch_size: int = 64
-    minibatch: int = 8
-    success_share: float = 0.25
-    edits: int = 4  # the step size: edits applied at most per step
-    alpha: float = 0.05
-    gate: str = "paired"
+    """The loop's settings, each declared once (bv.core.settings): the split, the steps, the
+    gate, and what a skill may grow to."""
+
+    ratio: tuple[int, int, int] = setting(
+        ":".join(map(str, DEFAULT_RATIO)),
+        "--ratio",
+        convert=ratio_of,
+        show_default=True,
+        help="train:selection:test, stratified by subtype.",
+    )
+    split: Path | None = setting(  # a split file, instead of one drawn
+        None,
+        "--split",
+        kind=Path,
+        exists=True,
+        help='A split to use instead: {"train": [ids], "selection": [...], "test": [...]}.',
+    )
+    split_seed: int = setting(
+        0,
+        "--split-seed",
+        kind=int,
+        show_default=True,
+        help="Seed of the split, the batch order and the successes sent.",
+    )
+    epochs: int = setting(
+        4, "--epochs", kind=int, low=1, show_default=True, help="Passes over the train split."
+    )
+    steps: int | None = setting(
+        None,
+        "--steps",
+        kind=int,
+        low=0,
+        help="At most this many steps in all. [default: every batch of every epoch]",
+    )
+    batch_size: int = setting(
+        64, "--batch-size", kind=int, low=1, show_default=True, help="Train items rolled out per step."
+    )
+    minibatch: int = setting(
+        8, "--minibatch", kind=int, low=1, show_default=True, help="Attempts per optimizer request."
+    )
+    success_share: float = setting(
+        0.25,
+        "--success-share",
+        kind=float,
+        convert=share,
+        show_default=True,
+        help="Share of a batch's successes shown to the optimizer.",
+    )
+    edits: int = setting(  # the step size
+        4, "--edits", kind=int, low=1, show_default=True, help="Step size: edits applied at most per step."
+    )
+    alpha: float = setting(
+        0.05,
+        "--alpha",
+        kind=float,
+        low=0,
+        high=1,
+        open_bounds=True,
+        show_default=True,
+        help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
+        " accepted edit (the j-th gate decision is tested at alpha/2^j).",
+    )
+    gate: str = setting(
+        "paired",
+        "--gate",
+        choices=GATES,
+        show_default=True,
+        help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
+        " (the reference's rule).",
+    )
     repeats: int = setting(
         3,
         "--repeats",
@@ -47,20 +118,21 @@ class OptimizeOptions:
         show_default=True,
         help="Runs per item on the selection and test splits.",
     )
-    max_skill_chars: int = DEFAULT_MAX_SKILL_CHARS
+    max_skill_chars: int = setting(
+        DEFAULT_MAX_SKILL_CHARS,
+        "--max-skill-chars",
+        kind=int,
+        low=1,
+        show_default=True,
+        help="Skill size cap.",
+    )
 
     def __post_init__(self) -> None:
-        if self.gate not in GATES:
-            raise OptimizeError(f"`gate` must be one of {', '.join(GATES)}")
-        if not 0 < self.alpha < 1:
-            raise OptimizeError("`alpha` must be between 0 and 1")
-        if not 0 <= self.success_share <= 1:
-            raise OptimizeError("`success_share` must be between 0 and 1")
-        for name in ("epochs", "batch_size", "minibatch", "edits", "repeats", "max_skill_chars"):
-            if getattr(self, name) < 1:
-                raise OptimizeError(f"`{name}` must be at least 1")
-        if self.steps is not None and self.steps < 0:
-            raise OptimizeError("`steps` must be at least 0")
+        object.__setattr__(self, "ratio", ratio_of(self.ratio))
+        object.__setattr__(self, "success_share", share(self.success_share))
+        if isinstance(self.split, str):
+            object.__setattr__(self, "split", Path(self.split))
+        check(self)
 
     def identity(self) -> dict[str, Any]:
         """What determines each step's result (not the budget: --steps and --epochs may grow on a re-run)."""
@@ -238,7 +310,10 @@ def gate_figures(gate: Mapping[str, Any]) -> str:
     share = gate.get("step_alpha")
     if share is None:  # a history written before the shares: the decision's test and alpha as they were
         lo, hi = gate["ci95"]
-        return f"diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}], p={figure(gate['p_value'], 4)}"
+        return (  # it held a two-sided interval beside the one-sided (greater) test's p
+            f"diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}] (two-sided 95% CI),"
+            f" one-sided p={figure(gate['p_value'], 4)}"
+        )
     failed = gate.get("failed_rows") or {}
     left_out = sum(failed.values())
     text = (

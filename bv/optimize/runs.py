@@ -151,7 +151,10 @@ def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> Judge
     )
 
 
-def checked_configs(engines: Engines) -> tuple[RolloutConfig, JudgeConfig, RolloutConfig]:
+Configs = tuple[RolloutConfig, JudgeConfig, RolloutConfig]  # the target's, the judge's, the optimizer's
+
+
+def checked_configs(engines: Engines) -> Configs:
     """Every role's config (target, judge, optimizer; the test's judge checked too), made as a
     dry run's: what they refuse (a `max_cost` bv cannot price, an option a backend does not use)
     is refused before the run folder is touched or anything sent."""

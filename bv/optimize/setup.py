@@ -6,27 +6,15 @@ inputs made from it by plain calls: the seed skill, how its three models are rea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
 
-from bv.core.settings import part, shared
+from bv.core.settings import check, part, setting, shared
 from bv.optimize.results import OptimizeError, OptimizeOptions
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.request_params import RequestParams
 from bv.stages.rollout_config import RolloutConfig
-
-
-def _ratio(given: str | tuple[int, int, int]) -> tuple[int, int, int]:
-    """A ratio as either face gives it: "2:1:7" (the command line's) or (2, 1, 7)."""
-    from bv.optimize.split import parse_ratio
-
-    if not isinstance(given, str):
-        return (int(given[0]), int(given[1]), int(given[2]))
-    try:
-        return parse_ratio(given)
-    except ValueError as exc:
-        raise OptimizeError(f"`ratio`: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -39,11 +27,25 @@ class OptimizeSettings:
     items: Path
     skill: Any  # a path to the seed skill's Markdown, or a bv.stages.prompt.Skill
     out: Path
-    optimizer_model: str | None
-    optimizer_base_url: str | None = None
-    optimizer_api_key: str | None = field(default=None, repr=False)
-    optimizer_temperature: float | None = None
-    optimizer_params: Mapping[str, Any] = field(default_factory=dict)
+    optimizer_model: str | None = setting(
+        MISSING,
+        "--optimizer-model",
+        envvar="BV_OPTIMIZER_MODEL",
+        help="The model that writes edits. [env: BV_OPTIMIZER_MODEL]",
+    )
+    optimizer_base_url: str | None = setting(
+        None,
+        "--optimizer-base-url",
+        envvar="BV_OPTIMIZER_BASE_URL",
+        help="Its endpoint. [env: BV_OPTIMIZER_BASE_URL]",
+    )
+    optimizer_api_key: str | None = setting(
+        None, "--optimizer-api-key", secret=True, help="Its API key. [env: BV_OPTIMIZER_API_KEY]"
+    )
+    optimizer_temperature: float | None = setting(
+        None, "--optimizer-temperature", kind=float, low=0, help="Its sampling temperature."
+    )
+    optimizer_params: Mapping[str, Any] = setting(None, factory=dict, convert=dict)  # bv.api's
     backend: str = shared(RolloutConfig, "backend")
     model: str | None = shared(RolloutConfig, "model")
     base_url: tuple[str, ...] = shared(RolloutConfig, "base_url")
@@ -55,11 +57,27 @@ class OptimizeSettings:
     judge_base_url: str | None = shared(JudgeConfig, "judge_base_url")
     judge_api_key: str | None = shared(JudgeConfig, "judge_api_key")
     judge_params: Mapping[str, Any] = shared(JudgeConfig, "judge_params")
-    test_judge_model: str | None = None
-    test_judge_base_url: str | None = None
-    test_judge_api_key: str | None = field(default=None, repr=False)
+    test_judge_model: str | None = setting(
+        None,
+        "--test-judge-model",
+        envvar="BV_TEST_JUDGE_MODEL",
+        help="The final test's own LLM judge, so a skill that sways the gate's judge cannot sway the"
+        " test's. [default: --judge-model] [env: BV_TEST_JUDGE_MODEL]",
+    )
+    test_judge_base_url: str | None = setting(
+        None,
+        "--test-judge-base-url",
+        envvar="BV_TEST_JUDGE_BASE_URL",
+        help="Its endpoint. [default: --judge-base-url] [env: BV_TEST_JUDGE_BASE_URL]",
+    )
+    test_judge_api_key: str | None = setting(
+        None,
+        "--test-judge-api-key",
+        secret=True,
+        help="Its API key. [env: BV_TEST_JUDGE_API_KEY; default: the judge's, when the endpoint is the same]",
+    )
     ratio: tuple[int, int, int] = shared(OptimizeOptions, "ratio")
-    split: Path | None = None
+    split: Path | None = shared(OptimizeOptions, "split")
     split_seed: int = shared(OptimizeOptions, "split_seed")
     epochs: int = shared(OptimizeOptions, "epochs")
     steps: int | None = shared(OptimizeOptions, "steps")
@@ -86,21 +104,32 @@ class OptimizeSettings:
     cache: Path | None = shared(RolloutConfig, "cache")
     cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = shared(RolloutConfig, "quiet")
-    search: str = "loop"
-    max_metric_calls: int | None = None
+    search: str = setting(
+        "loop",
+        "--search",
+        choices=("loop", "gepa"),
+        show_default=True,
+        help="loop: bv's loop and its gate; gepa: GEPA on bv's evaluator, the same split, the same test"
+        " comparison (the extra gepa; docs/optimize.md).",
+    )
+    max_metric_calls: int | None = setting(
+        None,
+        "--max-metric-calls",
+        kind=int,
+        low=1,
+        help="GEPA's budget in target rollouts on train and selection. [default: what the loop plans]",
+    )
 
     def __post_init__(self) -> None:
-        """Paths as a str or a Path, a ratio as "2:1:7" or a tuple; a price file or budget that
-        cannot work refused before any work (BadConfig)."""
+        """Paths as a str or a Path; the declared bounds and choices kept, a price file or budget
+        that cannot work refused before any work (BadConfig)."""
         from bv.engine.prices import price_book
 
-        for name in ("items", "out", "split", "prompts"):
+        for name in ("items", "out", "prompts"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
-        object.__setattr__(self, "ratio", _ratio(self.ratio))
+        check(self)
         price_book(self.prices, self.max_cost)
-        if self.search not in ("loop", "gepa"):
-            raise OptimizeError(f"`search` must be loop or gepa, not {self.search!r}")
         if self.max_metric_calls is not None and self.search != "gepa":
             raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
 

@@ -3,11 +3,15 @@ failed, and the CI gate of --fail-under."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from bv.reporting.report_types import Summary
 
 
-def warnings(summaries: list[Summary]) -> list[str]:
-    """One line per input whose rows did not all finish: how many, and how to fix them."""
+def warnings(summaries: list[Summary], by_rules: Collection[str] = ()) -> list[str]:
+    """One line per input whose rows did not all finish: how many, and how to fix them. Inputs
+    named in `by_rules` were judged by the rules alone on purpose (`mode` rules): their undecided
+    rows are the rules' to leave, said by `notes`, not a fault to fix with an LLM judge."""
     lines = []
     for s in summaries:
         cell, fixes = s["overall"], []
@@ -18,7 +22,7 @@ def warnings(summaries: list[Summary]) -> list[str]:
             )
         if cell["judge_errors"]:
             fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
-        if cell["undecided"]:
+        if cell["undecided"] and s["name"] not in by_rules:
             fixes.append(
                 f"{cell['undecided']} undecided row(s): configure an LLM judge (a judge model)"
                 " and re-run bv judge"
@@ -29,6 +33,16 @@ def warnings(summaries: list[Summary]) -> list[str]:
             )
             lines.append(f"{s['name']}: {'; '.join(fixes)} (they are {counted} the accuracy)")
     return lines
+
+
+def notes(summaries: list[Summary], by_rules: Collection[str]) -> list[str]:
+    """What is said, not warned, of an input judged by the rules alone: its undecided rows."""
+    return [
+        f"{s['name']}: {s['overall']['undecided']} undecided row(s), which a judge of rules alone (mode"
+        " rules) cannot decide, are counted wrong in the accuracy"
+        for s in summaries
+        if s["name"] in by_rules and s["overall"]["undecided"]
+    ]
 
 
 def below(summaries: list[Summary], threshold: float) -> list[str]:

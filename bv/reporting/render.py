@@ -117,7 +117,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
     comparison = comparison_of(report)
     if comparison:
         if len(comparison["pairs"]) > 1 or comparison["pairs"][0]["by_type"]:
-            lines.append(f"p-values adjusted by {comparison['adjustment']}.")
+            lines.append(f"Two-sided p-values adjusted by {comparison['adjustment']}.")
         lines += verdicts(report) if with_verdicts else []
     plans = report.get("power") if "inputs" in report else None
     if plans:

@@ -116,6 +116,7 @@ class Input:
     spool: Path | None = None  # stdin's good rows, kept for a second pass
     several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
     image_root: Path | None = None  # a run folder's images (its items' folder), for the HTML page
+    by_rules: bool = False  # a run folder judged by the rules alone (`--mode rules`): no LLM wanted
 
     def close(self) -> None:
         """Remove stdin's spool file, once nothing reads the rows again."""
@@ -404,5 +405,8 @@ def input_names(inputs: tuple[str, ...]) -> list[Input]:
         unique, k = name, 2
         while unique in taken:
             unique, k = f"{name}-{k}", k + 1
-        out.append(Input(unique, path, image_root=None if run is None else run.image_root))
+        if run is None:
+            out.append(Input(unique, path))
+        else:
+            out.append(Input(unique, path, image_root=run.image_root, by_rules=run.by_rules))
     return out

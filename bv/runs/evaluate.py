@@ -317,7 +317,7 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
     import sys
 
-    from bv.reporting.advice import warnings
+    from bv.reporting.advice import notes, warnings
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.html_page import write_html
     from bv.reporting.render import render_markdown, render_table
@@ -346,7 +346,10 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
                 silence_stdout()
     finally:
         source.close()
-    for line in warnings(summaries):
+    by_rules = {summaries[0]["name"]} if config.mode == "rules" else set()
+    for line in notes(summaries, by_rules):
+        say(f"note: {line}")
+    for line in warnings(summaries, by_rules):
         say(f"warning: {line}")
     status = finish(Outcome(), problems, config.skip_bad)
     overall = summaries[0]["overall"]

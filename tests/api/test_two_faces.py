@@ -6,17 +6,19 @@ record the same run and make the same rows from the same settings, cost and batc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import click
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.evaluating import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
+from support.evaluating import priced_command as eval_command
 from support.fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from support.fakeopenai import Reply
 from support.paths import ROOT
-from test_batch import comparable
-from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
-from test_eval_cost import command as eval_command
+from support.rows import comparable
 
 from bv import api
 from bv.cli.declared import config_of
@@ -423,3 +425,35 @@ def test_eval_s_cost_limit_stops_both_faces_alike(sample_dir, server, prices, tm
     assert result.spent_usd == pytest.approx(limit)  # -j 1: exactly the fifth reply, none after
     assert len(server.seen) == 2 * 5  # five requests from each face
     assert _recorded(cli_out) == _recorded(api_out) and _recorded(api_out)["max_cost"] == limit
+
+
+def test_bv_optimize_s_options_and_keywords_default_as_declared():
+    """bv optimize's options (the loop's, the optimizer's, the test judge's too) and
+    bv.api.optimize's keywords take the defaults OptimizeSettings declares, the flags and help too."""
+    from bv.api.stages import api_keywords as names
+    from bv.cli.optimize_command import optimize
+    from bv.optimize.setup import OptimizeSettings
+
+    options = {p.name: p for p in optimize.params if isinstance(p, click.Option)}
+    settings = declared(OptimizeSettings)
+    assert {
+        "ratio",
+        "split_seed",
+        "batch_size",
+        "alpha",
+        "test_judge_model",
+        "optimizer_model",
+        "search",
+    } <= set(settings)
+    assert not {"seed", "max_pixels"} & set(options)  # the target's further request fields: bv.api's
+    for name, decl in settings.items():
+        if name not in options:
+            continue
+        option, default = options[name], default_of(OptimizeSettings, name)
+        assert "/".join(option.opts) == "/".join(decl.flags) and option.help in (decl.help, option.help), name
+        if not decl.multiple and default not in (None, dataclasses.MISSING):  # None: no click default
+            assert option.default == default, (name, option.default, default)
+    keywords = {name: api_default(OptimizeSettings, name) for name in names(OptimizeSettings)}
+    assert keywords["ratio"] == "2:1:7" and keywords["batch_size"] == 64 and keywords["quiet"] is True
+    with pytest.raises(TypeError, match="`seed` is now `split_seed`"):  # for one release, as --seed
+        api.plan_optimize("items.jsonl", skill="s.md", out="o", optimizer_model="m", seed=1)

@@ -12,12 +12,19 @@ import pytest
 from support.paths import ROOT
 
 from bv.core.settings import declared, default_of
+from bv.optimize.results import OptimizeOptions
+from bv.optimize.setup import OptimizeSettings
+from bv.runs.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
 
-CONFIGS = (RolloutConfig, JudgeConfig)
+CONFIGS = (RolloutConfig, JudgeConfig, EvalConfig, OptimizeOptions, OptimizeSettings)
 # Modules whose default of the same name is another setting's, each with why.
-KEPT = {"bv/cli/data_commands.py": "bv models' --timeout: one listing request's own 30 s"}
+KEPT = {
+    "bv/cli/data_commands.py": "bv models' --timeout: one listing request's own 30 s",
+    "bv/core/paired.py": "a confidence interval's alpha (95%), not bv optimize's false-accept rate",
+    "bv/core/power.py": "a test's alpha (5%), not bv optimize's false-accept rate",
+}
 
 
 def declared_defaults() -> dict[str, object]:
@@ -95,7 +102,7 @@ def test_the_scan_finds_a_default_written_again(written):
 def test_a_renamed_flag_still_works_with_a_notice_and_is_not_in_help(sample_dir):
     """One meaning per flag: bv prompt's --seed is --sample-seed (--seed is rollout's sampling
     seed); the old spelling works for one release, said on stderr, and --help shows the new one."""
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
 
     items = sample_dir / "meta_data.jsonl"
     new = bv_inproc(f"bv prompt {items} --sample 6 --sample-seed 5")

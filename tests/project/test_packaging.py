@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import jsonl
+from support.commands import jsonl
 from support.paths import ROOT
-from test_data import sample_parquet
+from support.sources import sample_parquet
 
 PACKAGE_FILES = sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "bv").rglob("*") if p.suffix in (".py", ".typed")
