@@ -206,8 +206,8 @@ def power_lines(plans: Sequence[Power]) -> list[str]:
                 )
             needs.append(f"{target} points needs {items} items at {plan['runs']:g} runs, or {on_these}")
         lines.append(
-            f"Power, {who}: at 80% power and alpha 0.05, {plan['n_items']} items and {plan['runs']:g} runs"
-            f" per item detect a difference of {points(plan['mde'], False)} points"
+            f"Power, {who}: at 80% power and two-sided alpha 0.05, {plan['n_items']} items and"
+            f" {plan['runs']:g} runs per item detect a difference of {points(plan['mde'], False)} points"
             f" (Var(d) = {plan['var_diff']:.4f}, run-to-run noise {plan['noise_per_run']:.4f});"
             f" {'; '.join(needs)}"
         )

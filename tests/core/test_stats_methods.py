@@ -191,3 +191,20 @@ def test_cluster_applies_to_the_paired_difference(runs):
     # a group inside one cluster is compared unclustered
     one = {i: "same" for i in group}
     assert "clustered" not in paired_comparison(a, b, clusters=one).method
+
+
+def test_clopper_pearson_matches_scipy_at_effective_sizes():
+    """The accuracy interval's ends (bv.core.stats.clopper_pearson) against scipy's beta quantiles,
+    at whole and effective (not whole) sizes, the ends 0 and n included."""
+    import random
+
+    from bv.core.stats import clopper_pearson
+
+    rng = random.Random(33)
+    for _ in range(300):
+        n = rng.choice([1, 2, 5, 20, 50, 388, 1940, 3.7, 55.5])
+        x = rng.choice([0, n, 1, n - 1, rng.uniform(0, n), rng.uniform(0, n)])
+        x = min(max(x, 0), n)
+        low = scipy_stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0
+        high = scipy_stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0
+        assert clopper_pearson(x, n) == pytest.approx((low, high), abs=1e-12), (x, n)

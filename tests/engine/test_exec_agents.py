@@ -80,6 +80,13 @@ def test_no_transcript_no_claim(sample_dir, claude):
         assert "image_opened" not in turn
 
 
+def test_json_that_holds_no_answer_is_the_reply_as_printed(sample_dir, claude):
+    result = rollout(sample_dir, f"{claude} --mode json-answer --workdir {{workdir}} --prompt {{prompt}}")
+    assert result.returncode == 0, result.stderr
+    for row in jsonl(result.stdout):
+        assert row["response"] == '{"type": "answer", "text": "\\\\boxed{C}"}'
+
+
 @pytest.mark.parametrize("status", ["429", "500"])
 def test_an_agents_api_error_is_an_item_failure_not_a_wait(sample_dir, claude, tmp_path, status):
     runs = tmp_path / "runs"

@@ -134,7 +134,7 @@ def test_an_outage_while_the_seed_is_scored_accepts_no_edit_as_typed(tmp_path, s
     import hashlib
     import json
 
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
     from support.fakeopenai import Reply
     from support.skillserver import LABELS, SkilledTarget
 
