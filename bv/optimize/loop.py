@@ -43,6 +43,7 @@ from bv.optimize.results import (
 from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split, read_split, stratified_split
 from bv.stages.prompt import Skill
+from bv.tracking.options import TrackOptions
 
 __all__ = ["OptimizeError", "OptimizeOptions", "OptimizeResult", "Plan", "dry_run", "optimize"]
 
@@ -364,13 +365,15 @@ def optimize(
     options: OptimizeOptions,
     *,
     say: Callable[[str], None] = lambda line: None,
+    track: TrackOptions | None = None,
 ) -> OptimizeResult:
     """Run (or resume) the loop in the run folder `out` (this run's alone meanwhile) and return
-    what it found. What a role's config refuses (an unpriced `max_cost`) is refused first, before
-    the folder is made or written."""
+    what it found; `track`: the experiment trackers each step is logged to (bv.tracking). What a
+    role's config refuses (an unpriced `max_cost`) is refused first, before the folder is made or
+    written."""
     runs.checked_configs(engines)
     with RunFolder(out).owned():
-        return _optimize(items_path, seed_skill, out, engines, options, say)
+        return _optimize(items_path, seed_skill, out, engines, options, say, track)
 
 
 def _optimize(
@@ -380,22 +383,28 @@ def _optimize(
     engines: runs.Engines,
     options: OptimizeOptions,
     say: Callable[[str], None],
+    track: TrackOptions | None = None,
 ) -> OptimizeResult:
     from bv.optimize.report import record_stop, write_reports
+    from bv.tracking.runs import end_optimize, log_steps, open_optimize
 
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
     history = loop.open_folder()
     say(f"split: {loop._sizes()}; {loop.total} steps, {max(len(history) - 1, 0)} already finished")
+    tracking = open_optimize(out, track, loop.identity)
+    log_steps(tracking, out, history)  # what an earlier run logged is not logged again
     try:
         if not history:
             history.append(loop.seed_row())
             folder.append_history(history[-1])
+            log_steps(tracking, out, history)
             say(seed_line(history[-1]))
         for step in range(len(history), loop.total + 1):
             row = loop.step_row(step, history)
             folder.append_history(row)
             history.append(row)
+            log_steps(tracking, out, history)
             say(step_line(row, loop.total))
         best_ref = history[-1]["best"]
         best = loop.skill_of(best_ref)
@@ -403,7 +412,11 @@ def _optimize(
     except Interrupted as exc:  # said in the history (a `stopped` row) and an incomplete report
         spent = loop.engines.spend.usd if loop.engines.prices is not None else None
         where = record_stop(folder, history, loop.identity, loop.split, loop.total, str(exc), spent)
+        tracking.finish("KILLED")
         raise Interrupted(f"{exc}; {where}", signal=exc.signal) from None
+    except BaseException:
+        tracking.finish("FAILED")
+        raise
     folder.write_text("best.md", best.text + "\n")
     result = OptimizeResult(
         out=out,
@@ -418,6 +431,7 @@ def _optimize(
         history=history,
     )
     write_reports(folder, result, loop.identity, loop.split)
+    end_optimize(tracking, out, test)
     loop.problems.finish()
     return result
 
