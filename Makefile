@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo optimize-demo test test-real data eval bench lint clean
+.PHONY: demo optimize-demo test test-real test-trackers data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -50,6 +50,20 @@ test-real: $(VENV)/.installed
 	BV_TEST_REAL=1 BV_REAL_VENV=$(REAL) PYTHONPATH=tests $(BIN)/python -m pytest -q -n 0 -rs \
 	  -p support.real_parts tests/real
 
+# The experiment trackers against the real thing (docs/tracking.md): an MLflow tracking server the
+# tests start (SQLite, loopback) and W&B offline runs read back from their files. mlflow and wandb
+# are heavy (a server, a Go binary; ~2 min to install), so they live in their own .venv-trackers,
+# not in `make test`, where these tests skip and say why.
+TRACKERS := .venv-trackers
+$(TRACKERS)/.installed: setup.cfg pyproject.toml
+	test -x $(TRACKERS)/bin/python || $(PYTHON) -m venv $(TRACKERS)
+	$(TRACKERS)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,mlflow,wandb]'
+	touch $@
+
+test-trackers: $(TRACKERS)/.installed
+	$(TRACKERS)/bin/python -m pytest -q -n 2 --dist loadfile tests/tracking/ \
+	  tests/project/test_layers.py
+
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
 data: $(VENV)/.installed
@@ -79,4 +93,4 @@ lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/project/test_lint.py
 
 clean:
-	rm -rf build $(VENV) *.egg-info
+	rm -rf build $(VENV) $(TRACKERS) *.egg-info

@@ -255,6 +255,15 @@ def check(scenario: str, what: str, value: float, op: str, limit: float, goal: b
 # the same run, and its time outside the span (start-up to first request, last reply to exit) at
 # most the bare client's plus 0.2 s.
 SPAN_OVER_BARE, WALL_OVER_BARE, OUTSIDE_OVER_BARE_S = 1.03, 1.05, 0.2
+# Issue 37: bv's CPU a request (its process's user + system from os.wait4, over N) within 10% of
+# the bare client's on the same server in the same run, at -j 64 (throughput) and -j 512 (wide).
+CPU_OVER_BARE = 1.10
+
+
+def cpu_against_bare(scenario: str, bv: dict, bare: dict) -> dict:
+    """bv's CPU a request beside the bare client's x1.10 (issue 37's target, in both scenarios)."""
+    mine, limit = bv["cpu_s"] / bv["n"] * 1e3, bare["cpu_s"] / bare["n"] * 1e3 * CPU_OVER_BARE
+    return check(scenario, "CPU ms a request vs bare x1.10", round(mine, 3), "<=", round(limit, 3))
 
 
 def against_bare(scenario: str, bv: dict, bare: dict, goal: bool) -> list[dict]:
@@ -305,10 +314,12 @@ def targets(scenario: str, results: list[dict], image_mb: float | None) -> list[
             )
             if r["n"] in bare:  # read beside the bare client too (issue 24 sets these at -j 512 only)
                 checks += against_bare(scenario, r, bare[r["n"]], goal=False)
+                checks.append(cpu_against_bare(scenario, r, bare[r["n"]]))
         elif scenario == "wide":
             limit = math.ceil(0.975 * min(r["jobs"], r["n"]))  # 500 at -j 512
             if r["n"] in bare:
                 checks += against_bare(scenario, r, bare[r["n"]], goal=True)
+                checks.append(cpu_against_bare(scenario, r, bare[r["n"]]))
             else:
                 print("wide: no bare client in --clients, so no limit for span and wall", file=sys.stderr)
             checks.append(check(scenario, "RSS MB", r["rss_mb"], "<", 150))

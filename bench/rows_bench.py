@@ -15,7 +15,10 @@ reply shape, reasoning and reply texts as long as the official results') gives 1
 with real prompts, file:// image URLs, reasoning, usage and provenance; the 100k and 1M files
 are those rows, byte for byte, over and over with only the run renumbered, so every (id, run) is
 distinct. Each file is made once and kept (build/bench-rows/) for every measurement and the
-next run. `bv report` includes its statistics over items (the intervals).
+next run. `bv report` includes its statistics over items (the intervals). `bv report` is also
+timed on short rows (issue 37): a chance rollout's judged rows (`bv rollout --backend chance`,
+2.4 kB a row, no reasoning; 2000 items x 5 runs made by bv, repeated with the runs renumbered:
+50 runs an item at 100k), where the report's own work a row weighs more against the parse.
 
 Runs: a command is timed until its verdict is settled, at most --repeat times: once its CPU
 ratios, widened by their own spread (and, at the first run of a larger size, by the widest
@@ -45,8 +48,20 @@ ITEMS = 400
 BASE_RUNS = 25  # ITEMS x BASE_RUNS rows made by bv; larger files repeat them with the runs renumbered
 ROWS_VERSION = "r3"  # in the file names: rows of another shape or spelling are made anew
 BENCH_KEY = "sk-bench-" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH"  # as long as OpenAI's
-# Issue 24: judge (rules) and report within 1.25x of their json loops; merge as issue 11 set it.
-TARGETS = {"judge": 1.25, "report json": 1.25, "report table": 1.25, "merge": 2.0, "export": None}
+# A chance rollout's rows (issue 37's short rows): 2000 items x 5 runs made by bv, repeated with the
+# runs renumbered (so 50 runs an item at 100k), 24 MB held while the files are made.
+SHORT_ITEMS, SHORT_RUNS = 2000, 5
+# Issue 24: judge (rules) and report within 1.25x of their json loops; merge as issue 11 set it;
+# issue 37: the report within 1.25x on short rows too.
+TARGETS = {
+    "judge": 1.25,
+    "report json": 1.25,
+    "report table": 1.25,
+    "merge": 2.0,
+    "export": None,
+    "short json": 1.25,
+    "short table": 1.25,
+}
 RSS_TARGET_MB = 150  # for judge, report and export
 MIN_SPREAD = 0.03  # the least spread a single run is taken to have
 BRACKET_DEPTH = 20_000  # the property test's deepest case (tests/core/test_properties.py)
@@ -146,6 +161,24 @@ def base_rows(work: Path) -> tuple[Path, Path]:
     return judged, rollout
 
 
+def short_rows(work: Path) -> Path:
+    """A chance rollout's judged rows (`SHORT_ITEMS` items x `SHORT_RUNS` runs), made once."""
+    path = work / f"short-{ROWS_VERSION}-base.jsonl"
+    if not path.exists():
+        data = work / "short-data"
+        if not (data / "meta_data.jsonl").exists():
+            synth = [BV, "synth", "--n", str(SHORT_ITEMS), "--seed", "1", "--out", str(data)]
+            subprocess.run(synth, check=True, capture_output=True)
+        print(f"making {SHORT_ITEMS * SHORT_RUNS} judged rows of the chance baseline", file=sys.stderr)
+        pipeline = (
+            f"{BV} prompt {data}/meta_data.jsonl | {BV} rollout --backend chance --repeats {SHORT_RUNS}"
+            f" --quiet --no-cache | {BV} judge --mode rules --quiet > {path}.part"
+        )
+        subprocess.run(["bash", "-o", "pipefail", "-c", pipeline], check=True)
+        Path(f"{path}.part").rename(path)
+    return path
+
+
 def run_places(base: Path) -> list[tuple[int, int, int]]:
     """For each line of `base`: where its top-level run number starts and ends, and the run; each
     place checked by parsing the line with another number there."""
@@ -162,9 +195,9 @@ def run_places(base: Path) -> list[tuple[int, int, int]]:
     return places
 
 
-def make_rows(base: Path, size: int) -> Path:
-    """`size` rows: the base rows over and over, each copy's runs moved past the one before (the
-    bytes of each row otherwise bv's own); made once, kept beside the base."""
+def make_rows(base: Path, size: int, runs: int = BASE_RUNS) -> Path:
+    """`size` rows: the base rows (of `runs` runs) over and over, each copy's runs moved past the
+    one before (the bytes of each row otherwise bv's own); made once, kept beside the base."""
     path = base.with_name(base.name.replace("-base", f"-{size}"))
     if path.exists():
         return path
@@ -176,7 +209,7 @@ def make_rows(base: Path, size: int) -> Path:
             for line, (start, end, run) in zip(lines, places, strict=True):
                 if written == size:
                     break
-                out.write(line[:start] + str(run + copy * BASE_RUNS).encode() + line[end:])
+                out.write(line[:start] + str(run + copy * runs).encode() + line[end:])
                 written += 1
     del lines  # the bench's own process stays small (see bench/README.md)
     Path(f"{path}.part").rename(path)
@@ -211,8 +244,16 @@ def settled(case: Case, prior: float | None) -> bool:
 
 
 def measure(work: Path, size: int, repeat: int, only: set[str] | None, prior: float | None) -> list[dict]:
-    judged_base, rollout_base = base_rows(work)
-    judged, rollout = make_rows(judged_base, size), make_rows(rollout_base, size)
+    if not only or only - {"short json", "short table"}:
+        judged_base, rollout_base = base_rows(work)
+        judged, rollout = make_rows(judged_base, size), make_rows(rollout_base, size)
+    else:  # only the short rows: the reasoning rows are not made
+        judged = rollout = work / "unused.jsonl"
+    short = (
+        make_rows(short_rows(work), size, SHORT_RUNS)
+        if not only or {"short json", "short table"} & only
+        else judged
+    )
     out = work / "out.jsonl"
     py = sys.executable
     # The loops, each over one file, and the commands read beside each one.
@@ -242,6 +283,14 @@ def measure(work: Path, size: int, repeat: int, only: set[str] | None, prior: fl
             rollout,
             "loads+dumps",
             [Case("judge", [BV, "judge", "--mode", "rules", "--quiet", str(rollout)], "loads+dumps", True)],
+        ),
+        (
+            short,
+            "loads",
+            [
+                Case("short json", [BV, "report", "--format", "json", str(short)], "loads", False),
+                Case("short table", [BV, "report", str(short)], "loads", False),
+            ],
         ),
     ]
     loops: dict[tuple[Path, str], tuple[list[Run], list[Run]]] = {}
@@ -373,7 +422,9 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
-        "--only", help="comma-separated commands to time (judge, report json, report table, merge, export)"
+        "--only",
+        help="comma-separated commands to time (judge, report json, report table, merge, export;"
+        " short json, short table: the report on short rows)",
     )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

@@ -61,9 +61,11 @@ def optimize(
     run: once reached no new request starts, and Interrupted is raised as after Ctrl-C (history
     and report say where; calling again resumes). `search="gepa"` searches with GEPA on bv's
     evaluator instead (the extra `gepa`; `max_metric_calls`: its budget in target rollouts) and
-    returns a `bv.optimize.gepa_adapter.GepaResult`. Raises bv.optimize.results.OptimizeError for
-    unusable settings or a run folder of another run, and what `rollout` and `judge` raise
-    (docs/optimize.md)."""
+    returns a `bv.optimize.gepa_adapter.GepaResult`. `track` ("mlflow", "mlflow:URI", "wandb", or
+    several; `track_project`, `track_entity`) logs the loop's every step to experiment trackers
+    (docs/tracking.md): a tracker that fails is a warning, never the run's end. Raises
+    bv.optimize.results.OptimizeError for unusable settings or a run folder of another run, and
+    what `rollout` and `judge` raise (docs/optimize.md)."""
     _no_running_loop("optimize")
     from bv.optimize.gepa_adapter import search as gepa_search
     from bv.optimize.loop import optimize as run
@@ -73,7 +75,7 @@ def optimize(
     say = progress or (lambda line: None)
     if given.search == "gepa":
         return gepa_search(*loop_inputs(given), max_metric_calls=given.max_metric_calls, say=say)
-    return run(*loop_inputs(given), say=say)
+    return run(*loop_inputs(given), say=say, track=given.tracking)
 
 
 def plan_optimize(items: str | Path, **settings: Any) -> Plan:

@@ -18,6 +18,7 @@ from bv.runs.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions
 
 
 def default_out(backend: str, model: str | None, skill: Path | None = None) -> Path:
@@ -40,7 +41,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 )
 @options(EvalConfig, "label")
 @options(RolloutConfig, "backend", "model", "base_url", "api_key")
-@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
 @options(RolloutConfig, "repeats", "max_turns", "max_tokens", "temperature", "seed", "extra_body")
 @options(RolloutConfig, "max_pixels", "exec_cmd")
 @options(PromptOptions, "style")
@@ -54,6 +55,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @options(PromptOptions, "image_detail")
 @options(Selection, *keywords(Selection), sample={"help": "N items stratified by subtype."})
 @options(RolloutConfig, "jobs", "retries", "timeout", "cache", "cache_scope", "prices", "max_cost", "batch")
+@options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -82,6 +84,7 @@ def eval_(items: Path | None, out: Path | None, dry_run: bool, **settings: Any) 
       bv eval data/meta_data.jsonl --backend chance --repeats 3 -o runs/chance
       bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --dry-run
       bv eval -m gpt-4o --judge-model gpt-4o-mini --prices genai-prices --max-cost 20
+      bv eval -m gpt-4o --judge-model gpt-4o-mini --track mlflow:http://127.0.0.1:5000
     """
     from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig

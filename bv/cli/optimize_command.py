@@ -18,6 +18,7 @@ from bv.optimize.setup import OptimizeSettings
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.request_settings import WAITS
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions
 
 
 @click.command(cls=Renamed, renamed={"--batch": "--batch-size", "--seed": "--split-seed"})
@@ -60,6 +61,7 @@ from bv.stages.rollout_config import RolloutConfig
         " needs --prices)."
     },
 )
+@options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -82,6 +84,8 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
         --optimizer-model gpt-5
       bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
         --optimizer-model gpt-5 --dry-run   # the split, the steps, the most requests by role
+      bv optimize data/meta_data.jsonl --skill seed.md --out runs/opt1 -m gpt-4o \\
+        --optimizer-model gpt-5 --track mlflow:http://127.0.0.1:5000   # every step, every skill
     """
     from bv import api
     from bv.cli import ending
@@ -120,5 +124,5 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
     failed = result.test.get("failed_rows", 0)
     if failed:
-        outcome.say(f"{failed} test rows failed (counted wrong in the figures above); re-run to retry them")
+        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
         sys.exit(ending.ROWS_FAILED)

@@ -124,7 +124,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 
 @click.command()
 @INPUTS
-@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params")
+@options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
 @PROMPTS
 @options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 @click.option(
@@ -147,6 +147,9 @@ def judge(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: An
       bv judge --mode llm --judge-model gpt-4o-mini rollouts.jsonl > results.jsonl
       bv judge --mode llm --judge-model gpt-5-mini --judge-param reasoning_effort=minimal r.jsonl
       bv judge --mode llm --judge-model gpt-4o-mini --batch rollouts.jsonl > results.jsonl
+      bv judge --judge-model gpt-4o-mini --judge-model claude-haiku-4-5 \\
+        --judge-base-url https://api.openai.com/v1 --judge-base-url http://localhost:4000/v1 \\
+        --panel unanimous rollouts.jsonl > results.jsonl
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.engine.progress import input_lines

@@ -93,12 +93,13 @@ def normal_quantile(p: float) -> float:
     return (low + high) / 2
 
 
-def beta_quantile(p: float, a: float, b: float) -> float:
+def beta_quantile(p: float, a: float, b: float, start: float | None = None) -> float:
     """The x with I_x(a, b) = p (0 < p < 1), for Clopper-Pearson's interval ends: Newton's method
-    on the beta density from the distribution's mean, kept inside a bisection bracket (a few
-    steps where bisection alone took fifty: a report computes one per group and input)."""
+    on the beta density from `start` (else the distribution's mean), kept inside a bisection
+    bracket (a few steps where bisection alone took fifty: a report computes one per group and
+    input)."""
     low, high = 0.0, 1.0
-    x = a / (a + b)
+    x = start if start is not None and 0 < start < 1 else a / (a + b)
     log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
     for _ in range(100):
         error = _beta_regularized(a, b, x) - p

@@ -200,3 +200,9 @@ MAX_DIGITS = 9
 
 def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS
+
+
+def default_for_library(name: str, value: str) -> None:
+    """Set a third party's variable unless the user set it: how long MLflow's client retries a
+    tracking server that is down (MLFLOW_HTTP_REQUEST_MAX_RETRIES, docs/tracking.md)."""
+    os.environ.setdefault(name, value)

@@ -115,6 +115,18 @@ class RolloutFields(TypedDict):
     rollout_templates: NotRequired[dict[str, str]]
 
 
+class PanelVerdict(TypedDict):
+    """One judge's verdict on a row, when a panel of LLM judges decided it (`judge_panel`)."""
+
+    model: str
+    hard: int | None  # 1 right, 0 wrong, None: this judge's error
+    reply: str | None
+    error: str | None
+    cost_usd: float | None
+    price_source: str | None
+    usage: NotRequired[dict[str, int]]
+
+
 class JudgeFields(TypedDict):
     """What bv judge adds."""
 
@@ -134,6 +146,8 @@ class JudgeFields(TypedDict):
     judge_templates: NotRequired[dict[str, str]]
     judge_usage: NotRequired[dict[str, int]]  # the LLM judge's reply's token counts, when it answered
     judge_batch: NotRequired[bool]  # True: the LLM judge's reply came from a Batch API job
+    judge_panel: NotRequired[list[PanelVerdict]]  # each judge's verdict, when a panel decided
+    judge_panel_rule: NotRequired[str]  # how the panel's verdicts made `hard`: majority, unanimous, any
 
 
 class PromptRecord(Item, PromptFields):

@@ -4,9 +4,9 @@ file holds its judged rows, what the run is called, and where its images are.
 A `bv eval` folder holds results.jsonl beside config.json; the run is called by its `--label`,
 else by the folder's name (the default folder, runs/<model>-<skill>, already says which model
 and skill), and its images are under its items file's folder, which config.json records. A `bv
-optimize` folder keeps no judged rows (its report.md and test.json compare seed and best), so
-it is refused with what to read instead. Every text from config.json is data: only a string
-is taken as a name or a path, and the file is read bounded.
+optimize` folder gives its best skill's judged rows on the test split (test-best.jsonl; the
+seed's are in test-seed.jsonl beside it), named after the folder. Every text from config.json
+is data: only a string is taken as a name or a path, and the file is read bounded.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 from bv.core.errors import Fatal
 
 RESULTS = "results.jsonl"
+# A bv optimize folder's judged test rows, by skill (bv.optimize.loop writes them with test.json).
+TEST_ROWS = {"seed": "test-seed.jsonl", "best": "test-best.jsonl"}
 CONFIG = "config.json"
 _MAX_CONFIG = 4 * 1024 * 1024  # a config.json is a few kB; a bigger one is not read as one
 
@@ -56,10 +58,12 @@ def run_folder(path: str) -> RunInput | None:
     folder = Path(path)
     if not (folder / RESULTS).is_file():
         if (folder / "run.json").is_file():
+            best = folder / TEST_ROWS["best"]
+            if best.is_file():
+                return RunInput(str(best), folder.resolve().name or "run", None)
             raise Fatal(
-                f"{path}: a bv optimize run folder keeps no judged rows (its report.md and"
-                f" test.json compare the seed and the best skill); to report on its best skill,"
-                f" evaluate {folder / 'best.md'} with bv eval"
+                f"{path}: a bv optimize run folder with no {TEST_ROWS['best']} yet (its judged rows on"
+                " the test split, written when the run ends): re-run its bv optimize to finish it"
             )
         if (folder / CONFIG).is_file():
             raise Fatal(f"{path}: a bv eval run with no {RESULTS} yet (re-run its bv eval to finish it)")

@@ -62,8 +62,9 @@ def clopper_pearson(successes: float, n: float) -> tuple[float, float]:
     if n <= 0:
         return (float("nan"), float("nan"))
     x = min(max(successes, 0.0), n)
-    low = beta_quantile(0.025, x, n - x + 1) if x > 0 else 0.0
-    high = beta_quantile(0.975, x + 1, n - x) if x < n else 1.0
+    near = wilson(x, n)  # close to the exact ends: Newton's start
+    low = beta_quantile(0.025, x, n - x + 1, near[0]) if x > 0 else 0.0
+    high = beta_quantile(0.975, x + 1, n - x, near[1]) if x < n else 1.0
     return (low, high)
 
 

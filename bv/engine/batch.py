@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -391,9 +391,11 @@ def run_batch_stage(
     backend: Backend | None = None,
     caller: Caller | None = None,
     drain_on_interrupt: bool = False,
+    others: Sequence[Caller] = (),
 ) -> Outcome:
-    """`run_stage` with a BatchCaller: every task in flight at once (each row waits for its batch)."""
-    assert isinstance(caller, BatchCaller)
+    """`run_stage` with a BatchCaller: every task in flight at once (each row waits for its batch);
+    one endpoint only (`others` empty: a batch is one judge's, bv.stages.judge_config)."""
+    assert isinstance(caller, BatchCaller) and not others
     listed = list(tasks)
     caller._expected = len(listed)
     return run_stage(

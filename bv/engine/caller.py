@@ -14,7 +14,7 @@ import gc
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,11 +375,13 @@ def run_stage(
     caller: Caller | None = None,
     drain_on_interrupt: bool = False,
     replay: Replay | None = None,
+    others: Sequence[Caller] = (),
 ) -> Outcome:
     """Run a whole request stage on a fresh event loop, with progress on stderr; stopped (Fatal)
     once `caller`'s first requests are all refused alike. However it ends, the reply cache is
     closed: its file alone then holds every reply (bv/engine/cache.py). `replay`: see
-    bv.engine.stream."""
+    bv.engine.stream. `others`: the callers of a stage's other endpoints (a panel of judges),
+    closed with it."""
     halt = (lambda: caller.first.stop) if caller is not None else None
 
     async def go() -> Outcome:
@@ -408,13 +410,16 @@ def run_stage(
         finally:
             if backend is not None:
                 await backend.aclose()
+            for other in others:
+                await other.backend.aclose()
 
     try:
         with fewer_collections():
             return asyncio.run(go())
     finally:
-        if caller is not None and caller.cache is not None:
-            caller.cache.close()
+        for each in (caller, *others):
+            if each is not None and each.cache is not None:
+                each.cache.close()
 
 
 # Young objects collected every this many allocations while a stage runs (Python's default: 700).

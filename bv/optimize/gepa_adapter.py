@@ -35,7 +35,7 @@ from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import runs
 from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
 from bv.optimize.gate import estimate, finished_scores
-from bv.optimize.loop import _Loop
+from bv.optimize.loop import _Loop, with_costs
 from bv.optimize.reflect import attempt_fields
 from bv.optimize.results import (
     GepaResult,
@@ -251,12 +251,13 @@ def dry_run(
     """A GEPA search's shape and request bound; nothing sent or written. The budget is checked
     between iterations, so the bound adds one iteration past it (a minibatch pair and a
     selection scoring); each iteration reflects at most once, on a minibatch of rollouts."""
+    configs = runs.checked_configs(engines)
     loop = _Loop(items_path, seed_skill, RunFolder(out), engines, options, lambda line: None)
     budget = _budget(loop, max_metric_calls)
     rollouts = budget + 2 * options.minibatch + len(loop.split.selection) * options.repeats
     target = rollouts + 2 * len(loop.split.test) * options.repeats
     judged = engines.mode != "rules" and engines.judge.model
-    return Plan(
+    plan = Plan(
         split={p: len(loop.split.part(p)) for p in ("train", "selection", "test")},
         steps=0,
         steps_done=0,
@@ -267,6 +268,7 @@ def dry_run(
         },
         search=f"GEPA: a budget of {budget} target rollouts on train and selection",
     )
+    return with_costs(loop, plan, configs)
 
 
 def search(
@@ -290,6 +292,7 @@ def search(
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
+    runs.checked_configs(engines)  # an unpriced `max_cost`: refused before the folder is touched
     with RunFolder(out).owned():
         return _search(items_path, seed_skill, out, engines, options, max_metric_calls, say, gepa)
 

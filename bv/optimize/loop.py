@@ -22,6 +22,7 @@ from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
+from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
 from bv.optimize import runs
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
@@ -42,6 +43,7 @@ from bv.optimize.results import (
 from bv.optimize.rundir import RunFolder
 from bv.optimize.split import Split, read_split, stratified_split
 from bv.stages.prompt import Skill
+from bv.tracking.options import TrackOptions
 
 __all__ = ["OptimizeError", "OptimizeOptions", "OptimizeResult", "Plan", "dry_run", "optimize"]
 
@@ -112,8 +114,8 @@ class _Loop:
 
     def _identity(self, items_path: Path) -> dict[str, Any]:
         """What run.json holds. Every key but `endpoints` must match for a re-run to resume: a
-        model may be served elsewhere on a re-run (its replies then miss the cache, which is keyed
-        by endpoint too, but finished steps stay finished)."""
+        model may be served elsewhere on a re-run (the cache keys a model's replies by its name, so
+        they are still found; rows record the endpoint that made each)."""
         templates = self.engines.templates
         judge = self.engines.judge.recorded() if self.engines.mode != "rules" else {}
         endpoints = {
@@ -314,6 +316,7 @@ class _Loop:
             or test.get("best", {}).get("sha256") != best.sha256
             or test.get("repeats") != self.options.repeats
             or test.get("failed_rows")
+            or not (self.folder.path / TEST_ROWS["best"]).is_file()  # a run before the rows were kept
         ):
             test = self.test_result(best)
             self.folder.write_json("test.json", test)
@@ -331,6 +334,8 @@ class _Loop:
             if best.text == self.seed_skill.text
             else self.evaluate("test", best, self.options.repeats, "best on test")
         )
+        self.folder.write_rows(TEST_ROWS["seed"], seed_rows)  # what `bv report FOLDER` reads
+        self.folder.write_rows(TEST_ROWS["best"], best_rows)
         return {
             "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
             "best": {"sha256": best.sha256, **estimate(best_scores)},
@@ -360,13 +365,15 @@ def optimize(
     options: OptimizeOptions,
     *,
     say: Callable[[str], None] = lambda line: None,
+    track: TrackOptions | None = None,
 ) -> OptimizeResult:
     """Run (or resume) the loop in the run folder `out` (this run's alone meanwhile) and return
-    what it found. What a role's config refuses (an unpriced `max_cost`) is refused first, before
-    the folder is made or written."""
+    what it found; `track`: the experiment trackers each step is logged to (bv.tracking). What a
+    role's config refuses (an unpriced `max_cost`) is refused first, before the folder is made or
+    written."""
     runs.checked_configs(engines)
     with RunFolder(out).owned():
-        return _optimize(items_path, seed_skill, out, engines, options, say)
+        return _optimize(items_path, seed_skill, out, engines, options, say, track)
 
 
 def _optimize(
@@ -376,22 +383,28 @@ def _optimize(
     engines: runs.Engines,
     options: OptimizeOptions,
     say: Callable[[str], None],
+    track: TrackOptions | None = None,
 ) -> OptimizeResult:
     from bv.optimize.report import record_stop, write_reports
+    from bv.tracking.runs import end_optimize, log_steps, open_optimize
 
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
     history = loop.open_folder()
     say(f"split: {loop._sizes()}; {loop.total} steps, {max(len(history) - 1, 0)} already finished")
+    tracking = open_optimize(out, track, loop.identity)
+    log_steps(tracking, out, history)  # what an earlier run logged is not logged again
     try:
         if not history:
             history.append(loop.seed_row())
             folder.append_history(history[-1])
+            log_steps(tracking, out, history)
             say(seed_line(history[-1]))
         for step in range(len(history), loop.total + 1):
             row = loop.step_row(step, history)
             folder.append_history(row)
             history.append(row)
+            log_steps(tracking, out, history)
             say(step_line(row, loop.total))
         best_ref = history[-1]["best"]
         best = loop.skill_of(best_ref)
@@ -399,7 +412,11 @@ def _optimize(
     except Interrupted as exc:  # said in the history (a `stopped` row) and an incomplete report
         spent = loop.engines.spend.usd if loop.engines.prices is not None else None
         where = record_stop(folder, history, loop.identity, loop.split, loop.total, str(exc), spent)
+        tracking.finish("KILLED")
         raise Interrupted(f"{exc}; {where}", signal=exc.signal) from None
+    except BaseException:
+        tracking.finish("FAILED")
+        raise
     folder.write_text("best.md", best.text + "\n")
     result = OptimizeResult(
         out=out,
@@ -414,6 +431,7 @@ def _optimize(
         history=history,
     )
     write_reports(folder, result, loop.identity, loop.split)
+    end_optimize(tracking, out, test)
     loop.problems.finish()
     return result
 
@@ -423,13 +441,17 @@ def dry_run(
 ) -> Plan:
     """The run's shape, its request bound and what those requests would cost, from the items and
     the run folder; nothing sent or written."""
-    from bv.optimize.plan_cost import plan_costs
-
     configs = runs.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
-    plan = loop.plan(folder.finished_rows())
+    return with_costs(loop, loop.plan(folder.finished_rows()), configs)
+
+
+def with_costs(loop: _Loop, plan: Plan, configs: runs.Configs) -> Plan:
+    """The plan with what its requests would cost by role (bv.optimize.plan_cost), for either search."""
+    from bv.optimize.plan_cost import plan_costs
+
     train = [loop.by_id[i] for i in loop.split.part("train")]
-    reflecting = (options.minibatch, options.edits)
+    reflecting = (loop.options.minibatch, loop.options.edits)
     costs = plan_costs(loop.items, train, loop.seed_skill, loop.engines, reflecting, plan.requests, configs)
     return replace(plan, costs=tuple(costs))

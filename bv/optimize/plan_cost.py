@@ -35,7 +35,7 @@ def plan_costs(
     engines: runs.Engines,
     reflecting: tuple[int, int],
     requests: Mapping[str, int],
-    configs: tuple[RolloutConfig, JudgeConfig, RolloutConfig],
+    configs: runs.Configs,
 ) -> list[str]:
     """The dry run's cost lines: each role's completions and cost, or one line saying why none.
     `reflecting`: the minibatch size and the edits a reflection may propose."""

@@ -310,7 +310,10 @@ def gate_figures(gate: Mapping[str, Any]) -> str:
     share = gate.get("step_alpha")
     if share is None:  # a history written before the shares: the decision's test and alpha as they were
         lo, hi = gate["ci95"]
-        return f"diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}], p={figure(gate['p_value'], 4)}"
+        return (  # it held a two-sided interval beside the one-sided (greater) test's p
+            f"diff {figure(gate['diff'])} [{figure(lo)}, {figure(hi)}] (two-sided 95% CI),"
+            f" one-sided p={figure(gate['p_value'], 4)}"
+        )
     failed = gate.get("failed_rows") or {}
     left_out = sum(failed.values())
     text = (

@@ -7,6 +7,8 @@
     history.jsonl  one row per finished step (step 0: the seed skill's selection score), and a
                    `stopped` row wherever a run stopped before its end (Ctrl-C, SIGTERM, the cost limit)
     test.json      the final comparison on the test split
+    test-best.jsonl, test-seed.jsonl   its judged rows: the best skill's and the seed's (what
+                   `bv report FOLDER` reads, as a `bv eval` folder's results.jsonl)
     best.md, report.md, report.html
 
 A step is finished when its history row is on disk: each row is one write, synced, so a kill -9
@@ -98,6 +100,13 @@ class RunFolder:
     def write_text(self, name: str, text: str) -> None:
         with atomic_output(self.path / name) as f:
             f.write(text)
+
+    def write_rows(self, name: str, rows: Any) -> None:
+        """Judged rows as JSONL, the file whole or not at all, each line one the reader accepts."""
+        from bv.core.jsonl import fitting_line
+
+        with atomic_output(self.path / name) as f:
+            f.write("".join(fitting_line(dict(row)) + "\n" for row in rows))
 
     def write_json(self, name: str, value: Any) -> None:
         self.write_text(name, json.dumps(value, indent=2, ensure_ascii=False) + "\n")

@@ -16,7 +16,7 @@ from bv.core.records import Item, JudgedRow, PromptRecord, RolloutRow
 from bv.core.settings import shared
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.stages.judge import run_judge
-from bv.stages.judge_config import JudgeConfig
+from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
 from bv.stages.request_params import RequestParams
 from bv.stages.rollout import run_rollout
@@ -141,9 +141,9 @@ def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> Judge
     """The judge's config (the gate's judge, or the test's); `dry_run`: no key needed."""
     return JudgeConfig(
         mode=engines.mode,
-        judge_model=judge.model,
-        judge_base_url=judge.base_url[0] if judge.base_url else None,
-        judge_api_key=judge.api_key,
+        judge_model=several(judge.model),
+        judge_base_url=judge.base_url[:1],
+        judge_api_key=several(judge.api_key),
         judge_params=judge.request.body,
         templates=engines.templates,
         dry_run=dry_run,
@@ -151,7 +151,10 @@ def judge_config(engines: Engines, judge: Model, dry_run: bool = False) -> Judge
     )
 
 
-def checked_configs(engines: Engines) -> tuple[RolloutConfig, JudgeConfig, RolloutConfig]:
+Configs = tuple[RolloutConfig, JudgeConfig, RolloutConfig]  # the target's, the judge's, the optimizer's
+
+
+def checked_configs(engines: Engines) -> Configs:
     """Every role's config (target, judge, optimizer; the test's judge checked too), made as a
     dry run's: what they refuse (a `max_cost` bv cannot price, an option a backend does not use)
     is refused before the run folder is touched or anything sent."""

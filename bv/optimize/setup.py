@@ -12,9 +12,10 @@ from typing import Any
 
 from bv.core.settings import check, part, setting, shared
 from bv.optimize.results import OptimizeError, OptimizeOptions
-from bv.stages.judge_config import JudgeConfig
+from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.request_params import RequestParams
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions, targets
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class OptimizeSettings:
     max_turns: int = shared(RolloutConfig, "max_turns")
     request: RequestParams = part(RequestParams)
     mode: str = shared(JudgeConfig, "mode")
+    # the gate's one judge (a panel is bv judge's and bv eval's), declared as bv judge's
     judge_model: str | None = shared(JudgeConfig, "judge_model")
     judge_base_url: str | None = shared(JudgeConfig, "judge_base_url")
     judge_api_key: str | None = shared(JudgeConfig, "judge_api_key")
@@ -112,6 +114,9 @@ class OptimizeSettings:
         help="loop: bv's loop and its gate; gepa: GEPA on bv's evaluator, the same split, the same test"
         " comparison (the extra gepa; docs/optimize.md).",
     )
+    track: tuple[str, ...] = shared(TrackOptions, "track")
+    track_project: str | None = shared(TrackOptions, "track_project")
+    track_entity: str | None = shared(TrackOptions, "track_entity")
     max_metric_calls: int | None = setting(
         None,
         "--max-metric-calls",
@@ -128,10 +133,21 @@ class OptimizeSettings:
         for name in ("items", "out", "prompts"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
+        for name in ("judge_model", "judge_base_url", "judge_api_key"):
+            values = several(getattr(self, name))
+            if len(values) > 1:
+                raise OptimizeError(f"bv optimize takes one `{name}` (a panel of judges: bv judge, bv eval)")
+            object.__setattr__(self, name, values[0] if values else None)
+        object.__setattr__(self, "track", targets(self.track))
         check(self)
         price_book(self.prices, self.max_cost)
         if self.max_metric_calls is not None and self.search != "gepa":
             raise OptimizeError("`max_metric_calls` is GEPA's budget: give it with `search` gepa")
+
+    @property
+    def tracking(self) -> TrackOptions:
+        """The experiment trackers the loop logs to (bv.tracking)."""
+        return TrackOptions(self.track, self.track_project, self.track_entity)
 
 
 def _test_judge(s: OptimizeSettings) -> Any:

@@ -206,8 +206,8 @@ def power_lines(plans: Sequence[Power]) -> list[str]:
                 )
             needs.append(f"{target} points needs {items} items at {plan['runs']:g} runs, or {on_these}")
         lines.append(
-            f"Power, {who}: at 80% power and alpha 0.05, {plan['n_items']} items and {plan['runs']:g} runs"
-            f" per item detect a difference of {points(plan['mde'], False)} points"
+            f"Power, {who}: at 80% power and two-sided alpha 0.05, {plan['n_items']} items and"
+            f" {plan['runs']:g} runs per item detect a difference of {points(plan['mde'], False)} points"
             f" (Var(d) = {plan['var_diff']:.4f}, run-to-run noise {plan['noise_per_run']:.4f});"
             f" {'; '.join(needs)}"
         )
@@ -281,10 +281,18 @@ def notices(report: Built, by: tuple[str, ...] = ()) -> list[str]:
     for s in summaries:
         if not s["complete"]:
             runs = ", ".join(f"run {run} {n}" for run, n in s["items_per_run"].items())
+            cell = s["overall"]
+            gap = (
+                f" (Avg@k {100 * cell['accuracy']:.1f}%, the item-level accuracy the interval"
+                f" is of {100 * cell['item_accuracy']:.1f}%)"
+                if cell["accuracy"] is not None and cell["item_accuracy"] is not None
+                else ""
+            )
             lines.append(
                 f"{s['name']}: incomplete: its runs cover different items"
-                f" ({runs}, of {s['overall']['n']} items);"
-                " Avg@k averages runs over different items, the interval is over each item's runs"
+                f" ({runs}, of {cell['n']} items);"
+                " Avg@k averages runs over different items, the interval is of the mean of each"
+                f" item's runs{gap}"
             )
         lines += [
             f"{s['name']}: {line}"

@@ -126,12 +126,12 @@ def grid(
         summaries = [s for s in summaries if s["name"] in (pairs[0]["a"], pairs[0]["b"])]
     suffix = " % (finished)" if finished_only(summaries) else " %"
     headers = ["group", "n"] + [f"{s['name']}{suffix}" for s in summaries]
-    adjusted = "p (" + (comparison["adjustment"].split(",")[0] if comparison else "") + ")"
+    adjusted = "2-sided p (" + (comparison["adjustment"].split(",")[0] if comparison else "") + ")"
     for pair in pairs:
         headers += (
-            ["Δ [95% CI]", adjusted]
+            ["Δ [2-sided 95% CI]", adjusted]
             if len(pairs) == 1
-            else [f"Δ {pair['b']} [95% CI]", f"{adjusted} {pair['b']}"]
+            else [f"Δ {pair['b']} [2-sided 95% CI]", f"{adjusted} {pair['b']}"]
         )
     # Failed rows side by side too (rollout errors/judge errors/undecided), when there are any.
     show_failed = any(

@@ -150,7 +150,8 @@ def difference_plot(pair: Paired, span: float | None = None) -> str:
             )
         out.append(
             f'<circle class="point" cx="{x(diff["diff"]):.1f}" cy="{y}" r="4" fill="{colour}">'
-            f"<title>{100 * diff['diff']:+.1f} points, p = {diff['p_adjusted']:.2g}</title></circle>"
+            f"<title>{100 * diff['diff']:+.1f} points, two-sided p = {diff['p_adjusted']:.2g}</title>"
+            "</circle>"
             f'<text x="{x0 + _PLOT_W + 8}" y="{y + 4}">{100 * diff["diff"]:+.1f}'
             + (f" [{100 * diff['ci95'][0]:+.1f}, {100 * diff['ci95'][1]:+.1f}]" if diff["ci95"] else "")
             + f" p={diff['p_adjusted']:.2g}</text>"
@@ -226,8 +227,8 @@ def overview(summaries: Sequence[Summary], comparison: Comparison | None, notes:
         out.append(
             f"<h3>{_esc(pair['b'])} − {_esc(pair['a'])}, points, by category</h3>"
             f"{difference_plot(pair, span)}"
-            f'<p class="meta">Per-item mean difference with its 95% interval; p adjusted by'
-            f" {_esc(adjustment)}; green or red where p &lt; 0.05.</p>"
+            f'<p class="meta">Per-item mean difference with its two-sided 95% interval; two-sided p'
+            f" adjusted by {_esc(adjustment)}; green or red where p &lt; 0.05.</p>"
         )
     differs = comparison["differs"] if comparison else {}
     out.append(f"<h3>Provenance</h3>{provenance_table(summaries, differs)}</section>")

@@ -78,6 +78,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
     what a reader must know (incomplete runs, different items, other differences), and (unless
     said first) the answer of each comparison in one line."""
     from bv.reporting.compare import notices, power_lines, provenance_of
+    from bv.reporting.judges import panel_lines
 
     summaries = summaries_of(report)
     several_runs = any(s["overall"]["runs"] > 1 for s in summaries)
@@ -106,6 +107,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
             if reply_count(summary["overall"], key):
                 parts.append(counted(reply_count(summary["overall"], key), noun) + rest)
         lines.append(f"{summary['name']}: " + "; ".join(parts))
+        lines += panel_lines(summary)
     if total_cost_text(summaries):
         lines.append(total_cost_text(summaries) + ".")
     if finished_only(summaries):
@@ -117,7 +119,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
     comparison = comparison_of(report)
     if comparison:
         if len(comparison["pairs"]) > 1 or comparison["pairs"][0]["by_type"]:
-            lines.append(f"p-values adjusted by {comparison['adjustment']}.")
+            lines.append(f"Two-sided p-values adjusted by {comparison['adjustment']}.")
         lines += verdicts(report) if with_verdicts else []
     plans = report.get("power") if "inputs" in report else None
     if plans:

@@ -78,6 +78,23 @@ class UsageTotals(TypedDict):
     cost_unknown: int  # rows whose cost is not known, left out of cost_usd
 
 
+class PanelSummary(TypedDict):
+    """How a panel of LLM judges agreed (bv.reporting.judges), over the rows all judged."""
+
+    judges: list[str]
+    rule: str  # majority, unanimous, any
+    rows: int  # rows every judge gave a verdict on
+    judge_errors: int  # rows some judge could not judge (left out)
+    other_panels: int  # rows judged by another panel (left out)
+    method: str  # Cohen's kappa (two judges), Fleiss' kappa (more)
+    kappa: float | None  # None: undefined (every judge said the same of every row)
+    agreement: float | None  # share of rows every judge said the same of
+    right_share: list[float]  # each judge's share of "right", in `judges`' order
+    cost_usd: list[float | None]  # each judge's cost (None: unknown or not priced)
+    disagreements: int
+    disagreeing_rows: list[str]  # `id#run`, the first 50
+
+
 @final  # so that `"inputs" in report` tells a Summary from a ReportData
 class Summary(TypedDict):
     """Every figure of one input (or one --by group)."""
@@ -94,6 +111,7 @@ class Summary(TypedDict):
     models: list[str]
     provenance: Provenance
     usage: UsageTotals
+    judge_panel: NotRequired[PanelSummary]  # when a panel of LLM judges judged some row
 
 
 class Difference(TypedDict):

@@ -18,7 +18,7 @@ from bv.core.terminal import printable
 from bv.reporting.grid import grid, summaries_of
 from bv.reporting.report_types import Built
 from bv.reporting.table_shape import Fits, labels, shape
-from bv.reporting.text_table import cell_len, header_width
+from bv.reporting.text_table import cell_len, fold_widths, header_width, name_lines
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,6 @@ def _natural(headers: list[str], rows: list[list[str]]) -> list[int]:
     return [max([_cells(h), *(_cells(c) for c in col)]) for h, col in zip(headers, columns, strict=True)]
 
 
-def _figure_width(header: str, cells: list[str]) -> int:
-    return header_width(printable(header), [_cells(cell) for cell in cells])
-
-
 def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | None:
     """Column widths for a table of these cells in `width` terminal cells (the first column holds
     the group names, the others figures); None when the table fits as it is."""
@@ -54,9 +50,17 @@ def fit_columns(headers: list[str], rows: list[list[str]], width: int) -> Fit | 
     natural = _natural(headers, rows)
     if sum(natural) + _overhead(len(headers), compact=False) <= width:
         return None
-    figures = [_figure_width(h, list(col)) for h, col in zip(headers[1:], columns[1:], strict=True)]
+    heads = [printable(h) for h in headers[1:]]
+    cells = [[_cells(cell) for cell in col] for col in columns[1:]]
+    names = [printable(cell) for cell in columns[0]]
     for compact in (False, True):
-        label = width - sum(figures) - _overhead(len(headers), compact)
+        room = width - _overhead(len(headers), compact)
+        figures = (
+            fold_widths(heads, cells, names, room)
+            if compact
+            else [header_width(h, c) for h, c in zip(heads, cells, strict=True)]
+        )
+        label = room - sum(figures)
         if label >= natural[0] or compact:  # the box only while the names stay whole
             return Fit([min(max(label, 4), natural[0]), *figures], compact)
     raise AssertionError("unreachable")
@@ -136,14 +140,13 @@ def print_table(report: Built, notes: list[str], stream: Any, verdicts: list[str
         table = fitted_table(
             Text(heading, style="table.title"), block.headers, block.rows, block.levels, console.width
         )
+        room = table.columns[0].width  # None: the names fit as they are
         for row, level in zip(block.rows, block.levels, strict=True):
-            name = printable(row[0])
-            label = {
-                "overall": Text.assemble((name, "bold")),
-                "type": Text.assemble((name, "bold")),
-                "subtype": Text(f"  {name}"),
-                "ans_type": Text.assemble((name, "dim")),
-            }[level]
+            name = ("  " if level == "subtype" else "") + printable(row[0])
+            if room is not None:  # too long even with less detail: over more lines, never cut
+                name = "\n".join(name_lines(name, room))
+            style = {"overall": "bold", "type": "bold", "ans_type": "dim"}.get(level, "")
+            label = Text.assemble((name, style)) if style else Text(name)  # the style on the name alone
             table.add_row(label, *(Text(printable(cell)) for cell in row[1:]), end_section=level == "overall")
         console.print(table)
     if left_out:

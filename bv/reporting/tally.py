@@ -19,6 +19,7 @@ from bv.core.records import JudgedRow
 from bv.core.shards import ShardTally
 from bv.core.stats import ItemEstimate, estimate_over_items, mean, pstdev
 from bv.reporting.costs import row_cost_units, usd
+from bv.reporting.judges import JudgeTally
 from bv.reporting.key_table import KeyTable
 from bv.reporting.report_types import Figures, ShardsSeen, SubtypeFigures, Summary
 
@@ -152,6 +153,7 @@ class Tally:
     seen: dict[str, set[Any]] = field(default_factory=lambda: {n: set() for n in _SEEN})
     started: list[str] = field(default_factory=list)  # [first, last] started_at
     shards: ShardTally = field(default_factory=ShardTally)  # the rows' `shard` (bv rollout --shard)
+    judges: JudgeTally = field(default_factory=JudgeTally)  # a panel's verdicts (bv.reporting.judges)
     _last_seen: tuple[Any, ...] = ()  # the _SEEN values of the row before
 
     def add(self, row: JudgedRow, item: str, run: int) -> bool:
@@ -181,6 +183,8 @@ class Tally:
         kinds = self.kinds
         kinds[kind] = kinds.get(kind, 0) + 1
         self._add_usage(row, get, error)
+        if "judge_panel" in row:
+            self.judges.add(get, item, run)
         return True
 
     def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
@@ -345,4 +349,7 @@ class Tally:
         shards = self.shards.as_json()
         if shards is not None:
             summary["provenance"]["shards"] = cast(ShardsSeen, shards)
+        panel = self.judges.summary()
+        if panel is not None:
+            summary["judge_panel"] = panel
         return summary

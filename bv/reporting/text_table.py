@@ -107,23 +107,50 @@ def _table(headers: list[str], rows: list[list[str]], levels: list[str]) -> list
     ]
 
 
-FOLD = 8  # a header word longer than this and than its cells (a long input name) is folded
+# A header word longer than this and than its cells (a long input name) is folded; narrower
+# still (down to its figures) when the group names' words would not fit their column otherwise.
+FOLDS = (8, 6, 4)
 
 
-def header_width(header: str, cells: list[int]) -> int:
+def header_width(header: str, cells: list[int], fold: int = FOLDS[0]) -> int:
     """A figure column's width in a fitted table: its widest cell, or its header's longest word,
-    folded past FOLD cells so that a long input name does not take the group names' room."""
+    folded past `fold` cells so that a long input name does not take the group names' room."""
     widest = max(cells, default=1)
     word = max((cell_len(word) for word in header.split()), default=1)
-    return max(widest, min(word, max(widest, FOLD)))
+    return max(widest, min(word, max(widest, fold)))
+
+
+def word_room(labels: list[str]) -> int:
+    """The cells a group name needs to be wrapped between its words, none folded: its indent and
+    its longest word."""
+    return max(
+        (
+            len(label) - len(label.lstrip(" ")) + max(map(cell_len, label.split()), default=0)
+            for label in labels
+        ),
+        default=0,
+    )
+
+
+def fold_widths(headers: list[str], cells: list[list[int]], labels: list[str], room: int) -> list[int]:
+    """The figure columns' widths, their headers folded as little as lets the group column (what
+    `room` leaves beside them) hold the names' words whole."""
+    need = word_room(labels)
+    for fold in FOLDS:
+        figures = [header_width(h, c, fold) for h, c in zip(headers, cells, strict=True)]
+        if room - sum(figures) >= need:
+            break
+    return figures
 
 
 def _compact_widths(table: list[list[str]], width: int) -> list[int]:
     """The compact layout's columns in `width`: each figure as wide as its widest cell or header
     word (headers wrap between words), the group names what is left (whole when it is enough)."""
     columns = list(zip(*table, strict=True))
-    figures = [header_width(column[0], [cell_len(c) for c in column[1:]]) for column in columns[1:]]
-    label = width - sum(figures) - (len(columns) - 1)
+    room = width - (len(columns) - 1)
+    cells = [[cell_len(c) for c in column[1:]] for column in columns[1:]]
+    figures = fold_widths([column[0] for column in columns[1:]], cells, list(columns[0][1:]), room)
+    label = room - sum(figures)
     return [min(max(label, 4), max(cell_len(c) for c in columns[0])), *figures]
 
 
@@ -151,10 +178,22 @@ def _wrapped(text: str, width: int) -> list[str]:
     return lines or [""]
 
 
+def name_lines(label: str, width: int) -> list[str]:
+    """A group name too long for its column, in lines of `width` cells between its words (a
+    longer word folded), a subtype's indent kept on every line: the name whole, never cut to
+    `Find the s…` (the last resort of bv.reporting.table_shape, at 60 columns)."""
+    if cell_len(label) <= width:
+        return [label]
+    indent = label[: len(label) - len(label.lstrip(" "))]
+    room = max(width - len(indent), 1)
+    return [indent + line for line in _wrapped(label.strip(), room)]
+
+
 def _write_compact(stream: Any, title: str, table: list[list[str]], levels: list[str], width: int) -> None:
     """The table without a box, one space between columns, in `width`: what a pipe gets when the
     boxed table is wider than $COLUMNS. A group name is cut (ending in `…`) only when even this
-    leaves it too little room, which bv.reporting.table_shape avoids where it can."""
+    leaves it too little room, which bv.reporting.table_shape avoids where it can: a group name
+    then takes more lines (`name_lines`), its figures on its first."""
     utf = (getattr(stream, "encoding", None) or "utf-8").lower().startswith("utf")
     widths = _compact_widths(table, width)
     total = sum(widths) + len(widths) - 1
@@ -173,10 +212,11 @@ def _write_compact(stream: Any, title: str, table: list[list[str]], levels: list
         out.append(" ".join(line).rstrip() + "\n")
     out.append(("─" if utf else "-") * total + "\n")
     for i, (cells, level) in enumerate(zip(table[1:], levels, strict=True)):
-        label = cut(cells[0], widths[0])
+        label, *more = name_lines(cells[0], widths[0])
         line = [label + " " * (widths[0] - cell_len(label))]
         line += [" " * max(0, w - cell_len(c)) + c for c, w in zip(cells[1:], widths[1:], strict=True)]
         out.append(" ".join(line).rstrip() + "\n")
+        out += [name.rstrip() + "\n" for name in more]
         if level == "overall" and i < len(levels) - 1:
             out.append("\n")
     stream.write("".join(out))

@@ -16,10 +16,11 @@ from bv.core.atomic import atomic_output
 from bv.core.errors import BadConfig, Fatal
 from bv.core.selection import Selection
 from bv.core.settings import keywords, part, setting, shared
-from bv.stages.judge_config import JudgeConfig
+from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions
 from bv.stages.request_params import RequestParams
 from bv.stages.rollout_config import RolloutConfig
+from bv.tracking.options import TrackOptions, targets
 
 
 class BadOption(BadConfig):
@@ -57,10 +58,12 @@ class EvalConfig:
     exec_cmd: str | None = shared(RolloutConfig, "exec_cmd")
     # judge
     mode: str = shared(JudgeConfig, "mode")
-    judge_model: str | None = shared(JudgeConfig, "judge_model")
-    judge_base_url: str | None = shared(JudgeConfig, "judge_base_url")
-    judge_api_key: str | None = shared(JudgeConfig, "judge_api_key")
+    # one judge, or a panel (several: bv.stages.judge_config)
+    judge_model: tuple[str, ...] = shared(JudgeConfig, "judge_model")
+    judge_base_url: tuple[str, ...] = shared(JudgeConfig, "judge_base_url")
+    judge_api_key: tuple[str, ...] = shared(JudgeConfig, "judge_api_key")
     judge_params: Mapping[str, Any] = shared(JudgeConfig, "judge_params")  # sent as written
+    panel: str = shared(JudgeConfig, "panel")
     # how it runs, not what it computes: a re-run may change these
     prices: str | None = shared(RolloutConfig, "prices")  # rows record their cost
     max_cost: float | None = shared(RolloutConfig, "max_cost")  # the rollout's and the judge's spend together
@@ -72,12 +75,23 @@ class EvalConfig:
     cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = shared(RolloutConfig, "quiet")
     skip_bad: bool = False
+    # experiment trackers (docs/tracking.md)
+    track: tuple[str, ...] = shared(TrackOptions, "track")
+    track_project: str | None = shared(TrackOptions, "track_project")
+    track_entity: str | None = shared(TrackOptions, "track_entity")
 
     def __post_init__(self) -> None:
         """Paths as either face gives them (a str or a Path)."""
         for name in ("items", "out", "skill", "prompts"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
+        for name in ("judge_model", "judge_base_url", "judge_api_key"):
+            object.__setattr__(self, name, several(getattr(self, name)))
+        object.__setattr__(self, "track", targets(self.track))  # BadConfig: a usage error
+
+    @property
+    def tracking(self) -> TrackOptions:
+        return TrackOptions(self.track, self.track_project, self.track_entity)
 
 
 SECRETS = ("api_key", "judge_api_key")
@@ -94,6 +108,9 @@ HOW_IT_RUNS = (
     "cache_scope",
     "quiet",
     "skip_bad",
+    "track",
+    "track_project",
+    "track_entity",
 )
 
 
@@ -112,6 +129,10 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if isinstance(value, tuple) and f.name.startswith("judge_"):  # one judge: as it always was
+            value = None if not value else value[0] if len(value) == 1 else value
+        if f.name == "panel" and len(config.judge_model) < 2:
+            continue  # one judge: no panel, and a run folder made before panels resumes
         if f.name in SECRETS:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":

@@ -32,12 +32,22 @@ from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
 from bv.core.outcome import Outcome, finish, say
 from bv.core.records import JudgedRow, PromptRecord, RolloutRow
 from bv.core.run_context import current
-from bv.runs.config import BadOption, EvalConfig, read_config, run_record, what_changed, write_config
+from bv.runs.config import (
+    HOW_IT_RUNS,
+    BadOption,
+    EvalConfig,
+    read_config,
+    run_record,
+    what_changed,
+    write_config,
+)
 from bv.runs.logs import logged
 
 if TYPE_CHECKING:
+    from bv.reporting.report_types import Summary
     from bv.stages.judge_config import JudgeConfig
     from bv.stages.rollout_config import RolloutConfig
+    from bv.tracking.tracker import Tracking
 
 RESULTS = "results.jsonl"
 
@@ -113,7 +123,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint);
     `dry_run`: nothing will be sent, so no key is needed."""
     from bv.core.templates import Templates
-    from bv.stages.judge_config import JudgeConfig
+    from bv.stages.judge_config import JudgeConfig, several
     from bv.stages.prompt import PromptOptions, Skill
     from bv.stages.rollout_config import RolloutConfig
 
@@ -151,10 +161,11 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     )
     judge = JudgeConfig(
         mode=config.mode,
-        judge_model=config.judge_model,
-        judge_base_url=config.judge_base_url,
-        judge_api_key=config.judge_api_key,
+        judge_model=several(config.judge_model),
+        judge_base_url=several(config.judge_base_url),
+        judge_api_key=several(config.judge_api_key),
         judge_params=config.judge_params,
+        panel=config.panel,
         templates=templates,
         **run,
     )
@@ -193,6 +204,8 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
 def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
     from bv.core.images import content_hash
+    from bv.tracking.figures import params_of
+    from bv.tracking.tracker import open_tracking
 
     endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
     record = run_record(
@@ -202,6 +215,24 @@ def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
         content_hash(config.items),
     )
     _open_folder(config, record)
+    tracking = open_tracking(config.out, config.tracking)  # none asked: nothing imported, no call
+    tracking.start(config.label or config.out.resolve().name, {"bv.command": "eval"})
+    tracking.params(params_of(record["options"], HOW_IT_RUNS))
+    try:
+        result = _stages(config, checked, tracking)
+    except BaseException:
+        tracking.finish("KILLED")
+        raise
+    finished = result.stopped is None and result.status == outcomes.OK
+    tracking.finish("FINISHED" if finished else "KILLED" if result.stopped else "FAILED")
+    return result
+
+
+def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResult:
+    """prompt, rollout, judge and report into the folder; the report's figures and files to the
+    trackers."""
+    from bv.tracking.figures import eval_metrics
+
     result = EvalResult(config.out, written=["config.json"])
     logs = config.out / "logs"
 
@@ -237,11 +268,13 @@ def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
 
     current().stage = "report"
     with logged(logs / "report.log", config.quiet):
-        reported, accuracy = _report(config)
+        reported, summary = _report(config)
     result.status = worst(result.status, reported)
-    result.accuracy = accuracy
+    result.accuracy = summary["overall"]["accuracy"]
     result.written += ["report.md", "report.html"]
     current().stage = "eval"
+    tracking.metrics(eval_metrics(summary))
+    tracking.artifacts([config.out / name for name in ("report.md", "report.html", "config.json")])
     return result
 
 
@@ -309,7 +342,7 @@ def _judge(rows: list[RolloutRow], config: EvalConfig, judge: JudgeConfig) -> Ou
     return outcome
 
 
-def _report(config: EvalConfig) -> tuple[int, float | None]:
+def _report(config: EvalConfig) -> tuple[int, Summary]:
     """report.md and report.html from results.jsonl, as `bv report` makes them; the table on stdout."""
     import sys
 
@@ -350,4 +383,4 @@ def _report(config: EvalConfig) -> tuple[int, float | None]:
     status = finish(Outcome(), problems, config.skip_bad)
     overall = summaries[0]["overall"]
     failed = bool(overall["errors"] or overall["judge_errors"])
-    return worst(status, outcomes.ROWS_FAILED if failed else outcomes.OK), overall["accuracy"]
+    return worst(status, outcomes.ROWS_FAILED if failed else outcomes.OK), summaries[0]

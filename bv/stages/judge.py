@@ -24,6 +24,7 @@ from bv.core.extract import extract_answer, extract_answer_async, off_loop, stri
 from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import SIGNAL_NAMES, STOP_SIGNALS, Outcome, say
 from bv.core.records import (
+    JUDGE_FIELDS,
     JudgedRow,
     JudgeFields,
     RolloutRow,
@@ -42,6 +43,7 @@ from bv.engine.params import body_fields, with_defaults
 from bv.engine.prices import Cost, Prices, first_url, reply_cost
 from bv.engine.progress import Stats
 from bv.stages.judge_config import JudgeConfig
+from bv.stages.judge_panel import Panel
 
 JUDGE_DEFAULTS = {"temperature": 0}  # sent only where the judge model accepts it (bv.engine.params)
 
@@ -152,7 +154,7 @@ class LLMJudge:
 async def judge_one(
     record: RolloutRow,
     mode: str,
-    llm: LLMJudge | None,
+    llm: LLMJudge | Panel | None,
     version: str,
     templates: dict[str, str] | None = None,
 ) -> JudgedRow:
@@ -164,7 +166,16 @@ async def judge_one(
     in_reasoning = await extract_answer_async(final_reasoning(record)) if extracted is None else None
     row = cast(RolloutRow, without_stage(record, "judge"))
     verdict = decide(row, extracted)
+    if (mode == "llm" or (mode == "auto" and verdict.hard is None)) and isinstance(llm, Panel):
+        said = await llm.fields(row, extracted)
+        said["extracted"], said["judge_version"], said["reasoning_answer"] = extracted, version, in_reasoning
+        said["judge_reason"] = f"LLM judge panel; rules said: {verdict.reason}"
+        if templates:
+            said["judge_templates"] = templates
+        cast(dict[str, Any], row).update({k: said[k] for k in JUDGE_FIELDS if k in said})  # type: ignore[literal-required]
+        return cast(JudgedRow, row)
     if mode == "llm" or (mode == "auto" and verdict.hard is None):
+        assert isinstance(llm, LLMJudge)
         hard, reply, error, answer = await llm.verdict(row, extracted)
         cost, usage = llm.cost(answer), None if answer is None else dict(answer.usage)
         fields: JudgeFields = {
@@ -288,6 +299,25 @@ def run_by_rules(
     return result
 
 
+def _llm_judge(caller: Caller, endpoint: Endpoint, config: JudgeConfig) -> LLMJudge:
+    """One LLM judge of the run, its cost bounded as the run's (`max_cost`)."""
+    from bv.stages.estimate import online_worst_case
+
+    if not config.batch:  # a batch caller bounds its own
+        where = first_url(caller.backend.endpoint)
+        caller.worst_case = online_worst_case(
+            config.price_book, config.max_cost, caller.backend.model, where, config.token_limit, None
+        )
+    params = judge_params(endpoint, config.judge_params)
+    return LLMJudge(
+        caller,
+        params,
+        redaction.public_params(body_fields(params, endpoint.rule)),  # secret-named fields: ***
+        config.templates,
+        prices=config.price_book,
+    )
+
+
 def read_rollout_rows(inputs: tuple[str, ...], problems: Problems) -> Iterator[RolloutRow]:
     """The rollout rows of JSONL files ("-": stdin), checked, lazily; bad lines to `problems`."""
     return (row for _, row in read_records(inputs, problems, check_rollout_record, fast=True))
@@ -320,24 +350,17 @@ def run_judge(
         caller = BatchCaller.for_batches(backend, settings, stats, stopping, "judge", limit, bound)
         runner = run_batch_stage
     elif backend is not None:
-        from bv.stages.estimate import online_worst_case
-
         caller = Caller.for_run(backend, settings, stats, stopping)
-        where = first_url(backend.endpoint)
-        caller.worst_case = online_worst_case(
-            config.price_book, config.max_cost, backend.model, where, config.token_limit, None
-        )
     templates = config.templates
-    llm = None
+    llm: LLMJudge | Panel | None = None
+    others: list[Caller] = []  # a panel's other judges' callers
     if caller is not None and endpoint is not None:
-        params = judge_params(endpoint, config.judge_params)
-        llm = LLMJudge(
-            caller,
-            params,
-            redaction.public_params(body_fields(params, endpoint.rule)),  # secret-named fields: ***
-            templates,
-            prices=config.price_book,
-        )
+        judges = [_llm_judge(caller, endpoint, config)]
+        for other in config.endpoints[1:]:  # a panel: each judge its own client, one progress line
+            other_caller = Caller.for_run(make_backend("openai", endpoint=other), settings, stats, stopping)
+            judges.append(_llm_judge(other_caller, other, config))
+            others.append(other_caller)
+        llm = Panel(judges, config.panel) if others else judges[0]
     version, recorded = judge_version(templates), templates.recorded("judge")
     decided = stats.decided  # rows by who decided; a failed rollout's row is `rollout_error`
 
@@ -379,9 +402,10 @@ def run_judge(
             backend=backend,
             caller=caller,
             drain_on_interrupt=True,
+            **({"others": others} if others else {}),
         )
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, decided["rollout_error"]
     outcome.failed_what, outcome.spent_usd = "got a judge error", stats.spent_usd
-    if llm is not None and llm.caller.cache is not None:
+    if llm is not None and caller is not None and caller.cache is not None:
         outcome.cached = stats.decided["llm"]  # the verdicts the cache keeps; rules decide for free
     return outcome

@@ -15,6 +15,14 @@ from bv.engine.prices import check_priced, first_url, price_book
 from bv.stages.request_settings import RequestSettings
 
 MODES = ("auto", "rules", "llm")
+PANEL_RULES = ("majority", "unanimous", "any")
+
+
+def several(given: Any) -> tuple[str, ...]:
+    """A judge setting as either face gives it: one text, several (a panel), or none."""
+    if given is None:
+        return ()
+    return (given,) if isinstance(given, str) else tuple(given)
 
 
 @dataclass(frozen=True)
@@ -34,14 +42,42 @@ class JudgeConfig(RequestSettings):
         help="rules: rules only; llm: every item to the LLM judge (official protocol);"
         " auto: rules, then the LLM judge for what rules cannot decide.",
     )
-    judge_model: str | None = setting(
-        None, "--judge-model", envvar="BV_JUDGE_MODEL", show_envvar=True, help="LLM judge model."
+    # one judge, or a panel: the i-th --judge-base-url and --judge-api-key are the i-th judge's
+    # (one of them: every judge's); held as tuples once checked
+    judge_model: tuple[str, ...] = setting(
+        (),
+        "--judge-model",
+        multiple=True,
+        convert=several,
+        envvar="BV_JUDGE_MODEL",
+        show_envvar=True,
+        help="LLM judge model; give it several times for a panel of judges (--panel).",
     )
-    judge_base_url: str | None = setting(
-        None, "--judge-base-url", envvar="BV_JUDGE_BASE_URL", show_envvar=True, help="LLM judge endpoint."
+    judge_base_url: tuple[str, ...] = setting(
+        (),
+        "--judge-base-url",
+        multiple=True,
+        convert=several,
+        envvar="BV_JUDGE_BASE_URL",
+        show_envvar=True,
+        help="LLM judge endpoint (with a panel: one for all, or one per --judge-model, in order).",
     )
-    judge_api_key: str | None = setting(
-        None, "--judge-api-key", secret=True, help="LLM judge API key. [env var: BV_JUDGE_API_KEY]"
+    judge_api_key: tuple[str, ...] = setting(
+        (),
+        "--judge-api-key",
+        multiple=True,
+        convert=several,
+        secret=True,
+        help="LLM judge API key (with a panel: one for all, or one per --judge-model).  [env var:"
+        " BV_JUDGE_API_KEY]",
+    )
+    panel: str = setting(
+        "majority",
+        "--panel",
+        choices=PANEL_RULES,
+        show_default=True,
+        help="With several --judge-model: right when most judges say so (a tie is wrong), when all"
+        " do (unanimous), or when any does; each judge's verdict is kept in the row (docs/judging.md).",
     )
     # judge request fields, sent as written
     judge_params: Mapping[str, Any] = setting(
@@ -55,20 +91,41 @@ class JudgeConfig(RequestSettings):
         " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
     )
     templates: Templates = BV_TEMPLATES
-    endpoint: Endpoint | None = field(init=False, repr=False)  # the LLM judge's, when one may be asked
+    # the LLM judges' endpoints, in the order of `judge_model`, when one may be asked
+    endpoints: tuple[Endpoint, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         from bv.engine.endpoints import judge_endpoint
 
         check(self)
-        endpoint = judge_endpoint(
-            self.mode,
-            self.judge_model,
-            self.judge_base_url,
-            self.judge_api_key,
-            **self.endpoint_waits(),
-            sending=not self.dry_run,
+        models, urls, keys = (
+            several(getattr(self, n)) for n in ("judge_model", "judge_base_url", "judge_api_key")
         )
+        for name, values in (("judge_base_url", urls), ("judge_api_key", keys)):
+            if len(values) > 1 and len(values) != len(models):
+                raise BadConfig(
+                    f"{len(models)} `judge_model` and {len(values)} `{name}`: give one for every judge,"
+                    " or one for all",
+                    option=name,
+                )
+        for name, values in (("judge_model", models), ("judge_base_url", urls), ("judge_api_key", keys)):
+            object.__setattr__(self, name, values)
+        if len(models) > 1 and self.batch:
+            raise BadConfig("`batch` sends one LLM judge's requests: give one `judge_model`", option="batch")
+        endpoints = []
+        for index, model in enumerate(models):
+            found = judge_endpoint(
+                self.mode,
+                model,
+                urls[index if len(urls) > 1 else 0] if urls else None,
+                keys[index if len(keys) > 1 else 0] if keys else None,
+                **self.endpoint_waits(),
+                sending=not self.dry_run,
+            )
+            if found is not None:
+                endpoints.append(found)
+        object.__setattr__(self, "endpoints", tuple(endpoints))
+        endpoint = self.endpoint
         if endpoint is None and self.mode == "llm":
             raise BadConfig(
                 "`mode` llm needs a judge model: `judge_model` or BV_JUDGE_MODEL", option="judge_model"
@@ -79,12 +136,16 @@ class JudgeConfig(RequestSettings):
             if endpoint is None:
                 raise BadConfig("`batch` sends the LLM judge's requests: give `judge_model`", option="batch")
             check_batchable("openai", self.cache)
-        object.__setattr__(self, "endpoint", endpoint)
         limit_name = "`judge_params` max_tokens"
         book = price_book(self.prices, self.max_cost, self.batch, self.token_limit, limit_name)
         object.__setattr__(self, "price_book", book)
-        if endpoint is not None:
-            check_priced(book, self.max_cost, endpoint.model, first_url(endpoint.public), self.batch)
+        for judge in self.endpoints:
+            check_priced(book, self.max_cost, judge.model, first_url(judge.public), self.batch)
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """The (first) LLM judge's endpoint, when one may be asked."""
+        return self.endpoints[0] if self.endpoints else None
 
     @property
     def token_limit(self) -> Any:

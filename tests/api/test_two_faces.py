@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.evaluating import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
+from support.evaluating import priced_command as eval_command
 from support.fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from support.fakeopenai import Reply
 from support.paths import ROOT
-from test_batch import comparable
-from test_eval_cost import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced
-from test_eval_cost import command as eval_command
+from support.rows import comparable
 
 from bv import api
 from bv.cli.declared import config_of
@@ -71,6 +72,7 @@ JUDGE = {
     "judge_model": ("gpt-4o-mini", ["--judge-model", "gpt-4o-mini"]),
     "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
     "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
+    "panel": ("unanimous", ["--panel", "unanimous"]),
     "judge_params": (
         {"reasoning_effort": "minimal", "max_tokens": 50},  # a token limit: --max-cost with --batch needs one
         ["--judge-param", "reasoning_effort=minimal", "--judge-param", "max_tokens=50"],

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 from support.paths import FIXTURES
 
 DATA = FIXTURES

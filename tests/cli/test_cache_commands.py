@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import BIN, Reply, bv_inproc
+from support.commands import BIN, bv_inproc
+from support.fakeopenai import Reply
 from support.terminal import on_terminal
 
 

@@ -14,7 +14,8 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from conftest import BIN, Reply, bv_inproc, jsonl, sh
+from support.commands import BIN, bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 from support.paths import ROOT
 
 import bv
@@ -102,7 +103,7 @@ def test_some_rows_failing_exits_1_with_every_row_written(sample_dir, server, tm
 
 
 def test_a_dead_judge_endpoint_fails_the_stage_with_every_row_written(tmp_path):
-    from test_judge_llm import rollout_rows
+    from support.judging import rollout_rows
 
     path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(9)] + ["(2,3)"])  # 9 undecided by rules
     port = closed_port()

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import Reply, bv_inproc, sh
+from support.commands import bv_inproc, sh
+from support.fakeopenai import Reply
 
 # What differs from one run to the next: durations, rates, timestamps, latencies.
 VARIES = re.compile(r"\d+\.\d+ s\b|[\d.]+ req/s|\"latency_s\":[\d.e-]+|\d\d:\d\d:\d\dZ|\"created\":[\d.]+")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import BIN, Reply, bv_inproc, jsonl
+from support.commands import BIN, bv_inproc, jsonl
+from support.fakeopenai import Reply
+from support.judging import judge_cmd, rollout_rows
 from support.terminal import on_terminal
-from test_judge_llm import judge_cmd, rollout_rows
 
 
 def test_a_stage_reading_a_terminal_says_so_once(sample_dir, tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import Reply, bv_inproc
+from support.commands import bv_inproc
+from support.fakeopenai import Reply
 
 KEY = "sk-test-models-0123456789abcdef"
 

@@ -47,7 +47,7 @@ def modules_loaded_by(args: list[str], tmp_path, terminal: bool = False) -> set[
 
 @pytest.fixture
 def judged(tmp_path, sample_dir):
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
 
     rows = tmp_path / "rows.jsonl"
     result = bv_inproc(

@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import BIN, sh
+from support.commands import BIN, sh
 
 SIZES = (90, 3_000, 5_000, 9_000, 70_000, 130_000)  # around PIPE_BUF, the 8 KiB buffer and beyond
 

@@ -83,7 +83,7 @@ def test_one_natural_sort_key():
 
 def test_run_must_be_a_non_negative_integer(tmp_path):
     """Issue 33: `run: -1` was accepted; it costs its line with a clear message, file and line."""
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
 
     rows = [
         {"id": "1", "run": 0, "hard": 1, "decided_by": "rules"},

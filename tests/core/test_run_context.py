@@ -8,7 +8,8 @@ import io
 import threading
 from pathlib import Path
 
-from conftest import Reply, read_items
+from support.commands import read_items
+from support.fakeopenai import Reply
 
 from bv import api
 from bv.core import redaction

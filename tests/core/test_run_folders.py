@@ -12,9 +12,10 @@ import subprocess
 import threading
 
 import pytest
-from conftest import BIN, Reply, bv_inproc, jsonl
-from test_eval import eval_command, respond
-from test_rollout_interrupts import wait_for
+from support.commands import BIN, bv_inproc, jsonl
+from support.evaluating import eval_command, respond
+from support.fakeopenai import Reply
+from support.waiting import wait_for
 
 from bv.core.errors import Fatal
 from bv.optimize.rundir import RunFolder

@@ -6,7 +6,7 @@ import random
 import shutil
 from collections import Counter
 
-from conftest import bv_inproc, jsonl, read_items
+from support.commands import bv_inproc, jsonl, read_items
 
 from bv.core.selection import Selection, quotas, select, stratified_sample
 

@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from conftest import sh
+from support.commands import sh
 
 from bv.core.environment import shard_spec
 from bv.core.errors import BadConfig

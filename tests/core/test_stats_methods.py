@@ -13,6 +13,7 @@ import pytest
 import scipy.stats as scipy_stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paired import independent_newcombe
 
 from bv.core.dist import beta_quantile, normal_quantile, normal_upper, t_quantile, t_upper
 from bv.core.paired import newcombe_paired, paired_comparison
@@ -24,7 +25,8 @@ from bv.core.stats import item_estimate
 # from a public test file that quotes the table to its 4 printed decimals (found with the code
 # search of the bv sessions' library, stored file id 70949124607, whose repository the index does
 # not name); the row (20, 12, 2, 16) -> (.0562, .3292) is also quoted in issue 33. They are not
-# taken on trust: `_independent` below recomputes every row from scipy's Wilson intervals.
+# taken on trust: `independent_newcombe` (tests/support/paired.py) recomputes every row from
+# scipy's Wilson intervals.
 TABLE_III_METHOD_10 = {
     (36, 12, 2, 0): (0.0569, 0.3404),
     (20, 12, 2, 16): (0.0562, 0.3292),
@@ -51,27 +53,6 @@ TABLE_III_METHOD_10 = {
 _OFF_BY_ONE_UNIT = {((1, 97, 1, 1), 0)}
 
 
-def _independent(a: int, b: int, c: int, d: int, level: float = 0.95) -> tuple[float, float]:
-    """Method 10 written from the paper's formulas on scipy's Wilson intervals (not bv's code)."""
-    n = a + b + c + d
-    first = scipy_stats.binomtest(a + b, n).proportion_ci(level, method="wilson")
-    second = scipy_stats.binomtest(a + c, n).proportion_ci(level, method="wilson")
-    p1, p2 = (a + b) / n, (a + c) / n
-    margins = (a + b) * (c + d) * (a + c) * (b + d)
-    if margins == 0:
-        phi = 0.0
-    elif a * d > b * c:
-        phi = max(a * d - b * c - n / 2, 0) / math.sqrt(margins)
-    else:
-        phi = (a * d - b * c) / math.sqrt(margins)
-    dl, du = p1 - first.low, first.high - p1
-    el, eu = p2 - second.low, second.high - p2
-    delta = math.sqrt(max(dl**2 - 2 * phi * dl * eu + eu**2, 0))
-    epsilon = math.sqrt(max(du**2 - 2 * phi * du * el + el**2, 0))
-    theta = (b - c) / n
-    return max(theta - delta, -1.0), min(theta + epsilon, 1.0)
-
-
 @pytest.mark.parametrize("cells", sorted(TABLE_III_METHOD_10))
 def test_newcombe_method_10_reproduces_table_iii(cells):
     ours = newcombe_paired(*cells)
@@ -81,7 +62,7 @@ def test_newcombe_method_10_reproduces_table_iii(cells):
             assert abs(ours[end] - published) < 1.0001e-4, (cells, ours)
         else:
             assert round(ours[end], 4) == published, (cells, ours)
-    assert ours == pytest.approx(_independent(*cells), abs=1e-9)
+    assert ours == pytest.approx(independent_newcombe(*cells), abs=1e-9)
 
 
 def test_newcombe_matches_contingencytables():
@@ -210,3 +191,20 @@ def test_cluster_applies_to_the_paired_difference(runs):
     # a group inside one cluster is compared unclustered
     one = {i: "same" for i in group}
     assert "clustered" not in paired_comparison(a, b, clusters=one).method
+
+
+def test_clopper_pearson_matches_scipy_at_effective_sizes():
+    """The accuracy interval's ends (bv.core.stats.clopper_pearson) against scipy's beta quantiles,
+    at whole and effective (not whole) sizes, the ends 0 and n included."""
+    import random
+
+    from bv.core.stats import clopper_pearson
+
+    rng = random.Random(33)
+    for _ in range(300):
+        n = rng.choice([1, 2, 5, 20, 50, 388, 1940, 3.7, 55.5])
+        x = rng.choice([0, n, 1, n - 1, rng.uniform(0, n), rng.uniform(0, n)])
+        x = min(max(x, 0), n)
+        low = scipy_stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0
+        high = scipy_stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0
+        assert clopper_pearson(x, n) == pytest.approx((low, high), abs=1e-12), (x, n)

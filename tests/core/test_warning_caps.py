@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.jsonl import SHOWN_ALIKE, Problems, Source
 from bv.stages.artifacts import Artifacts

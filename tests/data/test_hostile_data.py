@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, read_items
+from support.commands import bv_inproc, read_items
 
 from bv.cli import ending
 from bv.core import atomic
@@ -89,7 +89,7 @@ def test_every_kind_of_bad_zip_member_costs_only_its_row(sample_dir, tmp_path):
 
 def big_cell_parquet(sample_dir: Path, path: Path, row_group_size: int | None) -> Path:
     import pyarrow.parquet as pq
-    from test_data import write_parquet
+    from support.sources import write_parquet
 
     records = read_items(sample_dir)
     images = [(sample_dir / r["image"]).read_bytes() for r in records]
@@ -238,7 +238,7 @@ def test_an_official_export_is_whole_or_absent_at_every_step(tmp_path, monkeypat
 def test_what_a_killed_run_left_is_cleaned_or_put_back(sample_dir, tmp_path, command):
     """SIGKILL between the two renames left the old set aside and no set: the next run puts the
     old one back before it replaces it, and removes the killed run's staging folder."""
-    from test_data import zip_of
+    from support.sources import zip_of
 
     out = tmp_path / "out"
     if command == "data":

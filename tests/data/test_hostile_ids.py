@@ -9,7 +9,7 @@ import math
 import zipfile
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 
 from bv.core.errors import BadRecord
 from bv.core.items import answer_text, id_text, parse_item
@@ -141,8 +141,8 @@ def test_bv_data_takes_float_ids_and_refuses_nan_ones_by_row(tmp_path, sample_di
     """A float taskId column (what a data frame with a gap writes): 1.0 is id 1, NaN costs its row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from conftest import read_items
-    from test_data import write_parquet
+    from support.commands import read_items
+    from support.sources import write_parquet
 
     records = read_items(sample_dir)
     images = [(sample_dir / r["image"]).read_bytes() for r in records]
@@ -163,7 +163,7 @@ def test_bv_data_takes_float_ids_and_refuses_nan_ones_by_row(tmp_path, sample_di
 
 def test_bv_data_refuses_a_nan_blank_answer_by_row(tmp_path, sample_dir):
     """`"blankAns": NaN` in a meta_data.jsonl (Python's json writes it) is no gold, not "nan"."""
-    from conftest import read_items
+    from support.commands import read_items
 
     records = read_items(sample_dir)
     blank = next(i for i, r in enumerate(records) if r["ansType"] == "blank")

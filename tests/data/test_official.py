@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import OFFICIAL_FILES, bv_inproc, jsonl, needs_official_results
+from support.commands import bv_inproc, jsonl
+from support.official import OFFICIAL_FILES, needs_official_results
 
 from bv.core.extract import extract_answer
 from bv.core.rules import decide

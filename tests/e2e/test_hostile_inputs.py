@@ -8,21 +8,13 @@ import json
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 from support.paths import FIXTURES
 
 BAD = FIXTURES / "bad"
-
-
-@pytest.fixture
-def prompts(sample_dir, tmp_path) -> Path:
-    path = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
-    assert result.returncode == 0, result.stderr
-    return path
 
 
 def with_image_url(record: dict, url: str) -> dict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ import io
 import json
 import re
 
-from conftest import Reply, jsonl, read_items, sh
 from PIL import Image
+from support.commands import jsonl, read_items, sh
+from support.fakeopenai import Reply
 
 KEY = "sk-test-abcdefghijklmnopqrstuvwxyz0123"
 

@@ -7,7 +7,8 @@ import re
 import subprocess
 
 import pytest
-from conftest import BIN, FakeOpenAI, Reply, bv_inproc, jsonl
+from support.commands import BIN, bv_inproc, jsonl
+from support.fakeopenai import FakeOpenAI, Reply
 from support.terminal import on_terminal
 
 
@@ -216,8 +217,8 @@ def test_images_not_found_are_grouped_by_cause(tmp_path):
 
 
 def test_data_from_a_parquet_of_image_paths_says_it_once_with_a_count(sample_dir, tmp_path):
-    from conftest import read_items
-    from test_data import write_parquet
+    from support.commands import read_items
+    from support.sources import write_parquet
 
     records = read_items(sample_dir)
     path = write_parquet(tmp_path / "paths.parquet", records, [None] * len(records))

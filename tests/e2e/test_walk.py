@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import BIN, sh
 from support.browser import Browser, find_chromium
+from support.commands import BIN, sh
 from support.paths import ROOT
 from support.terminal import on_terminal
 

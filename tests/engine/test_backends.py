@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from conftest import FakeOpenAI, Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import FakeOpenAI, Reply
 
 KEY = "sk-live-ZZZZsecretkeyvalue0123456789"
 

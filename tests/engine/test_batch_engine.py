@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support.fakebatch import FakeBatch, batch_server, fixture, quick_batch_polls  # noqa: F401 (fixtures)
 from support.fakeopenai import Reply
-from test_request_types import check_request
+from support.sdk_types import check_request
 
 from bv.core.errors import ItemFailure
 from bv.core.run_context import RunContext, running

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from test_engine import ScriptedBackend
+from support.scripted import ScriptedBackend
 
 from bv.core.errors import ItemFailure, Transient
 from bv.engine.cache import ReplyCache

@@ -12,7 +12,8 @@ import subprocess
 import sys
 import time
 
-from conftest import BIN, Reply, sh
+from support.commands import BIN, sh
+from support.fakeopenai import Reply
 
 
 def stats(path) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import jsonl, sh
+from support.commands import jsonl, sh
 from support.fakeopenai import FakeOpenAI, Reply
 
 

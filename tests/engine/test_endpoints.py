@@ -8,7 +8,8 @@ import threading
 import time
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.engine.endpoints import BadEndpoint, check_base_url
 
@@ -18,13 +19,6 @@ def dead_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def prompts(sample_dir, tmp_path):
-    path = tmp_path / "prompts.jsonl"
-    assert bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}").returncode == 0
-    return path
 
 
 def test_refused_connection_stops_the_run_at_once_named(prompts):

@@ -5,11 +5,24 @@ warns when a proxy may not know its model name."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import Reply, bv_inproc, jsonl
-from support.fakeopenai import replay
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
+from support.paths import FIXTURES
 
 PINNED = "/models/tiny-vlm"  # what the recorded server was started with
+
+
+def replay(name: str) -> Reply:
+    """A recorded answer of the server (tests/fixtures/servers/NAME.json, naming its source):
+    its status and body as sent (`text`: a body that is not JSON)."""
+    fixture = json.loads((FIXTURES / "servers" / f"{name}.json").read_text())
+    assert fixture["source"].startswith("recorded") and "transformers 5.17.0" in fixture["source"]
+    text = fixture.get("text")
+    body = text.encode() if text is not None else json.dumps(fixture["body"]).encode()
+    return Reply(status=fixture["status"], headers=fixture.get("headers", {}), body=body)
 
 
 @pytest.fixture

@@ -10,42 +10,16 @@ import asyncio
 import os
 import random
 import signal
-from collections import Counter
 from typing import Any
 
 import pytest
+from support.scripted import ScriptedBackend
 
 from bv.core.errors import Fatal, ItemFailure, StdoutClosed, Transient
-from bv.engine.backends import Reply
 from bv.engine.caller import Caller
 from bv.engine.progress import Stats
 from bv.engine.retry import RetryPolicy
 from bv.engine.stream import run_stream
-
-
-class ScriptedBackend:
-    """Answers each prompt from a table, in turn: a reply text, or an exception to raise. The last
-    entry repeats; prompts not in the table are answered with their own text."""
-
-    name, model, endpoint, cache_scope, cacheable = "scripted", "m", "table", "table", False
-
-    def __init__(self, table: dict[str, list[Any]] | None = None, max_delay_s: float = 0.005) -> None:
-        self.table = {prompt: list(steps) for prompt, steps in (table or {}).items()}
-        self.max_delay_s = max_delay_s
-        self.calls: Counter[str] = Counter()
-
-    async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Reply:
-        prompt = messages[-1]["content"]
-        self.calls[prompt] += 1
-        await asyncio.sleep(random.uniform(0, self.max_delay_s))
-        steps = self.table.get(prompt, [prompt])
-        step = steps.pop(0) if len(steps) > 1 else steps[0]
-        if isinstance(step, BaseException):
-            raise step
-        return Reply(content=step)
-
-    async def aclose(self) -> None:
-        pass
 
 
 def caller_for(backend: ScriptedBackend, retries: int = 2) -> Caller:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 from support.paths import SUPPORT
 
 FAKE = SUPPORT / "fake_agent.py"
@@ -78,6 +78,13 @@ def test_no_transcript_no_claim(sample_dir, claude):
         assert row["model"] == "gpt-x" and row["response"] == "\\boxed{B}"
         assert turn["usage"] == {"prompt_tokens": 900, "completion_tokens": 12}
         assert "image_opened" not in turn
+
+
+def test_json_that_holds_no_answer_is_the_reply_as_printed(sample_dir, claude):
+    result = rollout(sample_dir, f"{claude} --mode json-answer --workdir {{workdir}} --prompt {{prompt}}")
+    assert result.returncode == 0, result.stderr
+    for row in jsonl(result.stdout):
+        assert row["response"] == '{"type": "answer", "text": "\\\\boxed{C}"}'
 
 
 @pytest.mark.parametrize("status", ["429", "500"])

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, jsonl, read_items
 from PIL import Image
+from support.commands import bv_inproc, jsonl, read_items
 from support.paths import SUPPORT
 
 from bv.core import redaction

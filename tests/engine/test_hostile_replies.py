@@ -8,7 +8,8 @@ import time
 from email.utils import formatdate
 
 import pytest
-from conftest import FakeOpenAI, Reply, bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.fakeopenai import FakeOpenAI, Reply
 from support.hostileopenai import HostileOpenAI
 
 from bv.engine.retry import wait_seconds as retry_after_seconds

@@ -7,8 +7,8 @@ import asyncio
 import gzip
 import json
 
-from conftest import Reply, bv_inproc
-from support.fakeopenai import models_body
+from support.commands import bv_inproc
+from support.fakeopenai import Reply, models_body
 
 from bv.engine.endpoints import MAX_MODEL_ID_CHARS, NoModelList, fetch_models, resolve
 

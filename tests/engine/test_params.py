@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
-from support.fakeopenai import reasoning_model
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply, reasoning_model
+from support.judging import rollout_rows
 from support.paths import FIXTURES, ROOT
-from test_judge_llm import rollout_rows
 
 from bv.engine.params import RULES, model_key, provider_of, rule_for, user_rules
 
@@ -222,7 +222,7 @@ def test_params_bv_cannot_send_are_refused(server, tmp_path, pair, said):
 def test_the_readme_reasoning_example_works_as_written(server, tmp_path):
     """The README's reasoning-model pipeline, run as written against the reasoning mode (OpenAI's
     400s for max_tokens and temperature), with OPENAI_BASE_URL pointing at it."""
-    from conftest import sh
+    from support.commands import sh
 
     readme = (ROOT / "README.md").read_text()
     block = readme.split("# a reasoning model:", 1)[1].split("\n\n", 1)[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from conftest import BIN, Reply, bv_inproc, jsonl, sh
+from support.commands import BIN, bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 from support.terminal import on_terminal
 
 

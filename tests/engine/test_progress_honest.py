@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, Reply, bv_inproc, jsonl
+from support.commands import BIN, bv_inproc, jsonl
 from support.fakebatch import FakeBatch, batch_server, quick_batch_polls  # noqa: F401 (fixtures)
+from support.fakeopenai import Reply
 from support.terminal import on_terminal
 
 

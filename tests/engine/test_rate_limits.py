@@ -12,19 +12,12 @@ import time
 from email.utils import formatdate
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.engine.retry import duration_seconds, wait_seconds
 
 KEY = "sk-limits-0123456789abcdefghijklmn"
-
-
-@pytest.fixture
-def prompts(sample_dir, tmp_path):
-    path = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
-    assert result.returncode == 0, result.stderr
-    return path
 
 
 def item_of(seen) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import OFFICIAL_FILES, bv_inproc, jsonl, needs_official_results
+from support.commands import bv_inproc, jsonl
 from support.fakeopenai import REPLY_FIXTURES, Reply, replay, reply_fixture
+from support.official import OFFICIAL_FILES, needs_official_results
 
 from bv.engine.backends.replies import MAX_REASONING_CHARS
 

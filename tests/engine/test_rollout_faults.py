@@ -6,16 +6,8 @@ import collections
 import json
 import threading
 
-import pytest
-from conftest import Reply, bv_inproc, jsonl, read_items
-
-
-@pytest.fixture
-def prompts(sample_dir, tmp_path):
-    path = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir}/meta_data.jsonl > {path}")
-    assert result.returncode == 0, result.stderr
-    return path
+from support.commands import bv_inproc, jsonl, read_items
+from support.fakeopenai import Reply
 
 
 def item_key(seen) -> str:

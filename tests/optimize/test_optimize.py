@@ -13,45 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, bv_inproc
+from support.commands import bv_inproc
 from support.fakeopenai import FakeOpenAI, Reply
+from support.optimizing import SEED_SKILL, SUBTYPES, Models, command, finished_steps, start_bv
 from support.paths import SUPPORT
-from support.skillserver import ScriptedOptimizer, SkilledTarget, hint
+from support.skillserver import hint
 
 from bv.core.stats import dollars
-from bv.data.synth import TASK_FAMILIES
-
-SUBTYPES = [subtype for _, subtype, _ in TASK_FAMILIES]
-SEED_SKILL = "## Inspecting\n\n- Look at the whole picture first."
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory) -> Path:
-    from bv.data.synth import write_sample_set
-
-    out = tmp_path_factory.mktemp("optimize-data")
-    write_sample_set(out, 96, seed=0)
-    (out / "seed.md").write_text(SEED_SKILL + "\n")
-    return out
-
-
-class Models:
-    """The two loopback servers, started and stopped together."""
-
-    def __init__(self, data_dir: Path, hold=lambda: False) -> None:
-        self.target_model = SkilledTarget(data_dir, hold)
-        self.optimizer_model = ScriptedOptimizer(SUBTYPES, hold)
-        self.target = FakeOpenAI(self.target_model)
-        self.optimizer = FakeOpenAI(self.optimizer_model)
-        self.target.start()
-        self.optimizer.start()
-
-    def answered(self) -> int:
-        return len(self.target.finished()) + len(self.optimizer.finished())
-
-    def stop(self) -> None:
-        self.target.stop()
-        self.optimizer.stop()
 
 
 @pytest.fixture
@@ -59,20 +27,6 @@ def models(data_dir):
     running = Models(data_dir)
     yield running
     running.stop()
-
-
-def command(data_dir: Path, models: Models, out: Path, *extra: str) -> str:
-    return " ".join(
-        [
-            f"optimize {data_dir / 'meta_data.jsonl'} --skill {data_dir / 'seed.md'} --out {out}",
-            f"-m target --base-url {models.target.base_url} --api-key sk-test-target",
-            f"--optimizer-model writer --optimizer-base-url {models.optimizer.base_url}",
-            "--optimizer-api-key sk-test-optimizer --mode rules",
-            "--ratio 2:3:3 --batch-size 8 --minibatch 8 --edits 2 --repeats 2 --epochs 3",
-            f"--cache {out.parent / 'cache.sqlite'}",
-            *extra,
-        ]
-    )
 
 
 def history(out: Path) -> list[dict]:
@@ -127,6 +81,16 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
     assert page.index('<section class="report">') < page.index("<svg")
     assert '<text class="step"' in page and ">0</text>" in page
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    # the folder is an input of bv report, export and merge: the best skill's judged test rows
+    folder = bv_inproc(f"bv report {out} --format json")
+    assert folder.returncode == 0, folder.stderr
+    [best] = json.loads(folder.stdout)["inputs"]
+    assert best["name"] == "run" and best["overall"]["accuracy"] == pytest.approx(result["best"]["accuracy"])
+    both = bv_inproc(f"bv report seed={out / 'test-seed.jsonl'} best={out} --baseline seed --format json")
+    [pair] = json.loads(both.stdout)["comparison"]["pairs"]
+    assert pair["diff"] == pytest.approx(result["comparison"]["diff"])  # test.json's figure
+    assert bv_inproc(f"bv export {out} --format csv").returncode == 0
+    assert bv_inproc(f"bv merge {out}").stdout == (out / "test-best.jsonl").read_text()
 
 
 def test_a_second_run_of_the_same_command_sends_nothing(data_dir, models, tmp_path):
@@ -238,18 +202,12 @@ def test_a_dry_run_prints_dollars_by_role_as_the_rollout_estimates_them(data_dir
     assert "cost: not estimated: give --prices" in unpriced.stderr
 
 
-def _run(args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(BIN / "bv"), *args.split()], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
 def test_kill_9_between_steps_then_the_same_command_resumes_with_no_repeated_request(data_dir, tmp_path):
     # An uninterrupted run, for what the resumed one must match.
     whole = Models(data_dir)
     try:
         out = tmp_path / "whole" / "run"
-        finished = _run(command(data_dir, whole, out, "--steps 5"))
+        finished = start_bv(command(data_dir, whole, out, "--steps 5"))
         assert finished.wait(120) == 0, finished.stderr.read()  # type: ignore[union-attr]
         expected, paid = history(out), whole.answered()
     finally:
@@ -257,17 +215,17 @@ def test_kill_9_between_steps_then_the_same_command_resumes_with_no_repeated_req
 
     out = tmp_path / "killed" / "run"
     frozen = {"on": True}
-    models = Models(data_dir, hold=lambda: frozen["on"] and _finished_steps(out) >= 3)
+    models = Models(data_dir, hold=lambda: frozen["on"] and finished_steps(out) >= 3)
     try:
-        first = _run(command(data_dir, models, out, "--steps 5"))
+        first = start_bv(command(data_dir, models, out, "--steps 5"))
         deadline = time.monotonic() + 60
-        while not (_finished_steps(out) >= 3 and len(models.target.seen) > len(models.target.finished())):
+        while not (finished_steps(out) >= 3 and len(models.target.seen) > len(models.target.finished())):
             assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()  # type: ignore[union-attr]
             time.sleep(0.02)
         first.send_signal(signal.SIGKILL)  # step 3 has begun: its requests hang unanswered
         first.wait(10)
         frozen["on"] = False
-        second = _run(command(data_dir, models, out, "--steps 5"))
+        second = start_bv(command(data_dir, models, out, "--steps 5"))
         assert second.wait(120) == 0, second.stderr.read()  # type: ignore[union-attr]
         resumed = history(out)
         assert "2 already finished" in second.stderr.read()  # type: ignore[union-attr]
@@ -276,13 +234,6 @@ def test_kill_9_between_steps_then_the_same_command_resumes_with_no_repeated_req
         assert [r["accepted"] for r in resumed[1:]] == [r["accepted"] for r in expected[1:]]
     finally:
         models.stop()
-
-
-def _finished_steps(out: Path) -> int:
-    try:
-        return len((out / "history.jsonl").read_bytes().splitlines())
-    except FileNotFoundError:
-        return 0
 
 
 def test_the_demo_command_of_docs_optimize_md_runs(data_dir, tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 
-from conftest import bv_inproc
+from support.commands import bv_inproc
 from support.fakeopenai import Reply
 
 from bv.optimize.edits import MAX_EDITS_READ, MAX_RECORDED, MAX_REPLY_CHARS

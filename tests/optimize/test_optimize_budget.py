@@ -15,8 +15,8 @@ import sqlite3
 import time
 
 import pytest
-from conftest import bv_inproc
-from test_optimize import Models, _finished_steps, _run, command, data_dir  # noqa: F401 (a fixture)
+from support.commands import bv_inproc
+from support.optimizing import Models, command, finished_steps, start_bv
 
 from bv import api
 from bv.core.errors import BadConfig, Interrupted
@@ -31,7 +31,7 @@ JOBS = 4
 
 
 @pytest.fixture
-def models(data_dir):  # noqa: F811
+def models(data_dir):
     running = Models(data_dir)
     yield running
     running.stop()
@@ -60,7 +60,7 @@ def rows_of(out) -> list[dict]:
     return [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
 
 
-def test_the_budget_covers_every_role_and_stops_within_one_wave(data_dir, models, prices, tmp_path):  # noqa: F811
+def test_the_budget_covers_every_role_and_stops_within_one_wave(data_dir, models, prices, tmp_path):
     out = tmp_path / "run"
     args = command(data_dir, models, out, f"--steps 3 -j {JOBS} --prices {prices}")
     stopped = bv_inproc(f"bv {args} --max-cost {LIMIT}")
@@ -106,7 +106,7 @@ def test_the_budget_covers_every_role_and_stops_within_one_wave(data_dir, models
     assert json.loads((out / "test.json").read_text())["best"]["accuracy"] is not None
 
 
-def test_the_api_stops_alike_and_the_budget_needs_prices(data_dir, models, prices, tmp_path):  # noqa: F811
+def test_the_api_stops_alike_and_the_budget_needs_prices(data_dir, models, prices, tmp_path):
     out = tmp_path / "run"
     keywords = dict(
         skill=data_dir / "seed.md",
@@ -140,16 +140,16 @@ def test_the_api_stops_alike_and_the_budget_needs_prices(data_dir, models, price
     assert refused.returncode == 2 and "--max-cost needs --prices" in refused.stderr
 
 
-def test_a_first_ctrl_c_is_recorded_as_the_cost_limit_is(data_dir, tmp_path):  # noqa: F811
+def test_a_first_ctrl_c_is_recorded_as_the_cost_limit_is(data_dir, tmp_path):
     """SIGINT while step 2's requests are in flight: exit 130, a `stopped` row saying Ctrl-C, an
     incomplete report; the same command then finishes the run."""
     out = tmp_path / "run"
     frozen = {"on": True}
-    models = Models(data_dir, hold=lambda: frozen["on"] and _finished_steps(out) >= 2)
+    models = Models(data_dir, hold=lambda: frozen["on"] and finished_steps(out) >= 2)
     try:
-        first = _run(command(data_dir, models, out, "--steps 3"))
+        first = start_bv(command(data_dir, models, out, "--steps 3"))
         deadline = time.monotonic() + 60
-        while not (_finished_steps(out) >= 2 and len(models.target.seen) > len(models.target.finished())):
+        while not (finished_steps(out) >= 2 and len(models.target.seen) > len(models.target.finished())):
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
         first.send_signal(signal.SIGINT)  # the held requests never answer: the grace period ends them

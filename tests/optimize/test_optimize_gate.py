@@ -11,7 +11,7 @@ import math
 import random
 
 import scipy.stats as scipy_stats
-from test_stats_methods import _independent
+from support.paired import independent_newcombe
 
 from bv.optimize.gate import decide, finished_scores, step_alpha
 from bv.optimize.results import step_line
@@ -50,7 +50,7 @@ def test_the_gate_is_one_sided_in_the_candidates_favour():
     candidate = {f"{i}": [1.0] for i in range(7)} | {"r": [0.0]} | {f"u{i}": [1.0] for i in range(30)}
     decision = decide(current, candidate, "paired", 0.05)
     p = decision.comparison.p_value  # one-sided: half the level at which the interval touches 0
-    assert abs(_independent(30, 7, 1, 0, level=1 - 2 * p)[0]) < 1e-6
+    assert abs(independent_newcombe(30, 7, 1, 0, level=1 - 2 * p)[0]) < 1e-6
     assert p < step_alpha(0.05, 1) == 0.025 and decision.accepted and decision.comparison.bound[0] > 0
     backwards = decide(candidate, current, "paired", 0.05)
     assert not backwards.accepted and backwards.comparison.p_value > 0.9
@@ -123,3 +123,59 @@ def test_failed_rows_are_left_out_and_counted_not_scored_as_wrong():
     line = step_line(row, 8)
     assert "54 failed rows left out (54 current, 0 candidate)" in line and "one-sided p=" in line
     assert "on 18 items" in line and "alpha 0.025 (decision 1" in line
+
+
+def test_an_outage_while_the_seed_is_scored_accepts_no_edit_as_typed(tmp_path, server):
+    """Issue 34, end to end: the target's server fails (503) on half the items until the optimizer
+    is first asked, so the seed's selection rows of those items fail; the optimizer proposes an
+    edit that changes nothing the target does. Scored 0, the failed rows made the edit an
+    improvement ("accepted", 0.278 -> 0.583); left out, it is rejected, and the history and the
+    step line carry the count."""
+    import hashlib
+    import json
+
+    from support.commands import bv_inproc
+    from support.fakeopenai import Reply
+    from support.skillserver import LABELS, SkilledTarget
+
+    from bv.data.synth import write_sample_set
+
+    write_sample_set(tmp_path / "data", 96, seed=0)
+    (tmp_path / "seed.md").write_text("## Inspecting\n\n- Look at the whole picture first.\n")
+    items = SkilledTarget(tmp_path / "data").by_image
+    outage = [True]
+
+    def bit(item: dict, n: int) -> bool:
+        return bool(hashlib.sha256(str(item["taskId"]).encode()).digest()[0] >> n & 1)
+
+    def respond(seen):
+        if seen.body.get("model") == "writer":
+            outage[0] = False
+            edit = {"op": "append", "content": "- Take your time.", "reason": "patience"}
+            return Reply(content=json.dumps({"edits": [edit]}))
+        from support.skillserver import _image_bytes
+
+        item = items[hashlib.sha256(_image_bytes(seen)).digest()]
+        if outage[0] and bit(item, 0):
+            return Reply(status=503)
+        right = LABELS[item["choiceAns"]] if item["ansType"] == "choice" else item["blankAns"]
+        wrong = "Z" if item["ansType"] == "choice" else "999"
+        return Reply(content=f"\\boxed{{{right if bit(item, 1) else wrong}}}")  # whatever the skill
+
+    server.responder = respond
+    out = tmp_path / "run"
+    done = bv_inproc(
+        f"bv optimize {tmp_path / 'data' / 'meta_data.jsonl'} --skill {tmp_path / 'seed.md'} --out {out}"
+        f" -m target --base-url {server.base_url} --api-key sk-test-target --optimizer-model writer"
+        f" --optimizer-base-url {server.base_url} --mode rules --ratio 2:3:3 --batch-size 8"
+        f" --minibatch 8 --edits 2 --repeats 2 --steps 1 --retries 0 --cache {tmp_path / 'c.sqlite'}"
+    )
+    assert done.returncode == 0, done.stderr
+    seed, step = (json.loads(line) for line in (out / "history.jsonl").read_text().splitlines())
+    assert seed["failed_rows"] > 0 and step["candidate"] is not None
+    gate = step["gate"]
+    assert not step["accepted"] and gate["diff"] == 0, gate
+    assert gate["failed_rows"] == {"current": seed["failed_rows"], "candidate": 0}
+    assert f"{seed['failed_rows']} failed rows left out ({seed['failed_rows']} current, 0 candidate)" in (
+        done.stderr
+    )

@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 from support.fakeopenai import FakeOpenAI
 from support.skillserver import GEPA_OPENING, ScriptedOptimizer, SkilledTarget, hint
 
@@ -198,6 +199,11 @@ def test_bv_optimize_search_gepa_from_the_command_line(data_dir, servers, tmp_pa
         and "target: at most 532 requests" in plan.stderr
     )
     assert "optimizer: at most 49 requests" in plan.stderr and not target.finished()
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"target": {"input": 1, "output": 2}, "writer": {"input": 1, "output": 2}}')
+    priced = bv_inproc(args + f" --max-metric-calls 300 --dry-run --prices {prices} --max-tokens 50")
+    assert "target cost:" in priced.stderr and "optimizer cost:" in priced.stderr, priced.stderr
+    assert re.search(r"target cost:\n.*\n +cost: +\$[\d.]+ to \$[\d.]+", priced.stderr), priced.stderr
     done = bv_inproc(args + " --max-metric-calls 300")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("GEPA: ") and "test split (36 items" in done.stdout

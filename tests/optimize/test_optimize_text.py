@@ -8,7 +8,8 @@ import json
 import re
 
 import pytest
-from conftest import Reply, bv_inproc
+from support.commands import bv_inproc
+from support.fakeopenai import Reply
 
 from bv.optimize.edits import grader_phrases, guarded_items, propose, skill_problem
 

@@ -14,18 +14,19 @@ from support.paths import ROOT
 BV = ROOT / "bv"
 
 # What each part of bv may import (besides itself and the package face `bv`, which holds only the
-# version). core is the bottom; engine, reporting and data stand on it side by side; stages on
+# version). core is the bottom; engine, reporting, data and tracking stand on it side by side; stages on
 # engine; runs (bv eval) and optimize on stages and reporting; bv.api and bv.cli are the two faces on top.
 ALLOWED = {
     "core": {"core"},
     "engine": {"core", "engine"},
     "reporting": {"core", "reporting"},
     "data": {"core", "data"},
+    "tracking": {"core", "tracking"},
     "stages": {"core", "engine", "stages"},
-    "runs": {"core", "engine", "stages", "reporting", "data", "runs"},
-    "optimize": {"core", "engine", "stages", "reporting", "optimize"},
-    "api": {"core", "engine", "stages", "reporting", "data", "runs", "optimize", "api"},
-    "cli": {"core", "engine", "stages", "reporting", "data", "runs", "optimize", "api", "cli"},
+    "runs": {"core", "engine", "stages", "reporting", "data", "tracking", "runs"},
+    "optimize": {"core", "engine", "stages", "reporting", "tracking", "optimize"},
+    "api": {"core", "engine", "stages", "reporting", "data", "tracking", "runs", "optimize", "api"},
+    "cli": {"core", "engine", "stages", "reporting", "data", "tracking", "runs", "optimize", "api", "cli"},
 }
 
 

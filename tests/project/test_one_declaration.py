@@ -102,7 +102,7 @@ def test_the_scan_finds_a_default_written_again(written):
 def test_a_renamed_flag_still_works_with_a_notice_and_is_not_in_help(sample_dir):
     """One meaning per flag: bv prompt's --seed is --sample-seed (--seed is rollout's sampling
     seed); the old spelling works for one release, said on stderr, and --help shows the new one."""
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
 
     items = sample_dir / "meta_data.jsonl"
     new = bv_inproc(f"bv prompt {items} --sample 6 --sample-seed 5")

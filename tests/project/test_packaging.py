@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import jsonl
+from support.commands import jsonl
 from support.paths import ROOT
-from test_data import sample_parquet
+from support.sources import sample_parquet
 
 PACKAGE_FILES = sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "bv").rglob("*") if p.suffix in (".py", ".typed")
@@ -142,7 +142,7 @@ def test_the_metadata_as_an_index_reads_it(installed):
     text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     meta = email.parser.Parser(policy=email.policy.compat32).parsestr(text)  # as packaging.metadata does
     assert (meta["Name"], meta["Requires-Python"]) == ("babyvision-bv", ">=3.11")
-    assert set(meta.get_all("Provides-Extra")) == {"data", "prices", "gepa", "test"}
+    assert set(meta.get_all("Provides-Extra")) == {"data", "prices", "gepa", "mlflow", "wandb", "test"}
     classifiers = meta.get_all("Classifier")
     for wanted in (
         "Programming Language :: Python :: 3.11",

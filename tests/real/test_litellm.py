@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import jsonl, sh
+from support.commands import jsonl, sh
 from support.fakebatch import FakeBatch
 from support.fakeopenai import Reply
 from support.real_parts import RAN_AGAINST, free_port, part, stop, version_of, wait_http

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BIN, jsonl, sh
+from support.commands import BIN, jsonl, sh
 from support.fakeopenai import FakeOpenAI, Reply
 from support.real_parts import RAN_AGAINST, REAL, SKIPPED, free_port
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import jsonl, sh
+from support.commands import jsonl, sh
 from support.real_parts import RAN_AGAINST, free_port, part, stop, version_of, wait_http
 
 HERE = Path(__file__).parent

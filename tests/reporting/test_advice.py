@@ -4,7 +4,7 @@ warned to configure an LLM judge; rows whose judging is not known (a results fil
 
 from __future__ import annotations
 
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 
 
 def test_rules_on_purpose_is_a_note_and_rows_of_unknown_judging_get_the_advice(sample_dir, server, tmp_path):

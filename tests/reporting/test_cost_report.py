@@ -8,7 +8,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.stats import dollars
 from bv.reporting.report import summarize

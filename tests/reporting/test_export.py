@@ -11,7 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import OFFICIAL_RESULTS, bv_inproc, jsonl, needs_official_results, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.official import OFFICIAL_RESULTS, needs_official_results
 
 OFFICIAL = OFFICIAL_RESULTS
 KEYS = ["Id", "Question", "ModelReasoning", "ModelResult", "GroundTruth", "ExtractedAnswer", "LLMJudgeResult"]

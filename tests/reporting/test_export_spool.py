@@ -14,9 +14,9 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from conftest import BIN, sh
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.commands import BIN, sh
 
 from bv.core.errors import Fatal
 from bv.core.jsonl import Problems

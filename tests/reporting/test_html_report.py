@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import BIN, bv_inproc, jsonl
 from support.browser import Browser, find_chromium
+from support.commands import BIN, bv_inproc, jsonl
 from support.paths import ROOT
 
 from bv.data.synth import write_sample_set

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, sh
 from support.browser import Browser, find_chromium
+from support.commands import bv_inproc, sh
 from support.paths import ROOT
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import bv_inproc, jsonl, read_items
+from support.commands import bv_inproc, jsonl, read_items
 
 
 def fake_results(sample_dir, tmp_path):

@@ -9,50 +9,12 @@ import json
 import re
 
 import pytest
+from support.rows import HOSTILE, results
 
 from bv.core.terminal import printable
 from bv.reporting.export import csv_cell
 from bv.reporting.render import render_csv, render_json, render_markdown, render_table
 from bv.reporting.report import build_report
-
-HOSTILE = "[red]x[/red] \x1b[2J|y"  # rich markup, a clear-screen escape, a Markdown column break
-
-
-def row(i: str, run: int, type_: str, subtype: str, hard: int | None, **extra) -> dict:
-    base = {
-        "id": i,
-        "run": run,
-        "type": type_,
-        "subtype": subtype,
-        "ans_type": "choice",
-        "choices": [{"label": "A", "text": "a"}, {"label": "B", "text": "b"}],
-        "answer": ["A"],
-        "response": "\\boxed{A}" if hard else "\\boxed{B}",
-        "error": None,
-        "hard": hard,
-        "decided_by": "rules",
-        "extracted": "A" if hard else "B",
-    }
-    return {**base, **extra}
-
-
-def results() -> list[dict]:
-    """T/S1: 3 right of 4; T/S2: 1 of 2, one more with a rollout error; U/hostile: 1 of 2, one
-    more with a judge error. Every failed row counts wrong: 5 right of 10 overall."""
-    return [
-        row("1", 0, "T", "S1", 1),
-        row("2", 0, "T", "S1", 1),
-        row("3", 0, "T", "S1", 1),
-        row("4", 0, "T", "S1", 0),
-        row("5", 0, "T", "S2", 1),
-        row("6", 0, "T", "S2", 0),
-        row(
-            "7", 0, "T", "S2", None, response=None, error="HTTP 503 (gave up after 6 tries)", decided_by=None
-        ),
-        row("8", 0, "=cmd|' /C calc'!A0", HOSTILE, 1),
-        row("9", 0, "=cmd|' /C calc'!A0", HOSTILE, 0),
-        row("10", 0, "=cmd|' /C calc'!A0", HOSTILE, None, decided_by="error", judge_error="judge down"),
-    ]
 
 
 def rendered(render, report) -> str:
@@ -132,7 +94,7 @@ def test_two_inputs_side_by_side_with_their_difference():
     built, _ = build_report([("a", a), ("b", b)])
     markdown = rendered(render_markdown, built)
     header = markdown.splitlines()[0]
-    assert "| a % | b % | Δ [95% CI] | p (Holm) |" in header and "a err/judge/und" in header
+    assert "| a % | b % | Δ [2-sided 95% CI] | 2-sided p (Holm) |" in header and "a err/judge/und" in header
     overall = next(line for line in markdown.splitlines() if "**Overall**" in line)
     assert "| 50.0 [18.7–81.3] | 60.0 [26.2–87.8] | +10.0 [" in overall and "1/1/0" in overall
     data = json.loads(rendered(render_json, built))

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import scipy.stats as scipy_stats
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 
 from bv.core.stats import estimate_over_items, pstdev, wilson
 from bv.reporting.report import build_report, summarize

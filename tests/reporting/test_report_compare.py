@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 import scipy.stats as scipy_stats
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.power import PowerPlan
 
@@ -210,3 +210,16 @@ def test_cluster_applies_to_the_difference_too(tmp_path):
     assert by_type["ci95"] is not None
     text = bv_inproc(f"bv report --cluster subtype v1={v1} v2={v2}").stdout
     assert "clustered over 4 clusters" in text
+
+
+def test_avg_at_k_outside_its_interval_is_explained(tmp_path):
+    """Issue 33: runs over different items (run 0: 8 items, 1 right; run 1: 2 other items, both
+    right) printed Avg@k 56.2% beside an interval of the item-level accuracy, 30%, unexplained."""
+    data = [row(i, 0, int(i == 0)) for i in range(8)] + [row(i, 1, 1) for i in (8, 9)]
+    path = write(tmp_path / "r.jsonl", data)
+    overall = json.loads(bv_inproc(f"bv report --format json {path}").stdout)["inputs"][0]["overall"]
+    assert overall["accuracy"] == pytest.approx((1 / 8 + 1) / 2) and overall["item_accuracy"] == 0.3
+    low, high = overall["ci95"]
+    assert low < 0.3 < high  # the interval is the item-level accuracy's
+    table = bv_inproc(f"bv report {path}")
+    assert "(Avg@k 56.2%, the item-level accuracy the interval is of 30.0%)" in table.stdout

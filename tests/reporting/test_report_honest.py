@@ -10,7 +10,7 @@ import random
 from collections import defaultdict
 
 import pytest
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.core.stats import mean, pstdev
 from bv.reporting.report import build_report, summarize

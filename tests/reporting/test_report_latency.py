@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import bv_inproc
+from support.commands import bv_inproc
 
 from bv.reporting.report import summarize
 

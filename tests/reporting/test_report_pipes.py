@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN, sh
+from support.commands import BIN, sh
 
 OUTPUTS = ["--html -", "--format json", "--format table", "--format markdown", "--format csv"]
 # (with --html, images from outside --image-root are refused and counted as the page is written:

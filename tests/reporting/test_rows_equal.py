@@ -9,9 +9,9 @@ import io
 import json
 
 import pytest
-from conftest import sh
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.commands import sh
 
 from bv.core.jsonl import Problems, _parse_stream, fitting_bytes, fitting_line
 from bv.reporting.report import summarize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BIN
+from support.commands import BIN
 from support.terminal import on_terminal
 
 LONG_TYPE = "Fine-grained Discrimination"

@@ -11,7 +11,7 @@ import io
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_render_inproc import results, row
+from support.rows import results, row
 
 from bv.reporting.render import render_table
 from bv.reporting.report import build_report

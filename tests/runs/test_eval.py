@@ -13,23 +13,10 @@ import subprocess
 import threading
 
 import pytest
-from conftest import BIN, Reply, bv_inproc, jsonl
-from test_rollout_interrupts import request_key, wait_for
-
-SECRET = "sk-test-0123456789abcdef0123"
-
-
-def respond(seen):
-    """The model answers A; the judge model (judge-m) says True."""
-    return Reply(content="True" if seen.body.get("model") == "judge-m" else "\\boxed{A}")
-
-
-def eval_command(sample_dir, server, out, *more: str) -> str:
-    return (
-        f"bv eval {sample_dir}/meta_data.jsonl -m m --base-url {server.base_url} --api-key {SECRET}"
-        f" --judge-model judge-m --judge-base-url {server.base_url} --cache {out.parent}/cache.sqlite"
-        f" -o {out} --retries 0 " + " ".join(more)
-    )
+from support.commands import BIN, bv_inproc, jsonl
+from support.evaluating import SECRET, eval_command, respond
+from support.fakeopenai import Reply
+from support.waiting import request_key, wait_for
 
 
 def test_eval_writes_the_run_folder_and_a_rerun_sends_nothing(sample_dir, server, tmp_path):

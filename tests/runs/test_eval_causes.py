@@ -11,8 +11,8 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, Reply
-from support.fakeopenai import FakeOpenAI
+from support.commands import BIN
+from support.fakeopenai import FakeOpenAI, Reply
 from support.hostileopenai import HostileOpenAI
 
 GOOD_KEY = "sk-good-0123456789abcdef"

@@ -9,25 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.evaluating import JUDGE_REPLY, RATES, ROLLOUT_REPLY, is_judge, priced, priced_command
 from support.fakebatch import batch_server, quick_batch_polls  # noqa: F401 (fixtures)
-from test_batch import comparable
+from support.fakeopenai import Reply
+from support.rows import comparable
 
 from bv.core.stats import dollars
 
-# USD per million tokens; every reply of the loopback server has 1,000 prompt and 500 completion tokens.
-# A batch reply costs half (the price file's `batch` fraction).
-RATES = {
-    "m": {"input": 1.0, "output": 2.0, "batch": 0.5},
-    "judge-m": {"input": 3.0, "output": 4.0, "batch": 0.5},
-}
-ROLLOUT_REPLY = (1000 * 1.0 + 500 * 2.0) / 1e6  # $0.002
-JUDGE_REPLY = (1000 * 3.0 + 500 * 4.0) / 1e6  # $0.005
 ITEMS = 12  # the sample set's
-
-
-def is_judge(body: dict) -> bool:
-    return body.get("model") == "judge-m"
 
 
 @pytest.fixture
@@ -35,21 +25,6 @@ def prices(tmp_path):
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(RATES))
     return path
-
-
-def priced(server, delay: float = 0.0):
-    """The model answers A, the judge True, each reply a priced 1,000 + 500 tokens."""
-    server.responder = lambda seen: Reply(
-        content="True" if is_judge(seen.body) else "\\boxed{A}", usage=(1000, 500), delay=delay
-    )
-
-
-def command(sample_dir, url, out, *more: str) -> str:
-    return (
-        f"bv eval {sample_dir}/meta_data.jsonl -m m --base-url {url} --api-key sk-test --mode llm"
-        f" --judge-model judge-m --judge-base-url {url} --cache {out.parent}/cache.sqlite -o {out}"
-        " --retries 0 " + " ".join(more)
-    )
 
 
 def online_like(row: dict) -> dict:
@@ -68,7 +43,7 @@ def test_the_budget_covers_rollout_and_judge_and_the_rerun_goes_on(sample_dir, s
     limit = rollout_spend + 2.5 * JUDGE_REPLY  # reached by the judge's third reply, the rollout's counted
     out = tmp_path / "run"
     stopped = bv_inproc(
-        command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices} --max-cost {limit}")
+        priced_command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices} --max-cost {limit}")
     )
     assert stopped.returncode == 130, stopped.stderr  # as an interrupted run
     assert len(server.seen) - len(judge_requests(server)) == ITEMS  # the whole rollout
@@ -83,7 +58,7 @@ def test_the_budget_covers_rollout_and_judge_and_the_rerun_goes_on(sample_dir, s
     assert not (out / "results.jsonl").exists()  # an incomplete run is no result
 
     done = bv_inproc(
-        command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices}")
+        priced_command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices}")
     )  # no limit now
     assert done.returncode == 0, done.stderr
     assert len(judge_requests(server)) == ITEMS and len(server.seen) == ITEMS + ITEMS  # only the rest sent
@@ -107,7 +82,7 @@ def test_a_limit_reached_in_the_rollout_stops_within_one_wave(sample_dir, server
     jobs, limit = 4, 5 * ROLLOUT_REPLY  # reached by the fifth reply
     out = tmp_path / "run"
     stopped = bv_inproc(
-        command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices} --max-cost {limit}")
+        priced_command(sample_dir, server.base_url, out, f"-j {jobs} --prices {prices} --max-cost {limit}")
     )
     assert stopped.returncode == 130, stopped.stderr
     assert 5 <= len(server.seen) <= 5 + jobs - 1 and not judge_requests(server)  # the judge never asked
@@ -122,16 +97,16 @@ def test_max_cost_needs_prices_and_batch_needs_the_cache(sample_dir, server, tmp
         ("--max-cost 1", "--max-cost needs --prices"),
         ("--batch --no-cache", "--batch needs"),
     ):
-        refused = bv_inproc(command(sample_dir, server.base_url, out, more))
+        refused = bv_inproc(priced_command(sample_dir, server.base_url, out, more))
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr
     assert server.seen == [] and not out.exists()
 
 
 def test_batch_sends_the_rollout_and_the_llm_judge_as_batches(sample_dir, batches, tmp_path):
     batches.responder = lambda line: Reply(content="True" if is_judge(line["body"]) else "\\boxed{A}")
-    online = bv_inproc(command(sample_dir, batches.base_url, tmp_path / "online" / "run"))
+    online = bv_inproc(priced_command(sample_dir, batches.base_url, tmp_path / "online" / "run"))
     assert online.returncode == 0 and batches.chats == 2 * ITEMS and batches.creations == 0, online.stderr
-    batched = bv_inproc(command(sample_dir, batches.base_url, tmp_path / "batch" / "run", "--batch"))
+    batched = bv_inproc(priced_command(sample_dir, batches.base_url, tmp_path / "batch" / "run", "--batch"))
     assert batched.returncode == 0, batched.stderr
     assert batches.creations == 2 and batches.chats == 2 * ITEMS  # one batch each, nothing online
     rows = {
@@ -140,6 +115,6 @@ def test_batch_sends_the_rollout_and_the_llm_judge_as_batches(sample_dir, batche
     assert [online_like(r) for r in rows["batch"]] == [online_like(r) for r in rows["online"]]
     assert all(r["judge_batch"] is True for r in rows["batch"])
     rules = bv_inproc(
-        command(sample_dir, batches.base_url, tmp_path / "rules" / "run", "--batch --mode rules")
+        priced_command(sample_dir, batches.base_url, tmp_path / "rules" / "run", "--batch --mode rules")
     )
     assert rules.returncode == 0 and batches.creations == 3, rules.stderr  # the rollout's only: rules judge

@@ -8,7 +8,8 @@ import os
 import re
 import subprocess
 
-from conftest import BIN, Reply
+from support.commands import BIN
+from support.fakeopenai import Reply
 
 RATES = {"m": {"input": 1.0, "output": 2.0}, "judge-m": {"input": 3.0, "output": 4.0}}
 

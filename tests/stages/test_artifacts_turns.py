@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import Reply, bv_inproc
+from support.commands import bv_inproc
+from support.fakeopenai import Reply
 
 
 def test_conversation_has_the_follow_up_prompt(sample_dir, server, tmp_path):

@@ -15,22 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, bv_inproc, jsonl
+from support.commands import BIN, bv_inproc, jsonl
 from support.fakebatch import FakeBatch, batch_server, quick_batch_polls  # noqa: F401 (fixtures)
 from support.fakeopenai import Reply
 from support.paths import FIXTURES
+from support.rows import comparable
 
 from bv.engine.batch_state import BatchState, folder_for
-
-VOLATILE = {"latency_s", "started_at"}  # differ between any two runs, batch or not
-
-
-@pytest.fixture
-def prompts(sample_dir: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} > {out}")
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 def rollout(batches: FakeBatch, prompts: Path, cache: Path, *extra: str) -> tuple[int, list[dict], str]:
@@ -40,15 +31,6 @@ def rollout(batches: FakeBatch, prompts: Path, cache: Path, *extra: str) -> tupl
     )
     result = bv_inproc(command)
     return result.returncode, jsonl(result.stdout), result.stderr
-
-
-def comparable(row: dict) -> dict:
-    """A row without what differs between any two runs, and with each turn's cache and batch flags
-    apart."""
-    kept = {k: v for k, v in row.items() if k not in VOLATILE}
-    apart = ("latency_s", "cached", "batch")
-    kept["turns"] = [{k: v for k, v in t.items() if k not in apart} for t in row["turns"]]
-    return kept
 
 
 def test_a_batch_run_writes_the_rows_of_an_online_run(batches, prompts, tmp_path):

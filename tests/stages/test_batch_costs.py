@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 from support.fakebatch import FakeBatch, batch_server, quick_batch_polls  # noqa: F401 (fixtures)
 from support.fakeopenai import Reply, completion_body
 
@@ -23,14 +23,6 @@ BATCH = {"input": 1.0, "output": 3.0}  # not half of ONLINE: a fraction would hi
 
 def per_reply(rates: dict[str, float]) -> float:
     return (PROMPT * rates["input"] + COMPLETION * rates["output"]) / 1e6
-
-
-@pytest.fixture
-def prompts(sample_dir: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} > {out}")
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 @pytest.fixture

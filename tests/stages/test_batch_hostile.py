@@ -11,21 +11,13 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
 from support.fakebatch import FakeBatch, batch_server, quick_batch_polls  # noqa: F401 (fixtures)
 from support.fakeopenai import Reply, completion_body
 
 PROMPT, COMPLETION = 1000, 500  # what every reply of the server below uses
 CHEAP = {"input": 0.0, "output": 1.0}  # gpt-4o's batch rates: $0.0005 a reply, $0.001 worst case
 DEAR = {"input": 0.0, "output": 100.0}  # gpt-4o-dear's: $0.05 a reply, $0.10 worst case
-
-
-@pytest.fixture
-def prompts(sample_dir: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "prompts.jsonl"
-    result = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} > {out}")
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 @pytest.fixture

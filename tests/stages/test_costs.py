@@ -8,7 +8,8 @@ import json
 import re
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.core.stats import dollars
 
@@ -22,14 +23,6 @@ def prices(tmp_path):
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(RATES))
     return path
-
-
-@pytest.fixture
-def prompts(sample_dir, tmp_path):
-    out = tmp_path / "prompts.jsonl"
-    made = bv_inproc(f"bv prompt {sample_dir / 'meta_data.jsonl'} > {out}")
-    assert made.returncode == 0, made.stderr
-    return out
 
 
 def priced_server(server, **reply):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import Reply, bv_inproc
+from support.commands import bv_inproc
+from support.fakeopenai import Reply
 
 from bv.core.images import encode_image
 from bv.stages.dryrun import image_tokens

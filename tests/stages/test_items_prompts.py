@@ -215,7 +215,7 @@ def test_a_question_cannot_fill_other_slots():
 
 
 def test_skill_that_is_not_utf8_is_a_clear_error(tmp_path):
-    from conftest import bv_inproc
+    from support.commands import bv_inproc
 
     skill = tmp_path / "skill.md"
     skill.write_bytes(b"\xff\xfe not text")

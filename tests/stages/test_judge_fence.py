@@ -8,7 +8,8 @@ import json
 import re
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.core.templates import fenced
 from bv.stages.judge import judge_messages

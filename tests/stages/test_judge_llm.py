@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
+from support.judging import judge_cmd, rollout_rows
 
 from bv.stages.judge import parse_verdict
 
@@ -31,53 +33,6 @@ from bv.stages.judge import parse_verdict
 )
 def test_parse_verdict_is_strict(reply, verdict):
     assert parse_verdict(reply) == verdict
-
-
-def rollout_rows(tmp_path, answers: list[str]) -> str:
-    """Rollout rows for blank items whose gold is '(2,3)', answered with `answers`."""
-    rows = []
-    for i, answer in enumerate(answers):
-        rows.append(
-            {
-                "id": str(i),
-                "run": 0,
-                "question": f"Where is the odd one? ({i})",
-                "ans_type": "blank",
-                "choices": [],
-                "answer": ["(2,3)"],
-                "type": "T",
-                "subtype": "S",
-                "model": "m",
-                "response": f"It is \\boxed{{{answer}}}" if answer is not None else "no idea",
-                "error": None,
-            }
-        )
-    rows.append(
-        {
-            "id": "c",
-            "run": 0,
-            "question": "Which colour?",
-            "ans_type": "choice",
-            "answer": ["B"],
-            "choices": [{"label": "A", "text": "red"}, {"label": "B", "text": "blue"}],
-            "type": "T",
-            "subtype": "S2",
-            "model": "m",
-            "response": "\\boxed{B}",
-            "error": None,
-        }
-    )
-    path = tmp_path / "rollouts.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
-def judge_cmd(server, path, mode="auto", cache=None, options="") -> str:
-    cache_opt = f"--cache {cache}" if cache else "--no-cache"
-    return (
-        f"bv judge --mode {mode} --judge-model judge-m --judge-base-url {server.base_url}"
-        f" --judge-api-key jk {cache_opt} {options} {path}"
-    )
 
 
 def test_auto_sends_only_what_rules_cannot_decide(server, tmp_path):
@@ -222,7 +177,7 @@ def test_ctrl_c_keeps_every_row_marking_unjudged_ones(server, tmp_path, signame,
     import threading
     import time
 
-    from conftest import BIN
+    from support.commands import BIN
 
     path = rollout_rows(tmp_path, [f"phrase {i}" for i in range(12)])
     stopped = threading.Event()  # the judge said it was interrupted: the replies in flight may come

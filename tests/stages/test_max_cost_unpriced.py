@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import BIN
+from support.commands import BIN
 
 RATES = {"m": {"input": 1.0, "output": 2.0}}
 
@@ -71,7 +71,7 @@ def test_replies_in_flight_never_overshoot_the_limit(sample_dir, server, tmp_pat
     """Each request's estimated worst case (its prompt and --max-tokens at the price) is reserved
     before it goes: at -j 8 the spend stays within the limit (before, replies in flight overshot:
     $0.00075 of $0.0005 at -j 4)."""
-    from conftest import Reply
+    from support.fakeopenai import Reply
 
     server.responder = lambda seen: Reply(usage=(500, 200), delay=0.05)  # the estimate: ~570
     reply = (500 * 1.0 + 200 * 2.0) / 1e6

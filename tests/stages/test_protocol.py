@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
 from PIL import Image
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.core.errors import BadConfig
 from bv.core.items import parse_item

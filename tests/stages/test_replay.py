@@ -11,8 +11,9 @@ import re
 import sqlite3
 
 import pytest
-from conftest import Reply, bv_inproc, jsonl
 from PIL import Image
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.engine.cache import CACHE_VERSION, ImageHashes, ReplyCache, RequestKey, stored_reply
 

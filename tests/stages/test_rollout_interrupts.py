@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import collections
-import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -12,18 +10,9 @@ import threading
 import time
 
 import pytest
-from conftest import BIN, Reply, jsonl, sh
-
-
-def request_key(seen) -> str:
-    return hashlib.sha256(json.dumps(seen.body["messages"], sort_keys=True).encode()).hexdigest()
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
+from support.commands import BIN, jsonl, sh
+from support.fakeopenai import Reply
+from support.waiting import request_key, wait_for
 
 
 def start_pipeline(sample_dir, base_url: str, out, cache, jobs: int = 4):

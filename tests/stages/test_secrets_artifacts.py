@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import Reply, bv_inproc, jsonl, sh
+from support.commands import bv_inproc, jsonl, sh
+from support.fakeopenai import Reply
 
 from bv.stages.artifacts import safe_name
 

@@ -9,7 +9,8 @@ import json
 import re
 import threading
 
-from conftest import Reply, bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl
+from support.fakeopenai import Reply
 
 from bv.core.stats import dollars
 

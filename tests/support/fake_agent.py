@@ -23,6 +23,7 @@ Modes:
           image read back is), then the result event with the answer and usage; nothing to --last
   codex-json  as `codex exec --json` does (thread.started, turn.started, item.completed with an
           agent_message, turn.completed with usage); nothing to --last
+  json-answer  print the answer as a JSON object with a `type` (not a transcript: no result in it)
   api-error  as Claude Code does when its server answers 429 (or FAKE_AGENT_STATUS) and it has
           no retries left: `API Error: 429 ...` on stdout, exit 1; each run adds a line to
           --piddir/runs
@@ -191,6 +192,8 @@ def main() -> None:
         ]
         for event in events:
             print(json.dumps(event))
+    elif args.mode == "json-answer":
+        print(json.dumps({"type": "answer", "text": "\\boxed{C}"}))
     elif args.mode == "api-error":
         args.piddir.mkdir(parents=True, exist_ok=True)
         with open(args.piddir / "runs", "a") as runs:

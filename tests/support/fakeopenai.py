@@ -113,16 +113,14 @@ REPLY_FIXTURES = FIXTURES / "replies"
 
 def reply_fixture(name: str) -> dict[str, Any]:
     """A recorded or documented reply shape: `source` (the doc page or upstream file it comes
-    from), `status`, optional `headers`, and `body`, the JSON the endpoint sends (or `text`, a
-    body that is not JSON)."""
+    from), `status`, optional `headers`, and `body`, the JSON the endpoint sends."""
     return json.loads((REPLY_FIXTURES / f"{name}.json").read_text())
 
 
 def replay(name: str) -> Reply:
     """The server's answer to a request: the fixture's status, headers and body, byte for byte."""
     fixture = reply_fixture(name)
-    text = fixture.get("text")  # a body that is not JSON, as sent
-    body = text.encode() if text is not None else json.dumps(fixture["body"], ensure_ascii=False).encode()
+    body = json.dumps(fixture["body"], ensure_ascii=False).encode()
     return Reply(status=fixture.get("status", 200), headers=dict(fixture.get("headers", {})), body=body)
 
 

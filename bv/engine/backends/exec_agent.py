@@ -231,9 +231,9 @@ class ExecBackend:
             written = _read_tail(last_message)
             if written.strip():
                 return written, transcript
-            if transcript is not None:
-                return (transcript.reply or "").strip(), transcript
-            return _tail(out, MAX_REPLY_BYTES).strip(), None
+            if transcript is not None and transcript.reply is not None:
+                return transcript.reply.strip(), transcript
+            return _tail(out, MAX_REPLY_BYTES).strip(), transcript  # JSON, but no answer in it: as printed
 
     async def aclose(self) -> None:
         pass

@@ -1,0 +1,60 @@
+"""Weights & Biases through `wandb.init` (WANDB_MODE=offline honoured: the run is written under
+./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; its console
+capture is off, as stdout is bv's data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bv.core import environment
+
+EXIT_CODES = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
+
+
+class WandbBackend:
+    kind = "wandb"
+
+    def __init__(self, project: str | None, entity: str | None) -> None:
+        import wandb
+
+        self.wandb = wandb
+        self.project = project or environment.text("WANDB_PROJECT") or "bv"
+        self.entity = entity or environment.text("WANDB_ENTITY")
+        mode = environment.text("WANDB_MODE") or "online"
+        self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({mode})"
+        self.run: Any = None
+
+    def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str:
+        settings = self.wandb.Settings(console="off", silent=True, init_timeout=60)
+        self.run = self.wandb.init(
+            project=self.project,
+            entity=self.entity,
+            name=name,
+            id=run_id,
+            resume="allow" if run_id else None,
+            tags=[f"{k}:{v}"[:64] for k, v in tags.items()],
+            settings=settings,
+        )
+        return str(self.run.id)
+
+    def params(self, values: Mapping[str, str]) -> None:
+        self.run.config.update(dict(values), allow_val_change=True)
+
+    def metrics(self, values: Mapping[str, float], step: int | None) -> None:
+        if step is None:
+            self.run.summary.update(dict(values))
+            self.run.log(dict(values))
+        else:
+            self.run.log(dict(values), step=step)
+
+    def artifact(self, path: Path, folder: str | None) -> None:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{path.name}")[:128]
+        artifact = self.wandb.Artifact(name, type=folder or "file")
+        artifact.add_file(str(path))
+        self.run.log_artifact(artifact)
+
+    def finish(self, status: str) -> None:
+        self.run.finish(exit_code=EXIT_CODES.get(status, 1))

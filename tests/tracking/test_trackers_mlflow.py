@@ -1,0 +1,136 @@
+"""`--track mlflow` against a real MLflow tracking server the test starts (SQLite backend, on
+loopback), read back through MLflow's own client: what `bv eval` and `bv optimize` logged, a
+resumed run continuing its tracker run, and a server that is down costing only a warning.
+Skipped where mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlflow", reason="needs mlflow: pip install 'babyvision-bv[mlflow]' (make test-trackers)")
+
+from support.commands import sh
+from support.optimizing import Models, command
+from support.trackerserver import QUIET, SECRET, MlflowServer, eval_line, free_port, history
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    running = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(server):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=server.url)
+
+
+def run_id(folder: Path) -> str:
+    return json.loads((folder / "tracker.json").read_text())["mlflow"]["run_id"]
+
+
+def test_bv_eval_logs_its_config_figures_and_reports_and_a_rerun_continues_the_run(
+    tmp_path, sample_dir, server, client
+):
+    out = tmp_path / "run"
+    line = eval_line(sample_dir, out, f"mlflow:{server.url}", "eval-test")
+    first = sh(line, env=QUIET, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert "View run" not in first.stdout, "a tracker's words in bv's stdout"
+    rid = run_id(out)
+    assert f"tracker mlflow: run {rid} started ({server.url})" in first.stderr
+    run = client.get_run(rid)
+    report = json.loads(sh(f"bv report {out} --format json").stdout)["inputs"][0]
+    print(
+        "mlflow run", rid, run.info.status, len(run.data.params), "params", len(run.data.metrics), "metrics"
+    )
+    assert run.info.status == "FINISHED"
+    params, metrics = run.data.params, run.data.metrics
+    assert params["backend"] == "chance" and params["repeats"] == "2" and params["mode"] == "rules"
+    assert params["judge_api_key_given"] == "true" and "jobs" not in params  # how it runs: not a param
+    overall = report["overall"]
+    assert metrics["accuracy"] == pytest.approx(overall["accuracy"])
+    assert metrics["accuracy_ci95_low"] == pytest.approx(overall["ci95"][0])
+    assert metrics["accuracy_ci95_high"] == pytest.approx(overall["ci95"][1])
+    assert metrics["rows"] == 24 and metrics["prompt_tokens"] == report["usage"]["prompt_tokens"]
+    for name, figures in report["by_type"].items():
+        assert metrics[f"type/{name}/accuracy"] == pytest.approx(figures["accuracy"]), name
+        assert metrics[f"type/{name}/accuracy_ci95_low"] == pytest.approx(figures["ci95"][0]), name
+    artifacts = {a.path for a in client.list_artifacts(rid)}
+    assert artifacts == {"report.md", "report.html", "config.json"}
+    fetched = Path(client.download_artifacts(rid, "report.md", str(tmp_path)))
+    assert fetched.read_bytes() == (out / "report.md").read_bytes()
+    config = Path(client.download_artifacts(rid, "config.json", str(tmp_path))).read_text()
+    assert (
+        SECRET not in config and SECRET not in json.dumps(params) and SECRET not in json.dumps(run.data.tags)
+    )
+
+    again = sh(line, env=QUIET, timeout=300)  # the same folder: the same tracker run
+    assert again.returncode == 0, again.stderr
+    assert run_id(out) == rid and f"run {rid} continued" in again.stderr
+    experiment = client.get_experiment_by_name("eval-test")
+    assert [r.info.run_id for r in client.search_runs([experiment.experiment_id])] == [rid]
+    assert client.get_run(rid).info.status == "FINISHED"
+
+
+def test_a_server_that_is_down_costs_a_warning_never_the_evaluation(tmp_path, sample_dir):
+    out = tmp_path / "run"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = sh(eval_line(sample_dir, out, f"mlflow:{url}", "down"), env=QUIET, timeout=300)
+    print(result.stderr.splitlines()[0][:200])
+    assert result.returncode == 0, result.stderr
+    assert f"warning: tracker mlflow ({url}) failed to start a run" in result.stderr
+    assert "the run goes on without it" in result.stderr and "Traceback" not in result.stderr
+    assert (out / "results.jsonl").exists() and (out / "report.md").exists()
+    assert not (out / "tracker.json").exists()
+
+
+def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
+    tmp_path, data_dir, server, client
+):
+    out = tmp_path / "opt"
+    models = Models(data_dir)
+    try:
+        track = f"--track mlflow:{server.url} --track-project optimize-test"
+        first = sh(f"bv {command(data_dir, models, out, '--steps 1', track)}", env=QUIET, timeout=600)
+        assert first.returncode == 0, first.stderr
+        rid = run_id(out)
+        assert json.loads((out / "tracker.json").read_text())["mlflow"]["steps"] == 1
+        rest = sh(
+            f"bv {command(data_dir, models, out, track)}", env=QUIET, timeout=600
+        )  # resumed: to the end
+        assert rest.returncode == 0, rest.stderr
+    finally:
+        models.stop()
+    assert run_id(out) == rid and f"run {rid} continued" in rest.stderr
+    rows = history(out)
+    steps = [row["step"] for row in rows]
+    assert steps == list(range(len(rows))) and len(rows) > 2
+    selection = client.get_metric_history(rid, "selection_accuracy")
+    print("optimize steps logged:", [(m.step, round(m.value, 3)) for m in selection])
+    assert [m.step for m in selection] == steps, "each step once, in order, across the two runs"
+    best = {m.step: m.value for m in client.get_metric_history(rid, "best_accuracy")}
+    assert best == {row["step"]: pytest.approx(row["best"]["accuracy"]) for row in rows}
+    gated = [row for row in rows if row.get("gate")]
+    p_values = {m.step: m.value for m in client.get_metric_history(rid, "gate_p_value")}
+    assert p_values == {row["step"]: pytest.approx(row["gate"]["p_value"]) for row in gated}
+    accepted = {m.step: m.value for m in client.get_metric_history(rid, "gate_accepted")}
+    assert accepted == {row["step"]: float(row["gate"]["accepted"]) for row in gated}
+    tokens = {m.step: m.value for m in client.get_metric_history(rid, "target/prompt_tokens")}
+    assert tokens == {row["step"]: row["tokens"]["target"]["prompt_tokens"] for row in rows}
+    skills = {a.path for a in client.list_artifacts(rid, "skills")}
+    assert skills == {f"skills/{p.name}" for p in (out / "skills").iterdir()}
+    top = {a.path for a in client.list_artifacts(rid)}
+    assert {"best.md", "report.md", "report.html", "test.json"} <= top
+    run = client.get_run(rid)
+    test = json.loads((out / "test.json").read_text())
+    assert run.data.metrics["test_best_accuracy"] == pytest.approx(test["best"]["accuracy"])
+    assert run.info.status == "FINISHED" and run.data.params["target"]
+    assert "sk-test-target" not in json.dumps(run.data.params)
