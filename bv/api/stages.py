@@ -24,9 +24,9 @@ def prompt(
     items: Iterable[Mapping[str, Any]],
     *,
     skill: str | Path | Any = None,
-    style: str = "bv",
+    style: str | None = None,  # None: bv prompt's default (PromptOptions declares both)
     image_root: str | Path | None = None,
-    image_detail: str = "auto",
+    image_detail: str | None = None,  # None: bv prompt's default
     templates: Any = None,
     allow_any_path: bool = False,
 ) -> Iterator[PromptRecord]:
@@ -40,11 +40,11 @@ def prompt(
     from bv.stages.prompt import PromptOptions, Skill, prompt_records
 
     loaded = Skill.load(Path(skill)) if isinstance(skill, (str, Path)) else skill
+    declared: dict[str, Any] = {k: v for k, v in (("style", style), ("image_detail", image_detail)) if v}
     options = PromptOptions(
-        style=style,
+        **declared,
         templates=templates or BV_TEMPLATES,
         skill=loaded,
-        detail=image_detail,
         image_root=Path(image_root) if image_root is not None else None,
         allow_any_path=allow_any_path,
     )

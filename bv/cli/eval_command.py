@@ -11,18 +11,12 @@ import click
 
 from bv.cli.common import cli_words
 from bv.cli.declared import config_of, options
-from bv.cli.options import (
-    IDS,
-    IMAGE_DETAIL,
-    LIMIT,
-    PROMPTS_HELP,
-    SKILL,
-    SKIP_BAD,
-    STYLE,
-    SUBTYPES,
-    TYPES,
-)
+from bv.cli.options import PROMPTS_HELP, SKILL, SKIP_BAD
+from bv.core.selection import Selection
+from bv.core.settings import keywords
+from bv.runs.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
+from bv.stages.prompt import PromptOptions
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions
 
@@ -45,17 +39,13 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
     help="The run folder; re-run the same command to resume it. [default: runs/<model>, with"
     " --skill runs/<model>-<skill's file stem>]",
 )
-@click.option(
-    "--label",
-    metavar="NAME",
-    help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
-)
+@options(EvalConfig, "label")
 @options(RolloutConfig, "backend", "model", "base_url", "api_key")
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
 @options(JudgeConfig, "calibrate")
 @options(RolloutConfig, "repeats", "max_turns", "max_tokens", "temperature", "seed", "extra_body")
 @options(RolloutConfig, "max_pixels", "exec_cmd")
-@STYLE
+@options(PromptOptions, "style")
 @SKILL
 @click.option(
     "--prompts",
@@ -63,13 +53,8 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
     metavar="DIR",
     help=PROMPTS_HELP,
 )
-@IMAGE_DETAIL
-@IDS
-@TYPES
-@SUBTYPES
-@click.option("--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype.")
-@click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
-@LIMIT
+@options(PromptOptions, "image_detail")
+@options(Selection, *keywords(Selection), sample={"help": "N items stratified by subtype."})
 @options(RolloutConfig, "jobs", "retries", "timeout", "cache", "cache_scope", "prices", "max_cost", "batch")
 @options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
@@ -104,7 +89,7 @@ def eval_(items: Path | None, out: Path | None, dry_run: bool, **settings: Any) 
     """
     from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig
-    from bv.runs.config import BadOption, EvalConfig
+    from bv.runs.config import BadOption
     from bv.runs.evaluate import run_eval
 
     if "model" in unused_from_environment(click.get_current_context(), settings["backend"]):

@@ -11,30 +11,22 @@ import click
 
 from bv.cli import ending
 from bv.cli.common import cli_words, error
+from bv.cli.declared import config_of, options
 from bv.cli.ending import finish_rows
-from bv.cli.options import (
-    IDS,
-    IMAGE_DETAIL,
-    INPUTS,
-    LIMIT,
-    PROMPTS,
-    SKILL,
-    SKIP_BAD,
-    STYLE,
-    SUBTYPES,
-    TYPES,
-    Renamed,
-)
+from bv.cli.options import INPUTS, PROMPTS, SKILL, SKIP_BAD, Renamed
 from bv.core.errors import BadConfig
+from bv.core.selection import Selection
+from bv.core.settings import keywords
 from bv.core.terminal import stdin_notice
+from bv.stages.prompt import PromptOptions
 
 
 @click.command(cls=Renamed, renamed={"--seed": "--sample-seed"})
 @INPUTS
-@STYLE
+@options(PromptOptions, "style")
 @PROMPTS
 @SKILL
-@IMAGE_DETAIL
+@options(PromptOptions, "image_detail")
 @click.option(
     "--image-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -47,14 +39,7 @@ from bv.core.terminal import stdin_notice
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="JSONL of {id, text}: a trace snapshot put before the question of those items.",
 )
-@IDS
-@TYPES
-@SUBTYPES
-@click.option(
-    "--sample", type=click.IntRange(1), metavar="N", help="N items stratified by subtype (see --sample-seed)."
-)
-@click.option("--sample-seed", type=int, default=0, show_default=True, help="Which --sample to draw.")
-@LIMIT
+@options(Selection, *keywords(Selection))
 @SKIP_BAD
 def prompt(
     inputs: tuple[str, ...],
@@ -66,13 +51,8 @@ def prompt(
     allow_any_path: bool,
     diagnostic_instruction: str | None,
     trace_context: Path | None,
-    ids: tuple[str, ...],
-    types: tuple[str, ...],
-    subtypes: tuple[str, ...],
-    sample: int | None,
-    sample_seed: int,
-    limit: int | None,
     skip_bad: bool,
+    **selected: Any,
 ) -> None:
     """Turn items (official meta_data.jsonl or bv's own) into chat requests.
 
@@ -87,8 +67,7 @@ def prompt(
     """
     from bv.core.items import parse_item
     from bv.core.jsonl import JsonlWriter, Problems, read_records
-    from bv.core.selection import Selection, parse_ids
-    from bv.stages.prompt import PromptOptions, Skill, load_traces, run_prompt
+    from bv.stages.prompt import Skill, load_traces, run_prompt
 
     loaded_skill = Skill.load(skill) if skill else None
     traces = load_traces(trace_context) if trace_context else None
@@ -97,7 +76,7 @@ def prompt(
             style=style,
             templates=templates,
             skill=loaded_skill,
-            detail=image_detail,
+            image_detail=image_detail,
             diagnostic=diagnostic_instruction,
             traces=traces,
             image_root=image_root,
@@ -107,7 +86,7 @@ def prompt(
         raise click.UsageError(cli_words(str(exc))) from None
 
     stdin_notice(inputs, "items")
-    selection = Selection(parse_ids(ids), types, subtypes, sample, sample_seed, limit)
+    selection = config_of(Selection, selected)
     problems = Problems()
     unmatched = run_prompt(
         read_records(inputs, problems, parse_item),

@@ -1,5 +1,5 @@
 """The options several bv commands share that are no stage's setting (the files they read, the
-prompt's selection) or that light commands take without loading a stage (bv models' --base-url,
+skill and the prompts folder) or that light commands take without loading a stage (bv models' --base-url,
 bv cache's --cache): flags, types, help, checks. A stage's settings are declared on its typed
 config and made options by bv.cli.declared. What a command does with the values once they are
 parsed is in bv.cli.common.
@@ -54,34 +54,10 @@ CACHE = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Reply cache (SQLite). [default: $XDG_CACHE_HOME/bv/cache.sqlite]",
 )
-# The options of bv prompt, shared with bv eval.
-STYLE = click.option(
-    "--style",
-    type=click.Choice(["bv", "official"]),
-    default="bv",
-    show_default=True,
-    help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
-    " no system prompt, image then text (docs/protocol.md).",
-)
 SKILL = click.option(
     "--skill",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Markdown file put in the system prompt under '## Skill'.",
-)
-IMAGE_DETAIL = click.option(
-    "--image-detail",
-    type=click.Choice(["auto", "low", "high"]),
-    default="auto",
-    show_default=True,
-    help="The image part's 'detail' (omitted for auto).",
-)
-IDS = click.option("--ids", "ids", multiple=True, metavar="A,B,...", help="Only these item ids (repeatable).")
-TYPES = click.option("--type", "types", multiple=True, help="Only items of this type (repeatable; any case).")
-SUBTYPES = click.option(
-    "--subtype", "subtypes", multiple=True, help="Only items of this subtype (repeatable)."
-)
-LIMIT = click.option(
-    "-n", "--limit", type=click.IntRange(0), metavar="N", help="At most N items (after the other filters)."
 )
 PROMPTS_HELP = "Folder of prompt templates: DIR/NAME.md replaces bv's NAME.md (`bv templates` lists them)."
 

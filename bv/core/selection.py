@@ -17,19 +17,44 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, TypeVar
 
+from bv.core.settings import setting
+
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which items to keep; the empty selection keeps all of them, in order."""
+    """Which items to keep; the empty selection keeps all of them, in order. Each setting is
+    declared once (bv.core.settings): bv prompt's and bv eval's options are made from it."""
 
-    ids: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    subtypes: tuple[str, ...] = ()
-    sample: int | None = None
-    seed: int = 0
-    limit: int | None = None
+    ids: tuple[str, ...] = setting(
+        (),
+        "--ids",
+        multiple=True,
+        convert=lambda given: parse_ids(given),
+        metavar="A,B,...",
+        help="Only these item ids (repeatable).",
+    )
+    types: tuple[str, ...] = setting(
+        (), "--type", multiple=True, convert=tuple, help="Only items of this type (repeatable; any case)."
+    )
+    subtypes: tuple[str, ...] = setting(
+        (), "--subtype", multiple=True, convert=tuple, help="Only items of this subtype (repeatable)."
+    )
+    sample: int | None = setting(
+        None,
+        "--sample",
+        kind=int,
+        low=1,
+        metavar="N",
+        help="N items stratified by subtype (see --sample-seed).",
+    )
+    sample_seed: int = setting(
+        0, "--sample-seed", kind=int, show_default=True, help="Which --sample to draw."
+    )
+    limit: int | None = setting(
+        None, "-n", "--limit", kind=int, low=0, metavar="N", help="At most N items (after the other filters)."
+    )
 
     @property
     def empty(self) -> bool:
@@ -151,7 +176,7 @@ def select(
 
     kept: Iterable[T] = (entry for entry in entries if note(entry))
     if selection.sample is not None:
-        kept = stratified_sample(list(kept), selection.sample, selection.seed, key)
+        kept = stratified_sample(list(kept), selection.sample, selection.sample_seed, key)
     if selection.limit is not None:
         kept = islice(kept, selection.limit)
     yield from kept

@@ -14,8 +14,10 @@ from bv import __version__
 from bv.core import redaction
 from bv.core.atomic import atomic_output
 from bv.core.errors import BadConfig, Fatal
-from bv.core.settings import part, shared
+from bv.core.selection import Selection
+from bv.core.settings import keywords, part, setting, shared
 from bv.stages.judge_config import JudgeConfig, several
+from bv.stages.prompt import PromptOptions
 from bv.stages.request_params import RequestParams
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions, targets
@@ -33,18 +35,18 @@ class EvalConfig:
 
     items: Path
     out: Path
-    label: str | None = None  # the run's name in bv report (else the folder's name)
+    label: str | None = setting(
+        None,
+        "--label",
+        metavar="NAME",
+        help="The run's name in bv report (recorded in config.json). [default: the folder's name]",
+    )
     # prompt
-    style: str = "bv"
+    style: str = shared(PromptOptions, "style")
     skill: Path | None = None
     prompts: Path | None = None  # a folder of replacement templates (--prompts DIR)
-    image_detail: str = "auto"
-    ids: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    subtypes: tuple[str, ...] = ()
-    sample: int | None = None
-    sample_seed: int = 0
-    limit: int | None = None
+    image_detail: str = shared(PromptOptions, "image_detail")
+    selection: Selection = part(Selection)  # ids, types, subtypes, sample, sample_seed, limit
     # rollout
     backend: str = shared(RolloutConfig, "backend")
     model: str | None = shared(RolloutConfig, "model")
@@ -80,12 +82,10 @@ class EvalConfig:
     track_entity: str | None = shared(TrackOptions, "track_entity")
 
     def __post_init__(self) -> None:
-        """Paths and selections as either face gives them (a str, any sequence)."""
+        """Paths as either face gives them (a str or a Path)."""
         for name in ("items", "out", "skill", "prompts"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, Path(getattr(self, name)))
-        for name in ("ids", "types", "subtypes"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("judge_model", "judge_base_url", "judge_api_key"):
             object.__setattr__(self, name, several(getattr(self, name)))
         object.__setattr__(self, "track", targets(self.track))  # BadConfig: a usage error
@@ -138,6 +138,8 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
             record[f"{f.name}_given"] = value is not None
         elif f.name == "items":
             record[f.name] = str(Path(value).resolve())
+        elif f.name == "selection":
+            record |= {name: _plain(getattr(value, name)) for name in keywords(Selection)}
         elif f.name == "request":
             record["params"] = _plain(value.recorded)  # what every request carries; `-p api_key=…`: ***
         elif f.name == "judge_params":

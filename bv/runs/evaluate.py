@@ -122,7 +122,6 @@ class _Plan:
 def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     """Resolve and check every option (BadOption, BadConfig: a usage error; Fatal: no endpoint);
     `dry_run`: nothing will be sent, so no key is needed."""
-    from bv.core.selection import Selection, parse_ids
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig, several
     from bv.stages.prompt import PromptOptions, Skill
@@ -133,7 +132,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     templates = Templates.load(config.prompts)  # TemplateError is a ValueError: a usage error
     skill = Skill.load(config.skill) if config.skill else None
     prompt_options = PromptOptions(
-        style=config.style, templates=templates, skill=skill, detail=config.image_detail
+        style=config.style, templates=templates, skill=skill, image_detail=config.image_detail
     )
     # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
     run: dict[str, Any] = {
@@ -173,10 +172,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     )
     if config.batch and judge.endpoint is not None:  # rules decide the rest: nothing to batch
         judge = dataclasses.replace(judge, batch=True)
-    selection = Selection(
-        parse_ids(config.ids), config.types, config.subtypes, config.sample, config.sample_seed, config.limit
-    )
-    return _Plan(prompt_options=prompt_options, selection=selection, rollout=rollout, judge=judge)
+    return _Plan(prompt_options=prompt_options, selection=config.selection, rollout=rollout, judge=judge)
 
 
 def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:

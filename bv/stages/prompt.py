@@ -31,6 +31,7 @@ from bv.core.records import (
     without_stage,
 )
 from bv.core.selection import Selection, Unmatched, select
+from bv.core.settings import check, setting
 from bv.core.templates import BV_TEMPLATES, STYLE_TEMPLATES, TemplateError, Templates, read_text_file
 
 S = TypeVar("S")  # where an item came from (a file and line, or its index)
@@ -114,18 +115,33 @@ def image_part(url: str, detail: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class PromptOptions:
-    style: str = "bv"  # one of STYLES
+    """How items become prompts: the layout (`style`), the templates, the skill, the image part's
+    detail; bv prompt's further sections (`diagnostic`, `traces`) and where images are found."""
+
+    style: str = setting(
+        "bv",
+        "--style",
+        choices=STYLES,
+        show_default=True,
+        help="bv: system prompt (with the skill), text then image. official: the paper's layout,"
+        " no system prompt, image then text (docs/protocol.md).",
+    )
     templates: Templates = BV_TEMPLATES
     skill: Skill | None = None
-    detail: str = "auto"
+    image_detail: str = setting(
+        "auto",
+        "--image-detail",
+        choices=("auto", "low", "high"),
+        show_default=True,
+        help="The image part's 'detail' (omitted for auto).",
+    )
     diagnostic: str | None = None
     traces: dict[str, str] | None = None  # item id -> snapshot text
     image_root: Path | None = None  # for items read from stdin
     allow_any_path: bool = False
 
     def __post_init__(self) -> None:
-        if self.style not in STYLES:
-            raise BadConfig(f"unknown prompt `style` {self.style!r}", option="style")
+        check(self)
         if self.style == "official" and (self.skill or self.diagnostic or self.traces is not None):
             raise BadConfig(
                 "`style` official has no system prompt and no sections, so it takes no `skill`,"
@@ -140,7 +156,7 @@ def build_prompt(item: Item, folder: Path | None, options: PromptOptions) -> Pro
     resolved files by `file://` URL (the item's `images` stay as written in the items file)."""
     root = folder or options.image_root or Path.cwd()
     paths = [resolve_image(p, root, options.allow_any_path) for p in item["images"]]
-    images = [image_part(file_url(p), options.detail) for p in paths]
+    images = [image_part(file_url(p), options.image_detail) for p in paths]
     templates = options.templates
     if options.style == "official":
         messages: list[dict[str, Any]] = [

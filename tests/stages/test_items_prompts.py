@@ -170,7 +170,7 @@ def write_png(path: Path) -> None:
 def test_build_prompt_references_image_by_path(tmp_path):
     write_png(tmp_path / "images" / "445.png")
     item = parse_item(OFFICIAL)
-    record = build_prompt(item, tmp_path, PromptOptions(detail="auto"))
+    record = build_prompt(item, tmp_path, PromptOptions(image_detail="auto"))
     system, user = record["messages"]
     assert system["role"] == "system" and user["role"] == "user"
     text, image = user["content"]
@@ -178,7 +178,7 @@ def test_build_prompt_references_image_by_path(tmp_path):
     assert image["image_url"] == {"url": (tmp_path / "images" / "445.png").resolve().as_uri()}  # no detail
     assert record["schema"] == 1 and record["skill"] is None and record["images"] == ["images/445.png"]
     assert len(json.dumps(record)) < 4000  # no image bytes in the pipe
-    low = build_prompt(item, tmp_path, PromptOptions(detail="low", skill=Skill("v1", "Be careful.")))
+    low = build_prompt(item, tmp_path, PromptOptions(image_detail="low", skill=Skill("v1", "Be careful.")))
     assert low["messages"][1]["content"][1]["image_url"]["detail"] == "low"
     assert low["skill"]["name"] == "v1" and len(low["skill"]["sha256"]) == 64
 
