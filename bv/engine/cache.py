@@ -43,17 +43,17 @@ def default_path() -> Path:
 
 class ImageHashes:
     """Content hashes of image files, remembered for the whole process by (path, size, mtime, ctime,
-    inode), so each file is read once however many stages and gates hash it (each gate of a
+    inode, device), so each file is read once however many stages and gates hash it (each gate of a
     `bv optimize` run has its own caller); a file changed or replaced is read again."""
 
-    _known: ClassVar[dict[tuple[str, int, int, int, int], str]] = {}  # shared by every instance
+    _known: ClassVar[dict[tuple[str, int, int, int, int, int], str]] = {}  # shared by every instance
 
     def __call__(self, path: Path) -> str:
         try:
             stat = os.stat(path)
         except (OSError, ValueError):
             return content_hash(path)  # raises ImageError, saying why
-        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
         known = self._known
         digest = known.get(key)
         if digest is None:
