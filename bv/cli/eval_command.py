@@ -42,6 +42,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 @options(EvalConfig, "label")
 @options(RolloutConfig, "backend", "model", "base_url", "api_key")
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
+@options(JudgeConfig, "calibrate")
 @options(RolloutConfig, "repeats", "max_turns", "max_tokens", "temperature", "seed", "extra_body")
 @options(RolloutConfig, "max_pixels", "exec_cmd")
 @options(PromptOptions, "style")

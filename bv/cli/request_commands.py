@@ -125,6 +125,7 @@ def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
 @click.command()
 @INPUTS
 @options(JudgeConfig, "mode", "judge_model", "judge_base_url", "judge_api_key", "judge_params", "panel")
+@options(JudgeConfig, "calibrate")
 @PROMPTS
 @options(JudgeConfig, "jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 @click.option(

@@ -148,6 +148,7 @@ class JudgeFields(TypedDict):
     judge_batch: NotRequired[bool]  # True: the LLM judge's reply came from a Batch API job
     judge_panel: NotRequired[list[PanelVerdict]]  # each judge's verdict, when a panel decided
     judge_panel_rule: NotRequired[str]  # how the panel's verdicts made `hard`: majority, unanimous, any
+    judge_calibration: NotRequired[PanelVerdict]  # the LLM judge's verdict on a row the rules decided
 
 
 class PromptRecord(Item, PromptFields):

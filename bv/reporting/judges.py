@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bv.core.agreement import kappa
+from bv.core.calibration import correct
+from bv.core.stats import Z95, clustered_se, wilson
 from bv.reporting.costs import COST_UNITS, is_usd, usd
-from bv.reporting.report_types import PanelSummary, Summary
+from bv.reporting.report_types import CalibrationSummary, PanelSummary, Summary
 
 MAX_LISTED = 50  # disagreeing rows named in the report (all are counted)
 
@@ -29,8 +31,33 @@ class JudgeTally:
     cost: list[int] = field(default_factory=list)  # COST_UNITS per judge
     cost_known: list[bool] = field(default_factory=list)
 
+    # calibration: (rules' verdict, judge's) counts, the judge's errors, answer types; the rows
+    # the LLM judge decided, as (item, hard)
+    checked: dict[tuple[int, int], int] = field(default_factory=dict)
+    checked_errors: int = 0
+    checked_types: dict[str, int] = field(default_factory=dict)
+    checker: str = ""
+    judged: list[tuple[str, int]] = field(default_factory=list)
+    judged_types: dict[str, int] = field(default_factory=dict)
+
     def add(self, get: Callable[[str], Any], item: str, run: int) -> None:
-        """One row's `judge_panel` (`get` is row.get), when it has one."""
+        """One row's `judge_panel`, `judge_calibration` or LLM verdict (`get` is row.get)."""
+        if get("decided_by") == "llm" and not get("judge_panel"):
+            hard = get("hard")
+            self.judged.append((item, 1 if hard == 1 else 0))
+            kind = str(get("ans_type"))
+            self.judged_types[kind] = self.judged_types.get(kind, 0) + 1
+        checked = get("judge_calibration")
+        if isinstance(checked, dict) and get("hard") in (0, 1):
+            self.checker = self.checker or str(checked.get("model"))
+            said = checked.get("hard")
+            if said in (0, 1):
+                key = (int(get("hard")), int(said))
+                self.checked[key] = self.checked.get(key, 0) + 1
+                kind = str(get("ans_type"))
+                self.checked_types[kind] = self.checked_types.get(kind, 0) + 1
+            else:
+                self.checked_errors += 1
         panel = get("judge_panel")
         if panel.__class__ is not list or not panel:
             return
@@ -81,6 +108,91 @@ class JudgeTally:
             "disagreements": self.disagreements,
             "disagreeing_rows": list(self.disagreeing),
         }
+
+    def calibration(self) -> CalibrationSummary | None:
+        """The judge's rates on the calibration rows and its rows' accuracy corrected for them."""
+        if not self.checked and not self.checked_errors:
+            return None
+        c = self.checked
+        tp, fn, tn, fp = c.get((1, 1), 0), c.get((1, 0), 0), c.get((0, 0), 0), c.get((0, 1), 0)
+        n = len(self.judged)
+        right = sum(hard for _, hard in self.judged)
+        variance = None
+        if n > 1:
+            se = clustered_se([float(h) for _, h in self.judged], [i for i, _ in self.judged])
+            variance = se * se
+        result = correct(right, n, tp, tp + fn, tn, tn + fp, variance)
+        spread = (variance or 0.0) ** 0.5
+
+        def pair(ci: tuple[float, float] | None) -> list[float] | None:
+            return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
+
+        def figure(value: float | None) -> float | None:
+            return None if value is None else round(value, 6)
+
+        share = right / n if n else None
+        judged_ci = None
+        if share is not None:
+            judged_ci = (
+                wilson(right, n)
+                if n < 2 or spread == 0
+                else (max(0.0, share - Z95 * spread), min(1.0, share + Z95 * spread))
+            )
+        return {
+            "judge": self.checker,
+            "rows": tp + fn + tn + fp,
+            "judge_errors": self.checked_errors,
+            "positives": tp + fn,
+            "negatives": tn + fp,
+            "sensitivity": figure(result.sensitivity),
+            "sensitivity_ci95": pair(result.sensitivity_ci95),
+            "specificity": figure(result.specificity),
+            "specificity_ci95": pair(result.specificity_ci95),
+            "judged_rows": n,
+            "judged_accuracy": figure(share),
+            "judged_ci95": pair(judged_ci),
+            "corrected_accuracy": figure(result.estimate),
+            "corrected_ci95": pair(result.ci95),
+            "answer_types": {"calibration": dict(self.checked_types), "judged": dict(self.judged_types)},
+        }
+
+
+def calibration_lines(summary: Summary) -> list[str]:
+    """The lines under the table saying how the LLM judge measured up, and the corrected accuracy."""
+    from bv.core.stats import counted
+
+    c = summary.get("judge_calibration")
+    if c is None:
+        return []
+
+    def rate(value: float | None, ci: list[float] | None) -> str:
+        if value is None or ci is None:
+            return "n/a"
+        return f"{100 * value:.1f}% [{100 * ci[0]:.1f}–{100 * ci[1]:.1f}]"
+
+    name = summary["name"]
+    lines = [
+        f"{name}: LLM judge {c['judge']} checked on {counted(c['rows'], 'row')} the rules decided:"
+        f" sensitivity {rate(c['sensitivity'], c['sensitivity_ci95'])} ({c['positives']} right rows),"
+        f" specificity {rate(c['specificity'], c['specificity_ci95'])} ({c['negatives']} wrong rows)"
+    ]
+    if c["judged_rows"]:
+        judged = rate(c["judged_accuracy"], c["judged_ci95"])
+        corrected = rate(c["corrected_accuracy"], c["corrected_ci95"])
+        if c["corrected_accuracy"] is None:
+            corrected = "not valid (sensitivity + specificity must exceed 1, both measured)"
+        lines.append(
+            f"{name}: the {counted(c['judged_rows'], 'row')} the LLM judge decided: {judged} as judged,"
+            f" {corrected} corrected for its errors"
+        )
+    types = c["answer_types"]
+    mix = "; ".join(
+        f"{where} " + ", ".join(f"{kind} {n}" for kind, n in sorted(types[where].items()))
+        for where in ("calibration", "judged")
+        if types[where]
+    )
+    lines.append(f"{name}: answer types: {mix} (the correction holds if the two are alike: docs/judging.md)")
+    return lines
 
 
 def panel_lines(summary: Summary) -> list[str]:

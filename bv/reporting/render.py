@@ -78,7 +78,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
     what a reader must know (incomplete runs, different items, other differences), and (unless
     said first) the answer of each comparison in one line."""
     from bv.reporting.compare import notices, power_lines, provenance_of
-    from bv.reporting.judges import panel_lines
+    from bv.reporting.judges import calibration_lines, panel_lines
 
     summaries = summaries_of(report)
     several_runs = any(s["overall"]["runs"] > 1 for s in summaries)
@@ -107,7 +107,7 @@ def notes(report: Built, with_verdicts: bool = True) -> list[str]:
             if reply_count(summary["overall"], key):
                 parts.append(counted(reply_count(summary["overall"], key), noun) + rest)
         lines.append(f"{summary['name']}: " + "; ".join(parts))
-        lines += panel_lines(summary)
+        lines += panel_lines(summary) + calibration_lines(summary)
     if total_cost_text(summaries):
         lines.append(total_cost_text(summaries) + ".")
     if finished_only(summaries):

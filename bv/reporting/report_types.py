@@ -95,6 +95,27 @@ class PanelSummary(TypedDict):
     disagreeing_rows: list[str]  # `id#run`, the first 50
 
 
+class CalibrationSummary(TypedDict):
+    """An LLM judge measured on rows the rules decided, and its rows' accuracy corrected
+    (bv.reporting.judges, bv.core.calibration)."""
+
+    judge: str
+    rows: int  # calibration rows with the judge's verdict
+    judge_errors: int  # calibration rows the judge could not judge (left out)
+    positives: int  # of them, rows the rules found right
+    negatives: int
+    sensitivity: float | None  # P(judge says right | the rules say right)
+    sensitivity_ci95: list[float] | None
+    specificity: float | None  # P(judge says wrong | the rules say wrong)
+    specificity_ci95: list[float] | None
+    judged_rows: int  # rows the LLM judge decided
+    judged_accuracy: float | None  # their share of right, as judged (uncorrected)
+    judged_ci95: list[float] | None
+    corrected_accuracy: float | None  # None: not valid (sensitivity + specificity ≤ 1, a group empty)
+    corrected_ci95: list[float] | None  # widened by the calibration's uncertainty
+    answer_types: dict[str, dict[str, int]]  # `calibration` and `judged`: rows by answer type
+
+
 @final  # so that `"inputs" in report` tells a Summary from a ReportData
 class Summary(TypedDict):
     """Every figure of one input (or one --by group)."""
@@ -112,6 +133,7 @@ class Summary(TypedDict):
     provenance: Provenance
     usage: UsageTotals
     judge_panel: NotRequired[PanelSummary]  # when a panel of LLM judges judged some row
+    judge_calibration: NotRequired[CalibrationSummary]  # when the LLM judge was calibrated
 
 
 class Difference(TypedDict):

@@ -183,7 +183,11 @@ class Tally:
         kinds = self.kinds
         kinds[kind] = kinds.get(kind, 0) + 1
         self._add_usage(row, get, error)
-        if "judge_panel" in row:
+        if (
+            "judge_panel" in row
+            or "judge_calibration" in row
+            or (kind[4] is False and get("decided_by") == "llm")
+        ):
             self.judges.add(get, item, run)
         return True
 
@@ -349,7 +353,9 @@ class Tally:
         shards = self.shards.as_json()
         if shards is not None:
             summary["provenance"]["shards"] = cast(ShardsSeen, shards)
-        panel = self.judges.summary()
+        panel, calibration = self.judges.summary(), self.judges.calibration()
         if panel is not None:
             summary["judge_panel"] = panel
+        if calibration is not None:
+            summary["judge_calibration"] = calibration
         return summary

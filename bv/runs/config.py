@@ -64,6 +64,7 @@ class EvalConfig:
     judge_api_key: tuple[str, ...] = shared(JudgeConfig, "judge_api_key")
     judge_params: Mapping[str, Any] = shared(JudgeConfig, "judge_params")  # sent as written
     panel: str = shared(JudgeConfig, "panel")
+    calibrate: float | None = shared(JudgeConfig, "calibrate")
     # how it runs, not what it computes: a re-run may change these
     prices: str | None = shared(RolloutConfig, "prices")  # rows record their cost
     max_cost: float | None = shared(RolloutConfig, "max_cost")  # the rollout's and the judge's spend together

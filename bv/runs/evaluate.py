@@ -166,6 +166,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
         judge_api_key=several(config.judge_api_key),
         judge_params=config.judge_params,
         panel=config.panel,
+        calibrate=config.calibrate,
         templates=templates,
         **run,
     )

@@ -42,6 +42,7 @@ from bv.engine.endpoints import Endpoint
 from bv.engine.params import body_fields, with_defaults
 from bv.engine.prices import Cost, Prices, first_url, reply_cost
 from bv.engine.progress import Stats
+from bv.stages.judge_calibration import calibration, in_sample
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.judge_panel import Panel
 
@@ -157,9 +158,11 @@ async def judge_one(
     llm: LLMJudge | Panel | None,
     version: str,
     templates: dict[str, str] | None = None,
+    calibrate: float | None = None,
 ) -> JudgedRow:
     """One judged row: the record with the judge fields replaced (`templates`: the replaced
-    judge template recorded, by name and SHA-256)."""
+    judge template recorded, by name and SHA-256; `calibrate`: the share of rows the rules
+    decide that the LLM judge is asked about too, bv.stages.judge_calibration)."""
     if llm is None or record.get("error"):
         return judge_by_rules(record, version, templates)
     extracted = await extract_answer_async(record.get("response"))  # a long reply: off the loop
@@ -201,7 +204,10 @@ async def judge_one(
             fields["judge_templates"] = templates
         cast(dict[str, Any], row).update(fields)
         return cast(JudgedRow, row)
-    return _by_rules(row, extracted, verdict, version, in_reasoning, templates)
+    judged = _by_rules(row, extracted, verdict, version, in_reasoning, templates)
+    if calibrate and isinstance(llm, LLMJudge) and in_sample(judged, calibrate):
+        await calibration(judged, llm, extracted)
+    return judged
 
 
 def final_reasoning(record: Mapping[str, Any]) -> str | None:
@@ -373,7 +379,7 @@ def run_judge(
         return row
 
     async def one(record: RolloutRow) -> JudgedRow:
-        return count(await judge_one(record, config.mode, llm, version, recorded))
+        return count(await judge_one(record, config.mode, llm, version, recorded, config.calibrate))
 
     unanswered = 0
     if llm is None:  # no progress display: `done` and `answered` are counted once at the end

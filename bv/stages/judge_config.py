@@ -90,6 +90,17 @@ class JudgeConfig(RequestSettings):
         help="Extra field of the LLM judge's request body, as -p for rollout (e.g. --judge-param"
         " reasoning_effort=minimal). bv's default temperature 0 is sent only to models that accept it.",
     )
+    calibrate: float | None = setting(
+        None,
+        "--calibrate",
+        kind=float,
+        low=0,
+        high=1,
+        metavar="SHARE",
+        help="Also ask the LLM judge about this share of the rows the rules decide (e.g. 0.2), to"
+        " measure its sensitivity and specificity and correct the accuracy of the rows it judges"
+        " (bv report; docs/judging.md). --mode auto, one --judge-model.",
+    )
     templates: Templates = BV_TEMPLATES
     # the LLM judges' endpoints, in the order of `judge_model`, when one may be asked
     endpoints: tuple[Endpoint, ...] = field(init=False, repr=False)
@@ -125,6 +136,14 @@ class JudgeConfig(RequestSettings):
             if found is not None:
                 endpoints.append(found)
         object.__setattr__(self, "endpoints", tuple(endpoints))
+        if self.calibrate is not None and not (
+            self.calibrate > 0 and self.mode == "auto" and len(endpoints) == 1
+        ):
+            raise BadConfig(
+                "`calibrate` takes a share above 0, `mode` auto and one `judge_model` (the LLM judge"
+                " it measures on rows the rules decided)",
+                option="calibrate",
+            )
         endpoint = self.endpoint
         if endpoint is None and self.mode == "llm":
             raise BadConfig(

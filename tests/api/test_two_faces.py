@@ -68,11 +68,12 @@ ROLLOUT = {
     "quiet": (True, ["--quiet"]),
 }
 JUDGE = {
-    "mode": ("llm", ["--mode", "llm"]),
+    "mode": ("auto", ["--mode", "auto"]),  # as --calibrate takes
     "judge_model": ("gpt-4o-mini", ["--judge-model", "gpt-4o-mini"]),
     "judge_base_url": ("http://127.0.0.1:9/v1", ["--judge-base-url", "http://127.0.0.1:9/v1"]),
     "judge_api_key": ("sk-judge-0123456789", ["--judge-api-key", "sk-judge-0123456789"]),
     "panel": ("unanimous", ["--panel", "unanimous"]),
+    "calibrate": (0.25, ["--calibrate", "0.25"]),
     "judge_params": (
         {"reasoning_effort": "minimal", "max_tokens": 50},  # a token limit: --max-cost with --batch needs one
         ["--judge-param", "reasoning_effort=minimal", "--judge-param", "max_tokens=50"],

@@ -18,6 +18,7 @@ from bv import api
 from bv.core.records import JudgedRow
 from bv.reporting import export, grid, html_items, html_parts, render, report, tally
 from bv.reporting.report_types import (
+    CalibrationSummary,
     Comparison,
     Difference,
     Figures,
@@ -110,6 +111,7 @@ def test_formats_md_lists_exactly_the_report_fields():
         "`started_at` (`null` when no row says)": tuple(StartedAt.__annotations__),
         "`shards` (when some row records a shard)": tuple(ShardsSeen.__annotations__),
         "`usage`": tuple(UsageTotals.__annotations__),
+        "`judge_calibration` (with `--calibrate`)": tuple(CalibrationSummary.__annotations__),
         "`judge_panel` (when a panel of judges judged some row)": tuple(PanelSummary.__annotations__),
         "`comparison` (`null` for one input)": tuple(Comparison.__annotations__),
         "a difference (each group of a pair's `by_type`, `by_subtype`, `by_ans_type`)": tuple(

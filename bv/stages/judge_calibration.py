@@ -1,0 +1,47 @@
+"""`calibrate`: the LLM judge also judges a share of the rows the rules decided, so that its
+errors can be measured against verdicts known to be right (bv.core.calibration,
+docs/judging.md, "Measuring the judge"). Which rows: those whose (id, run) hashes below the
+share, the same on every re-run (so the reply cache answers them) and in any order or shard.
+The row keeps the rules' verdict; the LLM's is kept beside it (`judge_calibration`), its cost
+and tokens in the row's."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Protocol
+
+from bv.core.records import JudgedRow, PanelVerdict, RolloutRow
+
+
+class Judge(Protocol):
+    @property
+    def model(self) -> str: ...
+    def cost(self, reply: Any) -> Any: ...
+    async def verdict(self, record: RolloutRow, extracted: str | None) -> tuple[Any, ...]: ...
+
+
+def in_sample(row: JudgedRow, share: float) -> bool:
+    """Whether a rule-decided row is in the calibration sample (none left undecided or failed)."""
+    if row["decided_by"] != "rules" or row["undecided"]:
+        return False
+    digest = hashlib.sha256(f"{row['id']}\0{row.get('run', 0)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < share * 2**64
+
+
+async def calibration(row: JudgedRow, judge: Judge, extracted: str | None) -> None:
+    """Ask the LLM judge about a row the rules decided; its verdict into `judge_calibration`."""
+    hard, reply, error, answer = await judge.verdict(row, extracted)
+    cost = judge.cost(answer)
+    said: PanelVerdict = {
+        "model": judge.model,
+        "hard": hard,
+        "reply": reply,
+        "error": error,
+        "cost_usd": None if cost is None else cost.usd,
+        "price_source": None if cost is None else cost.source,
+    }
+    if answer is not None:
+        said["usage"] = dict(answer.usage)
+        row["judge_usage"] = dict(answer.usage)
+    row["judge_cost_usd"], row["judge_price_source"] = said["cost_usd"], said["price_source"]
+    row["judge_calibration"] = said
