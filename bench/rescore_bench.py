@@ -1,7 +1,7 @@
 """Re-scoring benchmark: how many rows a second `bv optimize` gate over cached replies scores a second.
 
 `bv optimize` scores a candidate skill on the selection split (bv/optimize/loop.py `evaluate`,
-then bv/optimize/gate.py): `bv.optimize.runs.rollout_and_judge` builds the prompts, rolls them
+then bv/optimize/gate.py): `bv.optimize.stage_calls.rollout_and_judge` builds the prompts, rolls them
 out through the reply cache and judges the rows, `gate.finished_scores` makes each item's per-run scores,
 `gate.decide` runs the paired test against the current skill's and `gate.estimate` gives each
 side's interval. A re-run (resuming a run folder, or a candidate whose prompts were asked before)
@@ -50,10 +50,10 @@ def gate_pass(
     items: list[dict[str, Any]], skill: Any, engines: Any, repeats: int, current: dict[str, list[float]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One gate as bv/optimize/loop.py runs it: evaluate the candidate, decide, estimate both sides."""
-    from bv.optimize import runs
+    from bv.optimize import stage_calls
     from bv.optimize.gate import decide, estimate, finished_scores
 
-    rows = runs.rollout_and_judge(items, skill, engines, repeats, "bench: gate")
+    rows = stage_calls.rollout_and_judge(items, skill, engines, repeats, "bench: gate")
     candidate, _ = finished_scores(rows)
     decision = decide(current, candidate, "paired", 0.05).to_json()
     return rows, {"gate": decision, "current": estimate(current), "candidate": estimate(candidate)}
@@ -103,10 +103,10 @@ def main() -> None:
 
     from bv.core.jsonl import Problems
     from bv.core.records import JUDGE_FIELDS
-    from bv.optimize import runs
+    from bv.optimize import stage_calls
     from bv.optimize.gate import finished_scores
     from bv.optimize.loop import load_items
-    from bv.optimize.runs import Engines, Model
+    from bv.optimize.stage_calls import Engines, Model
     from bv.stages.prompt import Skill
 
     load_before = os.getloadavg()[0]
@@ -131,7 +131,7 @@ def main() -> None:
     skill = Skill("bench", "Look at every cell before answering.")
     try:
         print(f"filling the cache: {args.items} items x {args.repeats} runs", file=sys.stderr)
-        judged = runs.rollout_and_judge(items, skill, engines, args.repeats, "bench: fill")
+        judged = stage_calls.rollout_and_judge(items, skill, engines, args.repeats, "bench: fill")
     finally:
         server.terminate()
         server.wait()
@@ -151,13 +151,13 @@ def main() -> None:
         # The gate's own call with the prompts and the rollout taken as done: `rollout_rows` are
         # the rows a gate's rollout returned, parsed anew for each pass (fresh objects, as the
         # cache gives them), outside the timing; only judging and the comparison remain.
-        saved = runs.prompts, runs._rollout
-        runs.prompts = lambda *a, **k: []  # type: ignore[assignment]
-        runs._rollout = lambda *a, **k: rollout_rows  # type: ignore[assignment]
+        saved = stage_calls.prompts, stage_calls._rollout
+        stage_calls.prompts = lambda *a, **k: []  # type: ignore[assignment]
+        stage_calls._rollout = lambda *a, **k: rollout_rows  # type: ignore[assignment]
         try:
             judged = gate_pass(items, skill, engines, args.repeats, current)[0]
         finally:
-            runs.prompts, runs._rollout = saved
+            stage_calls.prompts, stage_calls._rollout = saved
         if len(judged) != n:
             sys.exit(f"judge + comparison: {len(judged)} rows judged of {n}")
 
@@ -166,8 +166,10 @@ def main() -> None:
         if off:
             os.environ["BV_REPLAY"] = "0"
         try:
-            records = runs.prompts(items, skill, engines)
-            rows = runs._rollout(records, engines.target, engines, args.repeats, engines.max_turns, "bench")
+            records = stage_calls.prompts(items, skill, engines)
+            rows = stage_calls._rollout(
+                records, engines.target, engines, args.repeats, engines.max_turns, "bench"
+            )
         finally:
             os.environ.pop("BV_REPLAY", None)
         failed += sum(1 for r in rows if r.get("error")) + (len(rows) != n)

@@ -23,11 +23,10 @@ period, 10 s) and are cached, then the await raises CancelledError, the thread g
 resumes from the cache.
 
 The functions live by what they are: bv/api/stages.py the stages over records (prompt, rollout,
-judge, merge, report), bv/api/runs.py the whole runs into a folder (evaluate, optimize); this
+judge, merge, report), bv/api/workflows.py the whole runs into a folder (evaluate, optimize); this
 module is the one name to import them by.
 """
 
-from bv.api.runs import evaluate, optimize, plan_optimize
 from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
 from bv.api.stages import _rollout_config as _rollout_config  # (tests/api/test_two_faces.py)
 from bv.api.stages import (
@@ -39,6 +38,7 @@ from bv.api.stages import (
     report,
     rollout,
 )
+from bv.api.workflows import evaluate, optimize, plan_optimize
 from bv.reporting.report_view import Report
 from bv.stages.request_settings import DEFAULT_CACHE
 

@@ -1,7 +1,7 @@
 """How a command ends: its exit status, the signals that stop it, and its closing summary.
 
-Every bv stage ends through `finish`, so an exit status means the same everywhere
-(docs/exit-status.md):
+Every bv stage ends through `end_stage` (bv.core.outcome.finish, worded as options), so an exit
+status means the same everywhere (docs/exit-status.md):
 
     0    everything succeeded
     1    some rows failed (rollout errors, judge errors, bad input lines), every row still
@@ -73,7 +73,7 @@ def quit_soon(signum: int) -> None:
     timer.start()
 
 
-def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
+def end_stage(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> int:
     """bv.core.outcome.finish, the error that stopped the stage in the command line's words
     (the settings it names as the options that set them)."""
     from bv.cli.common import cli_words
@@ -86,7 +86,7 @@ def finish(outcome: Outcome, problems: Any = None, skip_bad: bool = False) -> in
 
 def finish_rows(problems: Any, skip_bad: bool) -> None:
     """End a stage without requests (prompt, merge, import): exit 1 after bad input, else go on."""
-    status = finish(Outcome(), problems, skip_bad)
+    status = end_stage(Outcome(), problems, skip_bad)
     if status:
         sys.exit(status)
 

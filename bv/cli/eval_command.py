@@ -1,4 +1,4 @@
-"""`bv eval`: the whole evaluation of one model into a run folder (bv.runs.evaluate does it)."""
+"""`bv eval`: the whole evaluation of one model into a run folder (bv.evaluation.evaluate does it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bv.cli.declared import config_of, options
 from bv.cli.options import PROMPTS_HELP, SKILL, SKIP_BAD
 from bv.core.selection import Selection
 from bv.core.settings import keywords
-from bv.runs.config import EvalConfig
+from bv.evaluation.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions
 from bv.stages.rollout_config import RolloutConfig
@@ -89,8 +89,8 @@ def eval_(items: Path | None, out: Path | None, dry_run: bool, **settings: Any) 
     """
     from bv.cli.request_commands import unused_from_environment
     from bv.core.errors import BadConfig
-    from bv.runs.config import BadOption
-    from bv.runs.evaluate import run_eval
+    from bv.evaluation.config import BadOption
+    from bv.evaluation.evaluate import run_eval
 
     if "model" in unused_from_environment(click.get_current_context(), settings["backend"]):
         settings["model"] = None
@@ -119,7 +119,7 @@ def _dry_run(config: Any) -> int:
     from bv.core.outcome import OK
     from bv.core.run_context import current
     from bv.core.terminal import printable
-    from bv.runs.eval_dry_run import dry_run_eval
+    from bv.evaluation.eval_dry_run import dry_run_eval
 
     current().stage = "prompt"
     lines = dry_run_eval(config)

@@ -9,7 +9,7 @@ import click
 
 from bv.cli.common import cli_words
 from bv.cli.declared import checked, config_of, options
-from bv.cli.ending import finish
+from bv.cli.ending import end_stage
 from bv.cli.options import INPUTS, PROMPTS, SKIP_BAD
 from bv.core.outcome import Outcome
 from bv.core.terminal import printable, stdin_notice
@@ -96,10 +96,10 @@ def rollout(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: 
         click.echo("bv rollout --dry-run: nothing sent", err=True)
         for line in lines:
             click.echo(f"  {cli_words(line)}", err=True)
-        return finish(Outcome(), problems, skip_bad)
+        return end_stage(Outcome(), problems, skip_bad)
     stdin_notice(inputs, "prompt records", config.quiet)
     total = input_lines(inputs) if config.shard is None else None
-    return finish(run_rollout(records, config, JsonlWriter().write, total=total), problems, skip_bad)
+    return end_stage(run_rollout(records, config, JsonlWriter().write, total=total), problems, skip_bad)
 
 
 def rollout_config(settings: Mapping[str, Any], dry_run: bool) -> RolloutConfig:
@@ -164,11 +164,11 @@ def judge(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: An
         click.echo("bv judge --dry-run: nothing sent", err=True)
         for line in lines:
             click.echo(f"  {cli_words(line)}", err=True)
-        return finish(Outcome(), problems, skip_bad)
+        return end_stage(Outcome(), problems, skip_bad)
     if config.no_judge_notice and not config.quiet:
         click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
     stdin_notice(inputs, "rollout rows", config.quiet)
     # The total is for the progress display only: --quiet shows none, so the input is not read twice.
     total = None if config.quiet else input_lines(inputs)
     outcome = run_judge(read_rollout_rows(inputs, problems), config, JsonlWriter().write, total=total)
-    return finish(outcome, problems, skip_bad)
+    return end_stage(outcome, problems, skip_bad)

@@ -1,14 +1,24 @@
-"""Which shards a set of rows came from: every row of `bv rollout --shard K/N` records
-`shard: "K/N"`, so `bv merge` and `bv report` can say which shards are there and which are not
-(a missing shard looked like a complete, smaller run before). Rows come from outside: a value
-that is not K/N is counted as such, and what is kept is bounded by the rows read."""
+"""Which items a shard takes (`in_shard`, a stable hash of the id), and which shards a set of rows
+came from: every row of `bv rollout --shard K/N` records `shard: "K/N"`, so `bv merge` and
+`bv report` can say which shards are there and which are not (a missing shard looked like a
+complete, smaller run before). Rows come from outside: a value that is not K/N is counted as
+such, and what is kept is bounded by the rows read."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 MAX_COUNTS = 16  # distinct shard counts kept; rows of further counts are counted as unreadable
+
+
+def in_shard(item_id: str, shard: tuple[int, int] | None) -> bool:
+    """Whether an item belongs to shard k of n: a stable hash of its id, the same on every machine."""
+    if shard is None:
+        return True
+    k, n = shard
+    return int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % n == k
 
 
 def label(shard: tuple[int, int]) -> str:

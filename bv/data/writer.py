@@ -53,7 +53,7 @@ def default_dir() -> Path:
 
 
 @dataclass
-class Summary:
+class SetSummary:
     """What a written set holds, as printed and compared with the published figures."""
 
     items: int = 0
@@ -93,7 +93,7 @@ class Summary:
         }
 
 
-def differences(summary: Summary) -> list[str]:
+def differences(summary: SetSummary) -> list[str]:
     """How a set differs from the published figures of the official one (empty: it matches)."""
     ours = summary.to_json()
     pairs = [
@@ -146,14 +146,14 @@ def _write_file(path: Path, data: bytes) -> None:
 
 def stage(
     rows: Iterable[Any], folder: Path, problems: list[tuple[str, str]]
-) -> tuple[Summary, dict[str, str]]:
+) -> tuple[SetSummary, dict[str, str]]:
     """Write the usable rows into `folder`; each unusable one costs only itself, named in
     `problems`. Returns the sizes seen and the sha256 of every file written (by relative path)."""
     from bv.core.items import parse_item
 
     (folder / "images").mkdir()
     used: set[str] = set()
-    summary, hashes, ids, lines = Summary(), {}, set(), []
+    summary, hashes, ids, lines = SetSummary(), {}, set(), []
     for row in rows:
         if row.problem:
             problems.append((row.where, row.problem))
@@ -185,7 +185,7 @@ def stage(
     return summary, hashes
 
 
-def check(folder: Path, hashes: dict[str, str], summary: Summary) -> Summary:
+def check(folder: Path, hashes: dict[str, str], summary: SetSummary) -> SetSummary:
     """Read the written set back as bv prompt will (every line an item, every image where it
     says, the very bytes that were decoded) and count it."""
     from bv.core.images import resolve_image
@@ -257,7 +257,7 @@ def said_once(problems: list[tuple[str, str]]) -> list[str]:
 
 def write_set(
     rows: Iterable[Any], out: Path, provenance: dict[str, Any], skip_bad: bool
-) -> tuple[Summary, bool]:
+) -> tuple[SetSummary, bool]:
     """Write the rows as a set in `out`; (what it holds, whether `out` changed). Unusable rows are
     said on stderr; unless `skip_bad`, any of them means nothing is written (Fatal)."""
     import click

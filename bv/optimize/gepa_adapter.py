@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
-from bv.optimize import runs
+from bv.optimize import stage_calls
 from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
 from bv.optimize.gate import estimate, finished_scores
 from bv.optimize.loop import _Loop, with_costs
@@ -76,10 +76,10 @@ class _Stop:
 
 class OptimizerLM:
     """gepa's reflection_lm: a prompt in, the optimizer model's reply out, sent as bv's loop
-    sends its reflections (bv.optimize.runs.ask_optimizer). A failed request raises, which GEPA
+    sends its reflections (bv.optimize.stage_calls.ask_optimizer). A failed request raises, which GEPA
     counts as a reflection that proposed nothing; an interrupt stops the search."""
 
-    def __init__(self, engines: runs.Engines, stop: _Stop) -> None:
+    def __init__(self, engines: stage_calls.Engines, stop: _Stop) -> None:
         self.engines, self.stop = engines, stop
         self.rows: list[RolloutRow] = []
         self.reflections: list[dict[str, Any]] = []
@@ -89,7 +89,7 @@ class OptimizerLM:
         text = prompt if isinstance(prompt, str) else _text_of(prompt)
         request = f"gepa-reflect-{len(self.reflections)}"
         try:
-            [row] = runs.ask_optimizer([(request, text)], self.engines)
+            [row] = stage_calls.ask_optimizer([(request, text)], self.engines)
         except BVError as exc:
             self.stop.error = exc
             raise
@@ -180,7 +180,7 @@ class BvAdapter:
         repeats = self.loop.options.repeats if on_selection else 1
         part = "selection" if on_selection else "train"
         try:
-            rows = runs.rollout_and_judge(
+            rows = stage_calls.rollout_and_judge(
                 [self.loop.by_id[i] for i in batch], Skill(f"gepa-{sha[:12]}", text), self.loop.engines,
                 repeats, f"gepa {part} ({sha[:12]})",
             )  # fmt: skip
@@ -243,7 +243,7 @@ def dry_run(
     items_path: Path,
     seed_skill: Skill,
     out: Path,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     options: OptimizeOptions,
     *,
     max_metric_calls: int | None = None,
@@ -251,7 +251,7 @@ def dry_run(
     """A GEPA search's shape and request bound; nothing sent or written. The budget is checked
     between iterations, so the bound adds one iteration past it (a minibatch pair and a
     selection scoring); each iteration reflects at most once, on a minibatch of rollouts."""
-    configs = runs.checked_configs(engines)
+    configs = stage_calls.checked_configs(engines)
     loop = _Loop(items_path, seed_skill, RunFolder(out), engines, options, lambda line: None)
     budget = _budget(loop, max_metric_calls)
     rollouts = budget + 2 * options.minibatch + len(loop.split.selection) * options.repeats
@@ -275,7 +275,7 @@ def search(
     items_path: Path,
     seed_skill: Skill,
     out: Path,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     options: OptimizeOptions,
     *,
     max_metric_calls: int | None = None,
@@ -292,7 +292,7 @@ def search(
         raise OptimizeError(
             "the GEPA search needs the gepa package: pip install 'babyvision-bv[gepa]'"
         ) from None
-    runs.checked_configs(engines)  # an unpriced `max_cost`: refused before the folder is touched
+    stage_calls.checked_configs(engines)  # an unpriced `max_cost`: refused before the folder is touched
     with RunFolder(out).owned():
         return _search(items_path, seed_skill, out, engines, options, max_metric_calls, say, gepa)
 
@@ -301,7 +301,7 @@ def _search(
     items_path: Path,
     seed_skill: Skill,
     out: Path,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     options: OptimizeOptions,
     max_metric_calls: int | None,
     say: Callable[[str], None],

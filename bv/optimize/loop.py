@@ -24,7 +24,7 @@ from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
 from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
-from bv.optimize import runs
+from bv.optimize import stage_calls
 from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
 from bv.optimize.edits import recorded as recorded_edits
 from bv.optimize.gate import decide, estimate, finished_scores
@@ -79,7 +79,7 @@ class _Loop:
         items_path: Path,
         seed_skill: Skill,
         folder: RunFolder,
-        engines: runs.Engines,
+        engines: stage_calls.Engines,
         options: OptimizeOptions,
         say: Callable[[str], None],
     ) -> None:
@@ -171,8 +171,8 @@ class _Loop:
         self, part: str, skill: Skill, repeats: int, what: str
     ) -> tuple[list[JudgedRow], dict[str, list[float]], int]:
         """The rows, the scores of the finished ones and how many failed (left out, not scored 0)."""
-        engines = runs.for_part(self.engines, part)
-        rows = runs.rollout_and_judge(
+        engines = stage_calls.for_part(self.engines, part)
+        rows = stage_calls.rollout_and_judge(
             [self.by_id[i] for i in self.split.part(part)], skill, engines, repeats, what
         )
         return (rows, *finished_scores(rows))
@@ -206,7 +206,7 @@ class _Loop:
         order = _order(self.options.split_seed, epoch, self.split.train)
         batch_ids = order[position * self.options.batch_size : (position + 1) * self.options.batch_size]
         batch = [self.by_id[i] for i in batch_ids]
-        train_rows = runs.rollout_and_judge(batch, current, self.engines, 1, f"step {step}: train")
+        train_rows = stage_calls.rollout_and_judge(batch, current, self.engines, 1, f"step {step}: train")
         groups, failures, successes = minibatches(
             train_rows,
             self.options.minibatch,
@@ -220,7 +220,7 @@ class _Loop:
             )
             for k, g in enumerate(groups)
         ]
-        replies = runs.ask_optimizer(requests, self.engines)
+        replies = stage_calls.ask_optimizer(requests, self.engines)
         reflections, operations = [], []
         for (request_id, _), reply in zip(requests, replies, strict=True):
             entry: dict[str, Any] = {"request": request_id}
@@ -361,7 +361,7 @@ def optimize(
     items_path: Path,
     seed_skill: Skill,
     out: Path,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     options: OptimizeOptions,
     *,
     say: Callable[[str], None] = lambda line: None,
@@ -371,7 +371,7 @@ def optimize(
     what it found; `track`: the experiment trackers each step is logged to (bv.tracking). What a
     role's config refuses (an unpriced `max_cost`) is refused first, before the folder is made or
     written."""
-    runs.checked_configs(engines)
+    stage_calls.checked_configs(engines)
     with RunFolder(out).owned():
         return _optimize(items_path, seed_skill, out, engines, options, say, track)
 
@@ -380,7 +380,7 @@ def _optimize(
     items_path: Path,
     seed_skill: Skill,
     out: Path,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     options: OptimizeOptions,
     say: Callable[[str], None],
     track: TrackOptions | None = None,
@@ -437,17 +437,17 @@ def _optimize(
 
 
 def dry_run(
-    items_path: Path, seed_skill: Skill, out: Path, engines: runs.Engines, options: OptimizeOptions
+    items_path: Path, seed_skill: Skill, out: Path, engines: stage_calls.Engines, options: OptimizeOptions
 ) -> Plan:
     """The run's shape, its request bound and what those requests would cost, from the items and
     the run folder; nothing sent or written."""
-    configs = runs.checked_configs(engines)
+    configs = stage_calls.checked_configs(engines)
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, lambda line: None)
     return with_costs(loop, loop.plan(folder.finished_rows()), configs)
 
 
-def with_costs(loop: _Loop, plan: Plan, configs: runs.Configs) -> Plan:
+def with_costs(loop: _Loop, plan: Plan, configs: stage_calls.Configs) -> Plan:
     """The plan with what its requests would cost by role (bv.optimize.plan_cost), for either search."""
     from bv.optimize.plan_cost import plan_costs
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 from bv.core.records import Item, JudgedRow
 from bv.engine.cache import ReplyCache
 from bv.engine.prices import first_url
-from bv.optimize import runs
+from bv.optimize import stage_calls
 from bv.optimize.reflect import MAX_RESPONSE_CHARS, reflection_prompt
 from bv.stages.dryrun import CHARS_PER_TOKEN, ImageCosts, request_cost
 from bv.stages.estimate import cost_lines, guess_completions
@@ -32,10 +32,10 @@ def plan_costs(
     items: Sequence[Item],
     train: Sequence[Item],
     seed_skill: Skill,
-    engines: runs.Engines,
+    engines: stage_calls.Engines,
     reflecting: tuple[int, int],
     requests: Mapping[str, int],
-    configs: runs.Configs,
+    configs: stage_calls.Configs,
 ) -> list[str]:
     """The dry run's cost lines: each role's completions and cost, or one line saying why none.
     `reflecting`: the minibatch size and the edits a reflection may propose."""
@@ -45,7 +45,7 @@ def plan_costs(
     path = engines.cache
     cache = ReplyCache(path) if path is not None and path.exists() else None
     try:
-        records = runs.prompts(items, seed_skill, engines)
+        records = stage_calls.prompts(items, seed_skill, engines)
         costs = ImageCosts(target.request.max_pixels)
         per_prompt = sum(request_cost(r["messages"], costs)[1] for r in records) / max(len(records), 1)
         sent = requests["target"] // max(target.max_turns, 1)  # first turns; the rest refinements
@@ -88,7 +88,7 @@ def _judge(config: JudgeConfig, cache: ReplyCache | None, sent: int, per_prompt:
 
 
 def _reflection_tokens(
-    skill: Skill, train: Sequence[Item], reflecting: tuple[int, int], engines: runs.Engines
+    skill: Skill, train: Sequence[Item], reflecting: tuple[int, int], engines: stage_calls.Engines
 ) -> float:
     """The estimated tokens of one reflection prompt: a minibatch of train items, each answered
     wrong with a reply as long as the prompt keeps."""

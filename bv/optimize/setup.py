@@ -1,7 +1,7 @@
 """What `bv optimize` and bv.api.optimize are given, as one typed record (`OptimizeSettings`:
 each setting by the command line's name, at the default its stage declares), and the loop's
 inputs made from it by plain calls: the seed skill, how its three models are reached
-(bv.optimize.runs.Engines) and the loop's options."""
+(bv.optimize.stage_calls.Engines) and the loop's options."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def _test_judge(s: OptimizeSettings) -> Any:
     """The final test's own judge, when any `test_judge_*` setting is given: what is not given is
     the gate judge's (its key only when the endpoint is the same, never sent elsewhere)."""
     from bv.core import environment
-    from bv.optimize.runs import Model
+    from bv.optimize.stage_calls import Model
 
     model, url = s.test_judge_model, s.test_judge_base_url
     if model is None and url is None and s.test_judge_api_key is None:
@@ -173,7 +173,7 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
     """(items, seed skill, run folder, engines, loop options): what the loop and GEPA run on."""
     from bv.core import environment
     from bv.core.templates import Templates
-    from bv.optimize.runs import Engines, Model
+    from bv.optimize.stage_calls import Engines, Model
     from bv.stages.prompt import Skill
 
     seed_skill = s.skill if not isinstance(s.skill, str | Path) else Skill.load(Path(s.skill))

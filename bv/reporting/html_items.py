@@ -60,7 +60,7 @@ CARD_FIELDS = tuple(name for name in CardRow.__annotations__ if name not in (*LO
 ShownRow = JudgedRow | CardRow  # what the viewer's readers take: a row as read, or as a card keeps it
 
 
-class Item(TypedDict):
+class ItemCard(TypedDict):
     """One item's card: its first row, its rows by input, and (right, total) runs by input."""
 
     row: CardRow
@@ -142,7 +142,7 @@ def reply_notes(row: CardRow) -> list[str]:
 class Selection:
     """The items to show, in order, each {"row": first row, "runs": {input: rows}, "tally": ...}."""
 
-    items: dict[str, Item]
+    items: dict[str, ItemCard]
     order: list[str]
     differs: set[str]
     total: int  # items in the inputs
@@ -201,7 +201,7 @@ def select_items(rows_by_input: Sequence[Iterable[JudgedRow]], limit: int | None
             shown_runs[index].append(shown)
             first.setdefault(key, shown)
     order = [key for key in order if key in first]  # all of them, unless an input changed meanwhile
-    items: dict[str, Item] = {
+    items: dict[str, ItemCard] = {
         key: {
             "row": first[key],
             "runs": shown_by_key[key],

@@ -31,7 +31,7 @@ from bv.reporting.compare import notices
 from bv.reporting.grid import grid
 from bv.reporting.html_items import (
     CardRow,
-    Item,
+    ItemCard,
     card_images,
     card_reasoning,
     reply_notes,
@@ -182,7 +182,7 @@ def _pictures(row: CardRow, thumbs: Thumbnails) -> str:
     return "".join(out) or '<div class="noimg">no image</div>'
 
 
-def _card(item: Item, names: list[str], thumbs: Thumbnails, differs: bool) -> str:
+def _card(item: ItemCard, names: list[str], thumbs: Thumbnails, differs: bool) -> str:
     """One item: picture, question, choices, gold, then one line per run (runs of two inputs paired)."""
     row, runs = item["row"], item["runs"]
     # Inputs may come from different machines: show the images of the first input that has them all.
@@ -237,7 +237,7 @@ def _card(item: Item, names: list[str], thumbs: Thumbnails, differs: bool) -> st
     )
 
 
-def _filters(items: dict[str, Item], n_differing: int | None) -> str:
+def _filters(items: dict[str, ItemCard], n_differing: int | None) -> str:
     subtypes: dict[str, set[str]] = defaultdict(set)
     for item in items.values():
         subtypes[str(item["row"].get("type", "unknown"))].add(str(item["row"].get("subtype", "unknown")))

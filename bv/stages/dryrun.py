@@ -20,7 +20,8 @@ from bv.core.records import PromptRecord, message_text
 from bv.core.stats import counted
 from bv.engine.backends import Backend, Reply
 from bv.engine.cache import ImageHashes, ReplyCache, request_key
-from bv.stages.rollout_config import RolloutConfig, next_turn, refusal_or_filtered
+from bv.stages.rollout_config import RolloutConfig
+from bv.stages.rollout_turns import next_turn, refusal_or_filtered
 
 CHARS_PER_TOKEN = 4  # a common rule of thumb for English text
 

@@ -23,8 +23,9 @@ from bv.engine.backends import Reply
 from bv.engine.cache import RequestKey
 from bv.engine.caller import Caller
 from bv.stages.artifacts import Artifacts
-from bv.stages.rollout_config import RolloutConfig, next_turn, refusal_or_filtered
+from bv.stages.rollout_config import RolloutConfig
 from bv.stages.rollout_rows import Ended, finished_row, now_utc
+from bv.stages.rollout_turns import next_turn, refusal_or_filtered
 
 Task = tuple[PromptRecord, int]  # a record and its run
 

@@ -20,15 +20,16 @@ from bv.core.extract import has_answer_async
 from bv.core.jsonl import Problems, read_records
 from bv.core.outcome import Outcome
 from bv.core.records import PromptRecord, RolloutRow, Turn, check_prompt_record
-from bv.core.shards import label
+from bv.core.shards import in_shard, label
 from bv.engine.backends import make_backend
 from bv.engine.backends.replies import ContentFiltered
 from bv.engine.caller import Caller, run_stage
 from bv.engine.prices import first_url
 from bv.engine.progress import Stats
 from bv.stages.artifacts import Artifacts
-from bv.stages.rollout_config import RolloutConfig, expand_runs, in_shard, next_turn, refusal_or_filtered
+from bv.stages.rollout_config import RolloutConfig
 from bv.stages.rollout_rows import Ended, finished_row, now_utc
+from bv.stages.rollout_turns import expand_runs, next_turn, refusal_or_filtered
 
 
 async def rollout_one(

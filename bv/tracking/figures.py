@@ -20,7 +20,7 @@ def metric_name(*parts: str) -> str:
 
 
 def params_of(options: Mapping[str, Any], leave_out: tuple[str, ...] = ()) -> dict[str, str]:
-    """A run's options (already key-free: bv.runs.config.options_record) as text parameters,
+    """A run's options (already key-free: bv.evaluation.config.options_record) as text parameters,
     each bounded; those in `leave_out` (how it runs, which a re-run may change) left out, as a
     tracker refuses a parameter whose value changes."""
     out: dict[str, str] = {}

@@ -99,7 +99,7 @@ def test_importing_the_api_is_cheap():
     assert {m for m in loaded if m.startswith("bv")} <= {
         "bv",
         "bv.api",
-        "bv.api.runs",  # the api's own modules (bv/api/), which import the rest when called
+        "bv.api.workflows",  # the api's own modules (bv/api/), which import the rest when called
         "bv.api.stages",
         "bv.core",
         "bv.core.errors",
@@ -434,7 +434,7 @@ def test_evaluate_s_result_carries_its_rows_and_names_a_missing_pandas(tmp_path,
 def test_evaluate_raises_a_fatal_cause_and_a_stopped_run_has_no_rows(tmp_path, sample_dir):
     """A run nothing can answer raises bv.core.errors.Fatal (a BVError), never a status to check."""
     from bv.core.errors import Fatal
-    from bv.runs.evaluate import EvalResult
+    from bv.evaluation.evaluate import EvalResult
 
     items = sample_dir / "meta_data.jsonl"
     with pytest.raises(Fatal, match="connection refused") as raised:  # a dozen refused: nothing answers

@@ -12,7 +12,7 @@ from support.commands import sh
 
 from bv.core.environment import shard_spec
 from bv.core.errors import BadConfig
-from bv.stages.rollout_config import in_shard
+from bv.core.shards import in_shard
 
 VOLATILE = ("latency_s", "started_at", "shard")  # times, and the shard a sharded row records
 

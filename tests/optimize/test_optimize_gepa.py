@@ -23,7 +23,7 @@ from bv.optimize.edits import guarded_items, skill_problem
 from bv.optimize.loop import optimize
 from bv.optimize.reflect import attempt_fields
 from bv.optimize.results import OptimizeError, OptimizeOptions
-from bv.optimize.runs import Engines, Model
+from bv.optimize.stage_calls import Engines, Model
 from bv.stages.prompt import Skill
 
 gepa = pytest.importorskip("gepa", reason="gepa is bv's optional extra `gepa` (pip install '.[gepa]')")

@@ -15,7 +15,7 @@ INTERNAL = {
     # `except Exception` on the way swallows it (bv.cli only; the library never sees it).
     "bv.cli.ending.Terminated": BaseException,
     # The eval's judge interrupted inside run_eval, turned into its EvalResult there.
-    "bv.runs.evaluate._Interrupted": Exception,
+    "bv.evaluation.evaluate._Interrupted": Exception,
 }
 
 
@@ -33,9 +33,11 @@ def exception_classes() -> dict[str, type[BaseException]]:
 
 def test_every_exception_class_is_a_bverror_or_named_internal():
     classes = exception_classes()
-    assert {"bv.core.errors.Fatal", "bv.runs.config.BadOption", "bv.core.templates.TemplateError"} <= set(
-        classes
-    )
+    assert {
+        "bv.core.errors.Fatal",
+        "bv.evaluation.config.BadOption",
+        "bv.core.templates.TemplateError",
+    } <= set(classes)
     outside = {name for name, cls in classes.items() if not issubclass(cls, BVError)}
     assert outside == set(INTERNAL)
     assert {name: classes[name].__bases__ for name in INTERNAL} == {k: (v,) for k, v in INTERNAL.items()}
@@ -43,8 +45,8 @@ def test_every_exception_class_is_a_bverror_or_named_internal():
 
 def test_callers_catching_valueerror_still_catch_them():
     from bv.core.templates import TemplateError
+    from bv.evaluation.config import BadOption
     from bv.optimize.results import OptimizeError
-    from bv.runs.config import BadOption
 
     for cls in (BadOption, OptimizeError, TemplateError):
         assert issubclass(cls, BVError) and issubclass(cls, ValueError)

@@ -15,7 +15,8 @@ BV = ROOT / "bv"
 
 # What each part of bv may import (besides itself and the package face `bv`, which holds only the
 # version). core is the bottom; engine, reporting, data and tracking stand on it side by side; stages on
-# engine; runs (bv eval) and optimize on stages and reporting; bv.api and bv.cli are the two faces on top.
+# engine; evaluation (bv eval) and optimize on stages and reporting; bv.api and bv.cli are the two
+# faces on top.
 ALLOWED = {
     "core": {"core"},
     "engine": {"core", "engine"},
@@ -23,10 +24,21 @@ ALLOWED = {
     "data": {"core", "data"},
     "tracking": {"core", "tracking"},
     "stages": {"core", "engine", "stages"},
-    "runs": {"core", "engine", "stages", "reporting", "data", "tracking", "runs"},
+    "evaluation": {"core", "engine", "stages", "reporting", "data", "tracking", "evaluation"},
     "optimize": {"core", "engine", "stages", "reporting", "tracking", "optimize"},
-    "api": {"core", "engine", "stages", "reporting", "data", "tracking", "runs", "optimize", "api"},
-    "cli": {"core", "engine", "stages", "reporting", "data", "tracking", "runs", "optimize", "api", "cli"},
+    "api": {"core", "engine", "stages", "reporting", "data", "tracking", "evaluation", "optimize", "api"},
+    "cli": {
+        "core",
+        "engine",
+        "stages",
+        "reporting",
+        "data",
+        "tracking",
+        "evaluation",
+        "optimize",
+        "api",
+        "cli",
+    },
 }
 
 

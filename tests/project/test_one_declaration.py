@@ -12,9 +12,9 @@ import pytest
 from support.paths import ROOT
 
 from bv.core.settings import declared, default_of
+from bv.evaluation.config import EvalConfig
 from bv.optimize.results import OptimizeOptions
 from bv.optimize.setup import OptimizeSettings
-from bv.runs.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.rollout_config import RolloutConfig
 

@@ -2,7 +2,7 @@
 outside the checkout, and every command run from there; the metadata read as an index reads it.
 
 `make test` runs against an editable install, which finds any module of the checkout whether the
-wheel carries it or not: a hand-kept package list once left out bv/runs/ and the installed `bv eval`
+wheel carries it or not: a hand-kept package list once left out bv/evaluation/ and the installed `bv eval`
 failed with ModuleNotFoundError while every other test passed. Offline and quick: the build
 requirements are in the test extra, and the fresh venv borrows this venv's dependencies (a .pth
 file naming its site-packages; a .pth there, such as the editable install's finder, is not read)."""
@@ -128,7 +128,7 @@ def test_the_sdist_carries_the_tree(installed):
 def test_the_wheel_carries_every_module_prompt_and_the_entry_point(installed):
     archive = zipfile.ZipFile(installed.wheel)
     names = set(archive.namelist())
-    assert "bv/runs/evaluate.py" in names  # the module the hand-kept list left out
+    assert "bv/evaluation/evaluate.py" in names  # the module the hand-kept list left out
     assert {*PACKAGE_FILES, *(f"bv/prompts/{p}" for p in PROMPTS)} - names == set()
     assert not [n for n in names if n.startswith(("tests/", "prompts/", "bench/"))]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -163,8 +163,8 @@ def test_the_metadata_as_an_index_reads_it(installed):
 
 def test_it_runs_from_the_installed_copy_alone(installed):
     where = installed.ok(
-        "python -c 'import bv, bv.runs.evaluate, bv.prompts, sys;"
-        " print(bv.__file__, bv.runs.evaluate.__file__, bv.prompts.__file__, sys.prefix)'"
+        "python -c 'import bv, bv.evaluation.evaluate, bv.prompts, sys;"
+        " print(bv.__file__, bv.evaluation.evaluate.__file__, bv.prompts.__file__, sys.prefix)'"
     )
     for path in where.stdout.split():
         assert path.startswith(str(installed.venv)) and not path.startswith(str(ROOT))

@@ -166,7 +166,7 @@ def test_the_stage_logs_keep_the_lines_not_the_progress_bar():
     """On a terminal the bar is drawn in place; the log gets what a reader of the terminal read."""
     import io
 
-    from bv.runs.logs import Tee
+    from bv.evaluation.logs import Tee
 
     terminal, log = io.StringIO(), io.StringIO()
     tee = Tee(terminal, log)

@@ -53,7 +53,7 @@ def test_a_run_without_track_imports_no_tracker(tmp_path, sample_dir):
     args = ["eval", f"{sample_dir}/meta_data.jsonl", "--backend", "chance", "-o", str(tmp_path / "r"), "-q"]
     subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=120, check=False)
     loaded = set(out.read_text().split())
-    assert "bv.runs.evaluate" in loaded, "the probe ran no evaluation"
+    assert "bv.evaluation.evaluate" in loaded, "the probe ran no evaluation"
     assert not {m for m in loaded if m.split(".")[0] in ("mlflow", "wandb")}
     assert not loaded & {"bv.tracking.mlflow_backend", "bv.tracking.wandb_backend"}
 

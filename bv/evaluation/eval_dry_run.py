@@ -8,8 +8,8 @@ the judge's count every row that may reach the LLM judge, its prompts estimated 
 
 from __future__ import annotations
 
-from bv.runs.config import EvalConfig
-from bv.runs.evaluate import plan, prompt_records
+from bv.evaluation.config import EvalConfig
+from bv.evaluation.evaluate import plan, prompt_records
 
 
 def dry_run_eval(config: EvalConfig) -> list[str]:

@@ -32,7 +32,7 @@ from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
 from bv.core.outcome import Outcome, finish, say
 from bv.core.records import JudgedRow, PromptRecord, RolloutRow
 from bv.core.run_context import current
-from bv.runs.config import (
+from bv.evaluation.config import (
     HOW_IT_RUNS,
     BadOption,
     EvalConfig,
@@ -41,7 +41,7 @@ from bv.runs.config import (
     what_changed,
     write_config,
 )
-from bv.runs.logs import logged
+from bv.evaluation.logs import logged
 
 if TYPE_CHECKING:
     from bv.reporting.report_types import Summary

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 from bv.api.stages import _no_running_loop
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
+    from bv.evaluation.evaluate import EvalResult
     from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
     from bv.optimize.setup import OptimizeSettings
-    from bv.runs.evaluate import EvalResult
 
 
 def evaluate(items: str | Path, out: str | Path, **settings: Any) -> EvalResult:
     """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
     `out` (results.jsonl, config.json, report.md, report.html, logs/). The keywords are bv eval's
-    options by their names, at their defaults (bv.runs.config.EvalConfig declares both): model,
+    options by their names, at their defaults (bv.evaluation.config.EvalConfig declares both): model,
     backend, base_url (one or several), repeats, max_tokens, temperature, seed, mode, judge_model,
     skill, limit, prices, max_cost (one budget for rollout and judge), batch, …; a path as a str
     or a Path; `cache` and `quiet` as for `rollout`. Calling it again with the same arguments
@@ -30,8 +30,8 @@ def evaluate(items: str | Path, out: str | Path, **settings: Any) -> EvalResult:
     `bv eval -q` prints."""
     from bv.api.stages import _config
     from bv.core.errors import Fatal
-    from bv.runs.config import EvalConfig
-    from bv.runs.evaluate import run_eval
+    from bv.evaluation.config import EvalConfig
+    from bv.evaluation.evaluate import run_eval
 
     _no_running_loop("evaluate")
     result = run_eval(_config(EvalConfig, {**settings, "items": items, "out": out}))
