@@ -203,7 +203,7 @@ def models(
 
     try:
         endpoint = checked_endpoint(
-            backend, model=ANY_MODEL, base_urls=base_url, api_key=api_key, timeout=timeout
+            backend, model=ANY_MODEL, base_url=base_url, api_key=api_key, timeout=timeout
         )
     except NoEndpoint:
         error(

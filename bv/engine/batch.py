@@ -81,7 +81,7 @@ def alias_warning(endpoint: Endpoint) -> str | None:
     The rule: warn when the base URL is not OpenAI's or Azure's and the model name is not of
     OpenAI's families (gpt-*, chatgpt-*, o1…o9*, computer-use-*, codex-*). Azure deployments
     and names at the provider itself are the provider's to check."""
-    url = endpoint.base_urls[0] if endpoint.base_urls else None
+    url = endpoint.base_url[0] if endpoint.base_url else None
     if provider_of(endpoint.kind, url) in ("openai", "azure") or _PROVIDER_MODEL.fullmatch(endpoint.model):
         return None
     where = redaction.public_url(url or "")
@@ -152,7 +152,7 @@ class BatchCaller(Caller):
             raise BadConfig(
                 "batch mode needs the openai or azure backend and the reply cache", option="batch"
             )
-        policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
+        policy = RetryPolicy(retries=settings.retries, rate_limit_patience=settings.rate_limit_patience)
         stats.endpoint = backend.endpoint or backend.name
         stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
         stats.batches = {}  # batch mode: the progress line shows the batch jobs, not a request rate
@@ -168,7 +168,7 @@ class BatchCaller(Caller):
             ReplyCache(settings.cache_path),
             stats,
             policy,
-            settings.timeout_s,
+            settings.timeout,
             stopping,
             prices=settings.prices,
             max_cost=settings.max_cost,

@@ -129,7 +129,7 @@ class BatchClient:
 
     def __init__(self, endpoint: Endpoint, policy: RetryPolicy | None = None) -> None:
         self.config = endpoint
-        self.base = endpoint.base_urls[0].rstrip("/")
+        self.base = endpoint.base_url[0].rstrip("/")
         self.policy = policy or RetryPolicy()
         self._session: Any = None
 
@@ -156,7 +156,7 @@ class BatchClient:
 
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.timeout_s
+                    total=None, sock_connect=self.config.connect_timeout, sock_read=self.config.timeout
                 ),
                 auto_decompress=False,  # inflated under a cap (bv.engine.backends.replies)
                 trust_env=True,  # HTTP(S)_PROXY, NO_PROXY, as for chat requests
@@ -202,7 +202,7 @@ class BatchClient:
                 status, headers = response.status, response.headers
                 raw = await (read_body(response, MAX_OBJECT_BYTES) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError) as exc:
-            raise Transient(describe_transport_error(exc, url, self.config.connect_timeout_s)[0]) from None
+            raise Transient(describe_transport_error(exc, url, self.config.connect_timeout)[0]) from None
         finally:
             if opened is not None:
                 opened.close()

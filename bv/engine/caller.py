@@ -43,9 +43,9 @@ class RunSettings:
 
     jobs: int = JOBS
     retries: int = RETRIES
-    timeout_s: float = TIMEOUT_S
-    rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
-    stall_notice_s: float = STALL_NOTICE_S  # no reply for this long: the progress line says so
+    timeout: float = TIMEOUT_S
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S  # how long one request bears 429s
+    stall_notice: float = STALL_NOTICE_S  # no reply for this long: the progress line says so
     cache_path: Path | None = None  # None: no cache
     quiet: bool = False
     ordered: bool = False
@@ -61,7 +61,7 @@ class Caller:
     cache: ReplyCache | None
     stats: Stats
     policy: RetryPolicy = field(default_factory=RetryPolicy)
-    timeout_s: float = TIMEOUT_S
+    timeout: float = TIMEOUT_S
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     image_hash: ImageHashes = field(default_factory=ImageHashes)
     grace_s: float = GRACE_S
@@ -106,7 +106,7 @@ class Caller:
                 ticket = await self.limit.acquire()
             self.stats.sending()
             if self._backstop is None:
-                self._backstop = Deadlines(self.timeout_s + BACKSTOP_S)
+                self._backstop = Deadlines(self.timeout + BACKSTOP_S)
             try:
                 # The backend's own timeouts name what timed out; this one is the backstop.
                 with self._backstop.start():
@@ -160,7 +160,7 @@ class Caller:
     ) -> Caller:
         """A caller with the run's retry policy, timeout and cache (none for uncacheable backends)."""
         cache = ReplyCache(settings.cache_path) if settings.cache_path and backend.cacheable else None
-        policy = RetryPolicy(retries=settings.retries, rate_limit_patience_s=settings.rate_limit_patience_s)
+        policy = RetryPolicy(retries=settings.retries, rate_limit_patience=settings.rate_limit_patience)
         stats.endpoint, stats.concurrency_most = backend.endpoint or backend.name, settings.jobs
         stats.priced, stats.cost_limit = settings.prices is not None, settings.max_cost
         return cls(
@@ -168,7 +168,7 @@ class Caller:
             cache,
             stats,
             policy,
-            settings.timeout_s,
+            settings.timeout,
             stopping,
             limit=ConcurrencyLimit(settings.jobs),
             prices=settings.prices,
@@ -242,7 +242,7 @@ class Caller:
             try:
                 return await self._send(messages, params, run)
             except TimeoutError:
-                last: Transient = NoReply(f"timeout after {self.timeout_s:g} s")
+                last: Transient = NoReply(f"timeout after {self.timeout:g} s")
             except Transient as exc:
                 last = exc
             except (ItemFailure, Fatal, Interrupted):
@@ -261,11 +261,11 @@ class Caller:
                 now = time.monotonic()
                 first_limited = first_limited or now
                 limited += 1
-                left = self.policy.rate_limit_patience_s - (now - first_limited)
+                left = self.policy.rate_limit_patience - (now - first_limited)
                 if left <= 0:
                     raise ItemFailure(
                         f"{last.reason}: still refused after {duration(now - first_limited)} of retrying"
-                        f" ({limited} tries; `rate_limit_patience` {self.policy.rate_limit_patience_s:g} s)"
+                        f" ({limited} tries; `rate_limit_patience` {self.policy.rate_limit_patience:g} s)"
                     )
                 await self._wait(min(left, self.policy.delay(limited - 1, last.retry_after)), last.reason)
                 continue
@@ -390,9 +390,9 @@ def run_stage(
                 stats,
                 label,
                 settings.quiet,
-                stall_after_s=settings.stall_notice_s,
-                silent_after_s=min(SILENT_AFTER_S, settings.stall_notice_s),
-                limit_s=settings.timeout_s,
+                stall_after_s=settings.stall_notice,
+                silent_after_s=min(SILENT_AFTER_S, settings.stall_notice),
+                limit_s=settings.timeout,
             ):
                 return await run_stream(
                     tasks,

@@ -38,13 +38,13 @@ class Endpoint:
 
     kind: str  # "openai" or "azure"
     model: str
-    base_urls: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
+    base_url: tuple[str, ...]  # replicas of one model; Azure: the resource endpoint
     api_key: str | None
-    timeout_s: float = TIMEOUT_S  # per try, all told
+    timeout: float = TIMEOUT_S  # per try, all told
     jobs: int = JOBS
-    connect_timeout_s: float = CONNECT_TIMEOUT_S  # to open a connection
-    first_byte_timeout_s: float | None = None  # from sending to the reply's first byte; None: timeout_s
-    read_timeout_s: float | None = None  # from the first byte to the last; None: timeout_s
+    connect_timeout: float = CONNECT_TIMEOUT_S  # to open a connection
+    first_byte_timeout: float | None = None  # from sending to the reply's first byte; None: timeout
+    read_timeout: float | None = None  # from the first byte to the last; None: timeout
     api_version: str | None = None  # Azure only
     organization: str | None = None  # OpenAI-Organization header
     project: str | None = None  # OpenAI-Project header
@@ -72,7 +72,7 @@ class Endpoint:
     @property
     def public(self) -> str:
         """Where replies come from, fit to print and to hash into cache keys (never a secret)."""
-        return " ".join(sorted(redaction.public_url(url) for url in self.base_urls))
+        return " ".join(sorted(redaction.public_url(url) for url in self.base_url))
 
     def chat_url(self, base_url: str) -> str:
         if self.kind == "azure":
@@ -135,7 +135,7 @@ def resolve(
     kind: str = "openai",
     *,
     model: str | None,
-    base_urls: tuple[str, ...] | list[str] = (),
+    base_url: tuple[str, ...] | list[str] = (),
     api_key: str | None = None,
     timeout: float = TIMEOUT_S,
     jobs: int = JOBS,
@@ -156,7 +156,7 @@ def resolve(
     if api_key:
         key_from = key_from or ("`judge_api_key`" if role == "judge" else "`api_key`")
     if kind == "azure":
-        urls = list(base_urls) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
+        urls = list(base_url) or ([env["AZURE_OPENAI_ENDPOINT"]] if env.get("AZURE_OPENAI_ENDPOINT") else [])
         key_from = key_from or ("AZURE_OPENAI_API_KEY" if env.get("AZURE_OPENAI_API_KEY") else None)
         api_key = api_key or env.get("AZURE_OPENAI_API_KEY")
         version = env.get("AZURE_OPENAI_API_VERSION")
@@ -171,7 +171,7 @@ def resolve(
         ]
         if missing:
             raise Fatal(f"the azure backend needs {', '.join(missing)} in the environment")
-        urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_urls else option)]
+        urls = [check_base_url(urls[0], "AZURE_OPENAI_ENDPOINT" if not base_url else option)]
         if not model:  # a missing argument: a usage error
             raise BadEndpoint("no deployment given: use `model` with the Azure deployment name")
         extra: dict[str, str | None] = {"api_version": version}
@@ -182,8 +182,8 @@ def resolve(
                 if role == "judge"
                 else "no model given: use `model` or set BV_MODEL"
             )
-        from_env = not base_urls and bool(env.get("OPENAI_BASE_URL"))
-        urls = list(base_urls) or ([env["OPENAI_BASE_URL"]] if from_env else [])
+        from_env = not base_url and bool(env.get("OPENAI_BASE_URL"))
+        urls = list(base_url) or ([env["OPENAI_BASE_URL"]] if from_env else [])
         key_from = key_from or ("OPENAI_API_KEY" if env.get("OPENAI_API_KEY") else None)
         api_key = api_key or env.get("OPENAI_API_KEY")
         if not urls and not api_key and sending:
@@ -211,13 +211,13 @@ def resolve(
     return Endpoint(
         kind=kind,
         model=model,
-        base_urls=tuple(urls),
+        base_url=tuple(urls),
         api_key=api_key,
-        timeout_s=timeout,
+        timeout=timeout,
         jobs=jobs,
-        connect_timeout_s=connect_timeout,
-        first_byte_timeout_s=first_byte_timeout,
-        read_timeout_s=read_timeout,
+        connect_timeout=connect_timeout,
+        first_byte_timeout=first_byte_timeout,
+        read_timeout=read_timeout,
         role=role,
         rule=rule,
         key_from=key_from,
@@ -248,7 +248,7 @@ def judge_endpoint(
     return resolve(
         "openai",
         model=model,
-        base_urls=[base_url] if base_url else [],
+        base_url=[base_url] if base_url else [],
         api_key=api_key or env.get("BV_JUDGE_API_KEY"),
         key_from=None if api_key or not env.get("BV_JUDGE_API_KEY") else "BV_JUDGE_API_KEY",
         timeout=timeout,
@@ -354,7 +354,7 @@ def host_port(url: str) -> str:
 
 
 def describe_transport_error(
-    exc: BaseException, url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S
+    exc: BaseException, url: str, connect_timeout: float = CONNECT_TIMEOUT_S
 ) -> tuple[str, bool]:
     """(what happened, in words with host and port; whether it was a failure to connect at all)."""
     import aiohttp
@@ -373,7 +373,7 @@ def describe_transport_error(
             return f"connection refused by {where} (nothing listening?)", True
         return f"cannot connect to {where} ({detail})", True
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return f"connect timeout: no connection to {where} within {connect_timeout_s:g} s", True
+        return f"connect timeout: no connection to {where} within {connect_timeout:g} s", True
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return f"connection closed by {where} before it answered", False
     if isinstance(exc, aiohttp.ClientOSError) and (

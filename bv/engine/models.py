@@ -53,10 +53,10 @@ async def _list(endpoint: Endpoint) -> list[dict[str, Any]]:
     import aiohttp
 
     models: list[dict[str, Any]] = []
-    timeout = aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT_S, sock_read=endpoint.timeout_s)
+    timeout = aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT_S, sock_read=endpoint.timeout)
     # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they do to the rollout's requests
     async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False, trust_env=True) as session:
-        for url in endpoint.base_urls:
+        for url in endpoint.base_url:
             try:
                 listed = await fetch_models(session, endpoint, models_url(endpoint, url))
             except NoModelList as exc:

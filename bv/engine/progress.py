@@ -264,7 +264,7 @@ class ProgressDisplay:
         stream: IO[str] | None = None,
         every_s: float | None = None,
         *,
-        stall_after_s: float,  # RunSettings.stall_notice_s
+        stall_after_s: float,  # RunSettings.stall_notice
         silent_after_s: float = SILENT_AFTER_S,
         limit_s: float | None = None,
     ) -> None:

@@ -31,10 +31,10 @@ from bv.engine.defaults import RATE_LIMIT_PATIENCE_S, RETRIES
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff with full jitter, never shorter than the server's wait; `retries` tries
-    more for 5xx, timeouts and dropped connections, and 429s for up to `rate_limit_patience_s`."""
+    more for 5xx, timeouts and dropped connections, and 429s for up to `rate_limit_patience`."""
 
     retries: int = RETRIES
-    rate_limit_patience_s: float = RATE_LIMIT_PATIENCE_S
+    rate_limit_patience: float = RATE_LIMIT_PATIENCE_S
     base_s: float = field(default_factory=lambda: current().limits.retry_base_s)
     cap_s: float = 60.0
 

@@ -192,9 +192,9 @@ class RequestSettings:
         return RunSettings(
             jobs=self.jobs,
             retries=self.retries,
-            timeout_s=self.timeout,
-            rate_limit_patience_s=self.rate_limit_patience,
-            stall_notice_s=self.stall_notice,
+            timeout=self.timeout,
+            rate_limit_patience=self.rate_limit_patience,
+            stall_notice=self.stall_notice,
             cache_path=self.cache,
             quiet=self.quiet,
             ordered=ordered,

@@ -169,7 +169,7 @@ class RolloutConfig(RequestSettings):
             endpoint = resolve(
                 self.backend,
                 model=self.model,
-                base_urls=self.base_url,
+                base_url=self.base_url,
                 api_key=self.api_key,
                 **self.endpoint_waits(),
                 sending=not self.dry_run,

@@ -177,8 +177,8 @@ def test_rollout_options_and_keywords_build_equal_configs(tmp_path, monkeypatch)
     assert from_cli == from_api and from_cli.settings == from_api.settings
     endpoint = from_cli.backend_config["endpoint"]
     assert endpoint == from_api.backend_config["endpoint"]
-    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
-    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
+    assert (endpoint.connect_timeout, endpoint.first_byte_timeout, endpoint.read_timeout) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience, from_cli.settings.stall_notice) == (120, 12)
     assert endpoint.cache_scope == "endpoint"
     assert from_cli.request.body == {
         "max_tokens": 77,
@@ -201,8 +201,8 @@ def test_judge_options_and_keywords_build_equal_configs(tmp_path, monkeypatch):
     assert from_cli.settings == from_api.settings and from_cli.endpoint == from_api.endpoint
     endpoint = from_cli.endpoint
     assert endpoint.cache_scope == "endpoint"
-    assert (endpoint.connect_timeout_s, endpoint.first_byte_timeout_s, endpoint.read_timeout_s) == (4, 20, 25)
-    assert (from_cli.settings.rate_limit_patience_s, from_cli.settings.stall_notice_s) == (120, 12)
+    assert (endpoint.connect_timeout, endpoint.first_byte_timeout, endpoint.read_timeout) == (4, 20, 25)
+    assert (from_cli.settings.rate_limit_patience, from_cli.settings.stall_notice) == (120, 12)
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def run(
         }
         endpoint = resolve("azure", model="gpt-4o-batch", env=env)
     else:
-        endpoint = resolve("openai", model="gpt-4o", base_urls=[fake.base_url], api_key="sk-test", env={})
+        endpoint = resolve("openai", model="gpt-4o", base_url=[fake.base_url], api_key="sk-test", env={})
     backend = make_backend(kind, endpoint=endpoint)
     settings = RunSettings(cache_path=cache, quiet=True, ordered=True)
     stats = Stats(total=len(tasks))
@@ -301,7 +301,7 @@ def test_a_refused_key_stops_the_run_before_any_batch(batches, tmp_path):
 
 
 def test_urls_escape_what_they_carry():
-    endpoint = resolve("openai", model="m", base_urls=["http://h:1/v1/"], api_key="k", env={})
+    endpoint = resolve("openai", model="m", base_url=["http://h:1/v1/"], api_key="k", env={})
     from bv.engine.batch_api import BatchClient
 
     assert (
@@ -336,7 +336,7 @@ def test_a_gzip_result_file_is_inflated_a_piece_at_a_time(batches):
     line = json.dumps(fixture("openai_output_line")).encode()
     batches.files["file-bomb"] = b"\n" * (16 << 20) + line + b"\n"
     batches.gzip_files = True
-    endpoint = resolve("openai", model="gpt-4o", base_urls=[batches.base_url], api_key="sk-test", env={})
+    endpoint = resolve("openai", model="gpt-4o", base_url=[batches.base_url], api_key="sk-test", env={})
 
     async def read() -> list[bytes]:
         client = BatchClient(endpoint)

@@ -76,7 +76,7 @@ def test_an_answer_that_is_not_a_list_of_models_is_said(server):
 
 
 def test_fetch_models_in_process_says_why_not(server):
-    endpoint = resolve("openai", model="*", base_urls=[server.base_url], api_key=KEY)
+    endpoint = resolve("openai", model="*", base_url=[server.base_url], api_key=KEY)
 
     async def ask(url: str) -> list[dict] | NoModelList:
         import aiohttp

@@ -75,7 +75,7 @@ def served(server, tmp_path):
 def test_openai_request_matches_the_sdk(served):
     openai = pytest.importorskip("openai")
     env = {"OPENAI_ORG_ID": "org-bv", "OPENAI_PROJECT_ID": "proj-bv"}
-    endpoint = resolve("openai", model="qwen-vl", base_urls=[served.base_url], api_key=KEY, env=env)
+    endpoint = resolve("openai", model="qwen-vl", base_url=[served.base_url], api_key=KEY, env=env)
     backend = make_backend("openai", endpoint=endpoint)
     client = openai.OpenAI(
         base_url=served.base_url, api_key=KEY, organization="org-bv", project="proj-bv", max_retries=0

@@ -81,20 +81,20 @@ class OpenAIBackend:
         # `cache_scope` endpoint keeps two deployments of one model name apart.
         by_url = endpoint.kind == "azure" or endpoint.cache_scope == "endpoint"
         self.cache_scope = endpoint.public if by_url else None
-        self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_urls]
+        self.replicas = [Replica(url, endpoint.chat_url(url)) for url in endpoint.base_url]
         self._headers = endpoint.headers()
         self._session: Any = None
         self._diagnosis: asyncio.Future | None = None
         self._images = EncodedImages()  # an item's repeats and turns send its image again
-        self._first_byte = Deadlines(endpoint.first_byte_timeout_s or endpoint.timeout_s)
-        self._read = Deadlines(endpoint.read_timeout_s or endpoint.timeout_s)
+        self._first_byte = Deadlines(endpoint.first_byte_timeout or endpoint.timeout)
+        self._read = Deadlines(endpoint.read_timeout or endpoint.timeout)
 
     @classmethod
     def from_config(
         cls,
         endpoint: Endpoint | None = None,
         model: str | None = None,
-        base_urls: list[str] | tuple[str, ...] = (),
+        base_url: list[str] | tuple[str, ...] = (),
         api_key: str | None = None,
         timeout: float = TIMEOUT_S,
         jobs: int = JOBS,
@@ -106,7 +106,7 @@ class OpenAIBackend:
             endpoint = resolve(
                 cls.name,
                 model=model,
-                base_urls=base_urls,
+                base_url=base_url,
                 api_key=api_key,
                 timeout=timeout,
                 jobs=jobs,
@@ -139,7 +139,7 @@ class OpenAIBackend:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=jobs + 4, limit_per_host=jobs + 4),
                 # The first byte and the rest of the reply have timeouts of their own (_post).
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout),
                 auto_decompress=False,  # inflated by bv.engine.backends.replies, under a cap
                 # Proxies from the environment are looked up above, once; trust_env would look
                 # them (and ~/.netrc) up in a thread on every request.
@@ -213,7 +213,7 @@ class OpenAIBackend:
                 raise NoReply(what) from None
             if read is not None and read.expired:
                 raise NoReply(self._timed_out(replica, "read")) from None
-            what, unreachable = describe_transport_error(exc, replica.url, self.config.connect_timeout_s)
+            what, unreachable = describe_transport_error(exc, replica.url, self.config.connect_timeout)
             if unreachable and not replica.answered:
                 replica.unreachable += 1
                 replica.last_error = what
