@@ -64,6 +64,15 @@ def eval_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     for level in ("by_type", "by_subtype", "by_ans_type"):
         for group, figures in summary.get(level, {}).items():
             _figures(out, (level.removeprefix("by_"), group), figures)
+    panel = summary.get("judge_panel") or {}
+    _put(out, "judge_panel/kappa", panel.get("kappa"))
+    _put(out, "judge_panel/disagreements", panel.get("disagreements"))
+    checked = summary.get("judge_calibration") or {}
+    for key in ("sensitivity", "specificity", "judged_accuracy", "corrected_accuracy"):
+        _put(out, f"judge_calibration/{key}", checked.get(key))
+    ci = checked.get("corrected_ci95") or [None, None]
+    _put(out, "judge_calibration/corrected_ci95_low", ci[0])
+    _put(out, "judge_calibration/corrected_ci95_high", ci[1])
     usage = summary.get("usage") or {}
     for key in ("prompt_tokens", "completion_tokens", "cost_usd", "cost_unknown", "latency_s_mean"):
         _put(out, metric_name(key), usage.get(key))

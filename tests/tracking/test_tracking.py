@@ -56,3 +56,18 @@ def test_a_run_without_track_imports_no_tracker(tmp_path, sample_dir):
     assert "bv.evaluation.evaluate" in loaded, "the probe ran no evaluation"
     assert not {m for m in loaded if m.split(".")[0] in ("mlflow", "wandb")}
     assert not loaded & {"bv.tracking.mlflow_backend", "bv.tracking.wandb_backend"}
+
+
+def test_a_panels_agreement_and_a_judges_calibration_are_metrics_too():
+    from bv.tracking.figures import eval_metrics
+
+    overall = {"accuracy": 0.5, "ci95": [0.4, 0.6], "n": 10, "rows": 20}
+    summary = {
+        "overall": overall,
+        "by_type": {},
+        "judge_panel": {"kappa": 0.61, "disagreements": 3},
+        "judge_calibration": {"sensitivity": 0.9, "corrected_accuracy": 0.55, "corrected_ci95": [0.4, 0.7]},
+    }
+    metrics = eval_metrics(summary)
+    assert metrics["judge_panel/kappa"] == 0.61 and metrics["judge_calibration/sensitivity"] == 0.9
+    assert metrics["judge_calibration/corrected_ci95_high"] == 0.7
