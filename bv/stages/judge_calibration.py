@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Protocol
 
-from bv.core.records import JudgedRow, PanelVerdict, RolloutRow
+from bv.core.records import JudgedRow, RolloutRow
+from bv.stages.judge_panel import verdict_said
 
 
 class Judge(Protocol):
@@ -31,17 +32,8 @@ def in_sample(row: JudgedRow, share: float) -> bool:
 async def calibration(row: JudgedRow, judge: Judge, extracted: str | None) -> None:
     """Ask the LLM judge about a row the rules decided; its verdict into `judge_calibration`."""
     hard, reply, error, answer = await judge.verdict(row, extracted)
-    cost = judge.cost(answer)
-    said: PanelVerdict = {
-        "model": judge.model,
-        "hard": hard,
-        "reply": reply,
-        "error": error,
-        "cost_usd": None if cost is None else cost.usd,
-        "price_source": None if cost is None else cost.source,
-    }
+    said = verdict_said(judge.model, judge.cost(answer), hard, reply, error, answer)
     if answer is not None:
-        said["usage"] = dict(answer.usage)
         row["judge_usage"] = dict(answer.usage)
     row["judge_cost_usd"], row["judge_price_source"] = said["cost_usd"], said["price_source"]
     row["judge_calibration"] = said

@@ -20,6 +20,21 @@ from typing import Any, Protocol
 from bv.core.records import JudgeFields, PanelVerdict, RolloutRow
 
 
+def verdict_said(model: str, cost: Any, hard: Any, reply: Any, error: Any, answer: Any) -> PanelVerdict:
+    """One judge's verdict as a row keeps it (a panel's `judge_panel`, `judge_calibration`)."""
+    said: PanelVerdict = {
+        "model": model,
+        "hard": hard,
+        "reply": reply,
+        "error": error,
+        "cost_usd": None if cost is None else cost.usd,
+        "price_source": None if cost is None else cost.source,
+    }
+    if answer is not None:
+        said["usage"] = dict(answer.usage)
+    return said
+
+
 class Judge(Protocol):
     """One LLM judge of the panel (bv.stages.judge.LLMJudge)."""
 
@@ -56,17 +71,8 @@ class Panel:
         panel: list[PanelVerdict] = []
         usage: dict[str, int] = {}
         for judge, (hard, reply, error, answer) in zip(self.judges, said, strict=True):
-            cost = judge.cost(answer)
-            entry: PanelVerdict = {
-                "model": judge.model,
-                "hard": hard,
-                "reply": reply,
-                "error": error,
-                "cost_usd": None if cost is None else cost.usd,
-                "price_source": None if cost is None else cost.source,
-            }
+            entry = verdict_said(judge.model, judge.cost(answer), hard, reply, error, answer)
             if answer is not None:
-                entry["usage"] = dict(answer.usage)
                 for key, value in answer.usage.items():
                     if isinstance(value, int):
                         usage[key] = usage.get(key, 0) + value
