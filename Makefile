@@ -84,7 +84,7 @@ eval: $(VENV)/.installed
 # Figures, not tests, each beside its limit measured in the same run: throughput, memory and start-up
 # of bv, an optimize gate over cached replies, judge/report/merge/export at 1M rows (bench/README.md; 22 minutes on a quiet machine, 18 of them the rows).
 bench: $(VENV)/.installed
-	$(BIN)/python bench/rollout_bench.py
+	$(BIN)/python bench/rollout_bench.py --repeat 3
 	$(BIN)/python bench/startup_bench.py
 	$(BIN)/python bench/rescore_bench.py
 	$(BIN)/python bench/rows_bench.py

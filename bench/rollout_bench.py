@@ -407,12 +407,16 @@ def main() -> None:
                     prompts, image_mb = image_prompts(work, n)
                 else:
                     prompts = text_prompts(work, n)
-                for client in ["bv"] if images else args.clients.split(","):
-                    runs = []
-                    for k in range(args.repeat):
+                clients = ["bv"] if images else args.clients.split(",")
+                runs: dict[str, list[dict]] = {client: [] for client in clients}
+                for k in range(args.repeat):  # clients take turns, so a change of load falls on each
+                    for client in clients:
                         print(f"{name}: {client} N={n} -j {jobs} {latency:g} s, run {k + 1}", file=sys.stderr)
-                        runs.append(measure(prompts, n, jobs, latency, work, client, args.idle_server))
-                    scenario_results.append({"scenario": name, **median_of(runs), "image_mb": image_mb})
+                        measured = measure(prompts, n, jobs, latency, work, client, args.idle_server)
+                        runs[client].append(measured)
+                scenario_results += [
+                    {"scenario": name, **median_of(runs[client]), "image_mb": image_mb} for client in clients
+                ]
             results += scenario_results
             checks += targets(name, scenario_results, image_mb)
     finally:
