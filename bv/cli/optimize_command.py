@@ -122,7 +122,10 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     for line in gepa_lines(result) if isinstance(result, GepaResult) else headline(result):
         click.echo(line)
     click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
-    failed = result.test.get("failed_rows", 0)
+    failed = ", ".join(f"{n} {split}" for split, n in result.failed_rows.items() if n)
     if failed:
-        outcome.say(f"{failed} test rows failed (left out of the figures above); re-run to retry them")
+        outcome.say(
+            f"rows failed: {failed} (left out of the figures above, never scored 0); re-run the"
+            " same command to retry the test rows (finished steps are kept as history.jsonl has them)"
+        )
         sys.exit(ending.ROWS_FAILED)

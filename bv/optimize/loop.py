@@ -431,7 +431,7 @@ def _optimize(
         history=history,
     )
     write_reports(folder, result, loop.identity, loop.split)
-    end_optimize(tracking, out, test)
+    end_optimize(tracking, out, test, rows_failed=any(result.failed_rows.values()))
     loop.problems.finish()
     return result
 

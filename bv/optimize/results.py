@@ -167,6 +167,12 @@ class Plan:
         return out + list(self.costs)
 
 
+def improved_on_test(test: Mapping[str, Any]) -> bool:
+    """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
+    c = test["comparison"]
+    return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
+
+
 @dataclass(frozen=True)
 class OptimizeResult:
     """What a run found: the best skill on selection, and it against the seed on test (the headline)."""
@@ -184,9 +190,21 @@ class OptimizeResult:
 
     @property
     def improved(self) -> bool:
-        """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
-        c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
+        return improved_on_test(self.test)
+
+    @property
+    def failed_rows(self) -> dict[str, int]:
+        """Rows with no verdict by split, left out of every figure: a run with any exits 1."""
+        return {
+            "train": sum(_whole(r.get("train") or {}, "errors") for r in self.history),
+            "selection": sum(
+                _whole(r, "failed_rows")
+                if r.get("kind") == "seed"
+                else _whole((r.get("gate") or {}).get("failed_rows") or {}, "candidate")
+                for r in self.history
+            ),
+            "test": _whole(self.test, "failed_rows"),
+        }
 
 
 @dataclass(frozen=True)
@@ -208,8 +226,12 @@ class GepaResult:
 
     @property
     def improved(self) -> bool:
-        c = self.test["comparison"]
-        return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
+        return improved_on_test(self.test)
+
+    @property
+    def failed_rows(self) -> dict[str, int]:
+        """Rows with no verdict: the search's (train and selection, gepa.json) and the test's."""
+        return {"search": _whole(self.search, "failed_rows"), "test": _whole(self.test, "failed_rows")}
 
 
 def accuracy_of(rows: Sequence[JudgedRow]) -> float | None:
@@ -251,6 +273,12 @@ def cost_of(rows: Sequence[Mapping[str, Any]], cost: str, source: str) -> dict[s
         return {}
     known = [round(r[cost] * COST_UNITS) for r in priced if is_usd(r.get(cost))]
     return {"cost_usd": usd(sum(known)), "cost_unknown": len(priced) - len(known)}
+
+
+def _whole(record: Mapping[str, Any], key: str) -> int:
+    """A count a run folder's JSON holds; anything but a whole number >= 0 is 0."""
+    value = record.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _count(row: Mapping[str, Any], key: str) -> int:

@@ -36,8 +36,9 @@ def log_steps(tracking: Tracking, out: Path, history: Sequence[Mapping[str, Any]
         tracking.steps(history, history_metrics, lambda row: skill_files(out, row))
 
 
-def end_optimize(tracking: Tracking, out: Path, test: Mapping[str, Any]) -> None:
-    """The test comparison, the run's files, and its status (FAILED when test rows failed)."""
+def end_optimize(tracking: Tracking, out: Path, test: Mapping[str, Any], rows_failed: bool) -> None:
+    """The test comparison, the run's files, and its status (FAILED when rows failed, as the
+    command's exit status)."""
     tracking.metrics(test_metrics(test))
     tracking.artifacts([out / name for name in OPTIMIZE_FILES])
-    tracking.finish("FAILED" if test.get("failed_rows") else "FINISHED")
+    tracking.finish("FAILED" if rows_failed else "FINISHED")

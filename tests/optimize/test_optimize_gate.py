@@ -125,12 +125,36 @@ def test_failed_rows_are_left_out_and_counted_not_scored_as_wrong():
     assert "on 18 items" in line and "alpha 0.025 (decision 1" in line
 
 
+def test_a_runs_failed_rows_are_counted_by_split_from_its_history():
+    """What makes `bv optimize` exit 1: every row with no verdict, once each: the seed's and each
+    candidate's selection rows (the current skill's are an earlier row's, not counted again),
+    each step's train rows and the test's. A count that is not a whole number counts nothing."""
+    from pathlib import Path
+
+    from bv.optimize.results import OptimizeResult
+    from bv.stages.prompt import Skill
+
+    history = [
+        {"kind": "seed", "failed_rows": 3},
+        {"kind": "step", "train": {"errors": 2}, "gate": {"failed_rows": {"current": 3, "candidate": 4}}},
+        {"kind": "step", "train": {"errors": 0}, "gate": None},
+        {"kind": "step", "train": {"errors": True}, "gate": {"failed_rows": {"current": 4, "candidate": -1}}},
+    ]
+    skill = Skill("seed", "- look")
+
+    def result(test: dict) -> OptimizeResult:
+        return OptimizeResult(Path("run"), 3, 1, skill, skill, 1, {}, test, {}, history)
+
+    assert result({"failed_rows": 5}).failed_rows == {"train": 2, "selection": 7, "test": 5}
+    assert result({"failed_rows": "5"}).failed_rows["test"] == 0
+
+
 def test_an_outage_while_the_seed_is_scored_accepts_no_edit_as_typed(tmp_path, server):
     """Issue 34, end to end: the target's server fails (503) on half the items until the optimizer
     is first asked, so the seed's selection rows of those items fail; the optimizer proposes an
     edit that changes nothing the target does. Scored 0, the failed rows made the edit an
-    improvement ("accepted", 0.278 -> 0.583); left out, it is rejected, and the history and the
-    step line carry the count."""
+    improvement ("accepted", 0.278 -> 0.583); left out, it is rejected, the history and the
+    step line carry the count, and the run exits 1 saying how many rows failed where."""
     import hashlib
     import json
 
@@ -170,8 +194,10 @@ def test_an_outage_while_the_seed_is_scored_accepts_no_edit_as_typed(tmp_path, s
         f" --optimizer-base-url {server.base_url} --mode rules --ratio 2:3:3 --batch-size 8"
         f" --minibatch 8 --edits 2 --repeats 2 --steps 1 --retries 0 --cache {tmp_path / 'c.sqlite'}"
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a run with failed rows never ends as a result does
     seed, step = (json.loads(line) for line in (out / "history.jsonl").read_text().splitlines())
+    said = done.stderr.splitlines()[-1]
+    assert said.startswith("bv optimize: rows failed: ") and f" {seed['failed_rows']} selection" in said, said
     assert seed["failed_rows"] > 0 and step["candidate"] is not None
     gate = step["gate"]
     assert not step["accepted"] and gate["diff"] == 0, gate
