@@ -108,6 +108,7 @@ def main() -> None:
     from bv.optimize.loop import load_items
     from bv.optimize.stage_calls import Engines, Model
     from bv.stages.prompt import Skill
+    from bv.stages.request_settings import RequestSettings
 
     load_before = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="bv-rescore-"))
@@ -124,9 +125,7 @@ def main() -> None:
         optimizer=Model(),
         mode="rules",
         image_root=data,
-        jobs=64,
-        retries=0,
-        cache=work / "cache.sqlite",
+        sending=RequestSettings(jobs=64, retries=0, cache=work / "cache.sqlite", quiet=True),
     )
     skill = Skill("bench", "Look at every cell before answering.")
     try:

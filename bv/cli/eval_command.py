@@ -17,6 +17,7 @@ from bv.core.settings import keywords
 from bv.evaluation.config import EvalConfig
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.prompt import PromptOptions
+from bv.stages.request_settings import SENDING
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions
 
@@ -55,7 +56,7 @@ def default_out(backend: str, model: str | None, skill: Path | None = None) -> P
 )
 @options(PromptOptions, "image_detail")
 @options(Selection, *keywords(Selection), sample={"help": "N items stratified by subtype."})
-@options(RolloutConfig, "jobs", "retries", "timeout", "cache", "cache_scope", "prices", "max_cost", "batch")
+@options(RolloutConfig, *SENDING, "batch")
 @options(TrackOptions, "track", "track_project", "track_entity")
 @click.option(
     "--dry-run",

@@ -19,6 +19,7 @@ from bv.core.settings import keywords, part, setting, shared
 from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions
 from bv.stages.request_params import RequestParams
+from bv.stages.request_settings import SENDING
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions, targets
 
@@ -72,6 +73,11 @@ class EvalConfig:
     jobs: int = shared(RolloutConfig, "jobs")
     retries: int = shared(RolloutConfig, "retries")
     timeout: float = shared(RolloutConfig, "timeout")
+    rate_limit_patience: float = shared(RolloutConfig, "rate_limit_patience")
+    connect_timeout: float = shared(RolloutConfig, "connect_timeout")
+    first_byte_timeout: float | None = shared(RolloutConfig, "first_byte_timeout")
+    read_timeout: float | None = shared(RolloutConfig, "read_timeout")
+    stall_notice: float = shared(RolloutConfig, "stall_notice")
     cache: Path | None = shared(RolloutConfig, "cache")  # None: no reply cache (and no resuming)
     cache_scope: str = shared(RolloutConfig, "cache_scope")
     quiet: bool = shared(RolloutConfig, "quiet")
@@ -97,16 +103,10 @@ class EvalConfig:
 
 SECRETS = ("api_key", "judge_api_key")
 HOW_IT_RUNS = (
+    *SENDING,
     "out",
     "label",
-    "prices",
-    "max_cost",
     "batch",
-    "jobs",
-    "retries",
-    "timeout",
-    "cache",
-    "cache_scope",
     "quiet",
     "skip_bad",
     "track",

@@ -125,6 +125,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
     from bv.core.templates import Templates
     from bv.stages.judge_config import JudgeConfig, several
     from bv.stages.prompt import PromptOptions, Skill
+    from bv.stages.request_settings import SENDING
     from bv.stages.rollout_config import RolloutConfig
 
     if not config.items.is_file():
@@ -135,16 +136,7 @@ def plan(config: EvalConfig, dry_run: bool = False) -> _Plan:
         style=config.style, templates=templates, skill=skill, image_detail=config.image_detail
     )
     # quiet=False: the logs keep the progress lines; --quiet keeps them off the terminal
-    run: dict[str, Any] = {
-        "jobs": config.jobs,
-        "retries": config.retries,
-        "timeout": config.timeout,
-        "cache": config.cache,
-        "cache_scope": config.cache_scope,
-        "prices": config.prices,
-        "max_cost": config.max_cost,
-        "dry_run": dry_run,
-    }
+    run: dict[str, Any] = {name: getattr(config, name) for name in SENDING} | {"dry_run": dry_run}
     rollout = RolloutConfig(
         backend=config.backend,
         model=config.model,

@@ -410,7 +410,7 @@ def _optimize(
         best = loop.skill_of(best_ref)
         test = loop.final_test(best)
     except Interrupted as exc:  # said in the history (a `stopped` row) and an incomplete report
-        spent = loop.engines.spend.usd if loop.engines.prices is not None else None
+        spent = loop.engines.spend.usd if loop.engines.sending.prices is not None else None
         where = record_stop(folder, history, loop.identity, loop.split, loop.total, str(exc), spent)
         tracking.finish("KILLED")
         raise Interrupted(f"{exc}; {where}", signal=exc.signal) from None

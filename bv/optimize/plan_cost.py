@@ -42,7 +42,7 @@ def plan_costs(
     target, judge, optimizer = configs
     if target.price_book is None:
         return ["cost: not estimated: give `prices` (a price file, or genai-prices)"]
-    path = engines.cache
+    path = engines.sending.cache
     cache = ReplyCache(path) if path is not None and path.exists() else None
     try:
         records = stage_calls.prompts(items, seed_skill, engines)

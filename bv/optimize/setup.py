@@ -14,6 +14,7 @@ from bv.core.settings import check, part, setting, shared
 from bv.optimize.results import OptimizeError, OptimizeOptions
 from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.request_params import RequestParams
+from bv.stages.request_settings import SENDING, RequestSettings
 from bv.stages.rollout_config import RolloutConfig
 from bv.tracking.options import TrackOptions, targets
 
@@ -202,19 +203,7 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
         test_judge=_test_judge(s),
         max_turns=s.max_turns,
         templates=templates or Templates(),
-        jobs=s.jobs,
-        retries=s.retries,
-        timeout=s.timeout,
-        rate_limit_patience=s.rate_limit_patience,
-        connect_timeout=s.connect_timeout,
-        first_byte_timeout=s.first_byte_timeout,
-        read_timeout=s.read_timeout,
-        stall_notice=s.stall_notice,
-        cache=s.cache,
-        cache_scope=s.cache_scope,
-        quiet=s.quiet,
-        prices=s.prices,
-        max_cost=s.max_cost,
+        sending=RequestSettings(**{name: getattr(s, name) for name in (*SENDING, "quiet")}),
     )
     loop_options = OptimizeOptions(
         ratio=s.ratio,

@@ -19,6 +19,7 @@ from bv.stages.judge import run_judge
 from bv.stages.judge_config import JudgeConfig, several
 from bv.stages.prompt import PromptOptions, Skill, prompt_records
 from bv.stages.request_params import RequestParams
+from bv.stages.request_settings import SENDING, RequestSettings
 from bv.stages.rollout import run_rollout
 from bv.stages.rollout_config import RolloutConfig
 
@@ -59,37 +60,15 @@ class Engines:
     max_turns: int = shared(RolloutConfig, "max_turns")
     image_root: Path | None = None
     templates: Templates = BV_TEMPLATES
-    jobs: int = shared(RolloutConfig, "jobs")
-    retries: int = shared(RolloutConfig, "retries")
-    timeout: float = shared(RolloutConfig, "timeout")
-    rate_limit_patience: float = shared(RolloutConfig, "rate_limit_patience")
-    connect_timeout: float = shared(RolloutConfig, "connect_timeout")
-    first_byte_timeout: float | None = shared(RolloutConfig, "first_byte_timeout")
-    read_timeout: float | None = shared(RolloutConfig, "read_timeout")
-    stall_notice: float = shared(RolloutConfig, "stall_notice")
-    cache: Path | None = None  # None: no reply cache
-    cache_scope: str = shared(RolloutConfig, "cache_scope")  # what cache keys name of an endpoint
-    quiet: bool = True
-    prices: str | None = None  # every role's replies priced (bv.engine.prices); None: not priced
-    max_cost: float | None = None  # USD: one budget for every role's replies over the run (needs prices)
+    # how every stage sends: -j, retries, the waits, the reply cache, prices and the run's budget
+    sending: RequestSettings = field(default_factory=lambda: RequestSettings(quiet=True))
     spend: Spend = field(default_factory=Spend, compare=False)  # counted toward max_cost, stage by stage
 
     def run(self) -> dict[str, Any]:
         """How every stage of the loop runs: the settings its rollout and judge configs share."""
         return {
-            "jobs": self.jobs,
-            "retries": self.retries,
-            "timeout": self.timeout,
-            "rate_limit_patience": self.rate_limit_patience,
-            "connect_timeout": self.connect_timeout,
-            "first_byte_timeout": self.first_byte_timeout,
-            "read_timeout": self.read_timeout,
-            "stall_notice": self.stall_notice,
-            "cache": self.cache,
-            "cache_scope": self.cache_scope,
-            "quiet": self.quiet,
-            "prices": self.prices,
-            "max_cost": self.max_cost,
+            **{name: getattr(self.sending, name) for name in SENDING},
+            "quiet": self.sending.quiet,
             "spent_before": self.spend.usd,  # each stage starts with the run's spend so far
         }
 

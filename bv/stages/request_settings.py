@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 DEFAULT_CACHE = "default"  # the cache `bv rollout` and `bv judge` use ($BV_CACHE or the user cache folder)
 # The settings of how long a request stage waits (bv rollout's, bv judge's and bv optimize's options).
 WAITS = ("rate_limit_patience", "connect_timeout", "first_byte_timeout", "read_timeout", "stall_notice")
+# What a run of several stages (bv eval, bv optimize) hands each stage it runs: how requests are
+# sent, never what they compute, so a re-run may change any of them.
+SENDING = ("jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 
 
 def reply_cache(given: Any) -> Path | None:

@@ -111,6 +111,37 @@ def test_a_server_that_never_answers_is_said_within_its_limits(sample_dir, tmp_p
     assert took < 15, took  # the first-byte limit (3 s), not the 600 s default or a stall notice at 30 s
 
 
+def test_how_long_requests_wait_is_bv_rollouts_in_bv_eval(sample_dir, tmp_path):
+    """A server that rate-limits every request: `--rate-limit-patience 0.5` ends the run in
+    seconds with every row failed on it (not after the 900 s default), and the first-byte
+    limit of `--first-byte-timeout` is the one a silent server is given."""
+    limited = FakeOpenAI(lambda seen: Reply(status=429, headers={"retry-after-ms": "50"}))
+    limited.start()
+    try:
+        args = ["-m", "m", "--base-url", limited.base_url, "--api-key", GOOD_KEY]
+        args += ["--rate-limit-patience", "0.5"]
+        result, took = run_quiet(sample_dir, tmp_path, *args)
+    finally:
+        limited.stop()
+    assert result.returncode == 1, result.stderr
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert rows and all("`rate_limit_patience` 0.5 s" in (row["error"] or "") for row in rows)
+    assert took < 30, took
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["options"]["rate_limit_patience"] == 0.5  # recorded, and a re-run may change it
+
+    hung = FakeOpenAI(lambda seen: Reply(hang=True))
+    hung.start()
+    try:
+        args = ["-m", "m", "--base-url", hung.base_url, "--api-key", GOOD_KEY, "--first-byte-timeout", "2"]
+        (tmp_path / "hung").mkdir()
+        result, took = run_quiet(sample_dir, tmp_path / "hung", *args)
+    finally:
+        hung.stop()
+    assert result.returncode == 1 and "sent no reply within 2 s" in closing(result), result.stderr
+    assert took < 15, took
+
+
 def test_a_silent_server_is_warned_of_in_full_even_under_quiet(sample_dir, tmp_path):
     """Before the first-byte limit runs out: a whole line, not cut at 80 columns, under -q too."""
     prompts = tmp_path / "prompts.jsonl"

@@ -25,6 +25,7 @@ from bv.optimize.reflect import attempt_fields
 from bv.optimize.results import OptimizeError, OptimizeOptions
 from bv.optimize.stage_calls import Engines, Model
 from bv.stages.prompt import Skill
+from bv.stages.request_settings import RequestSettings
 
 gepa = pytest.importorskip("gepa", reason="gepa is bv's optional extra `gepa` (pip install '.[gepa]')")
 
@@ -62,7 +63,7 @@ def engines(servers, cache: Path) -> Engines:
         target=Model("target", "openai", (target.base_url,), "sk-test-target"),
         optimizer=Model("writer", "openai", (optimizer.base_url,), "sk-test-optimizer"),
         mode="rules",
-        cache=cache,
+        sending=RequestSettings(cache=cache, quiet=True),
     )
 
 
