@@ -49,8 +49,10 @@ from bv.tracking.options import TrackOptions
 @options(
     OptimizeSettings, "optimizer_model", "optimizer_base_url", "optimizer_api_key", "optimizer_temperature"
 )
-@options(OptimizeOptions, "ratio", "split", "split_seed", "epochs", "steps", "batch_size", "minibatch")
-@options(OptimizeOptions, "success_share", "edits", "alpha", "gate", "repeats", "max_skill_chars")
+@options(
+    OptimizeOptions, "ratio", "split", "split_seed", "budget", "epochs", "steps", "batch_size", "minibatch"
+)
+@options(OptimizeOptions, "success_share", "edits", "alpha", "gate", "refresh", "repeats", "max_skill_chars")
 @options(OptimizeSettings, "search", "max_metric_calls")
 @PROMPTS
 @options(
@@ -110,7 +112,9 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
             for line in plan.lines():
                 click.echo(printable(f"  {cli_words(line)}"), err=True)
             return
-        result = api.optimize(items, **settings, progress=None if quiet else lambda line: outcome.say(line))
+        result = api.optimize(
+            items, **settings, progress=None if quiet else lambda line: outcome.say(cli_words(line))
+        )
     except (OptimizeError, BadEndpoint, BadConfig) as exc:
         raise click.UsageError(cli_words(str(exc))) from None
     except Interrupted as exc:  # a first Ctrl-C or SIGTERM, or the cost limit: the run resumes
@@ -121,7 +125,8 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
 
     for line in gepa_lines(result) if isinstance(result, GepaResult) else headline(result):
         click.echo(line)
-    click.echo(f"best skill: {result.out / 'best.md'}; report: {result.out / 'report.html'}")
+    which = "the best skill" if result.improved else "the seed"
+    click.echo(f"handed back: {result.out / 'best.md'} ({which}); report: {result.out / 'report.html'}")
     failed = ", ".join(f"{n} {split}" for split, n in result.failed_rows.items() if n)
     if failed:
         outcome.say(

@@ -5,6 +5,7 @@ The statistics it builds on are bv.core.stats's; docs/reports.md works an exampl
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -96,3 +97,76 @@ def single_power(
     noise = 2 * _noise(runs_of)
     runs = mean([len(r) for r in runs_of]) if runs_of else 1.0
     return PowerPlan(len(values), runs, var, noise, alpha, power)
+
+
+# Items like a frontier model's on BabyVision, for planning before any data: a beta mixture
+# (weight, a, b) with many items nearly always wrong, some nearly always right, the rest spread;
+# mean .352. bench/worlds.py draws its worlds from it.
+BABYVISION_ITEMS: tuple[tuple[float, float, float], ...] = (
+    (0.45, 0.3, 6.0),
+    (0.20, 6.0, 0.3),
+    (0.35, 2.0, 3.0),
+)
+
+
+@functools.cache
+def _item_grid(
+    mix: tuple[tuple[float, float, float], ...], points: int = 60
+) -> tuple[tuple[float, float], ...]:
+    """(weight, accuracy) points standing for the mixture: each component's mid-quantiles."""
+    from bv.core.dist import beta_quantile
+
+    total = sum(w for w, _, _ in mix)
+    return tuple(
+        (w / total / points, beta_quantile((j + 0.5) / points, a, b))
+        for w, a, b in mix
+        for j in range(points)
+    )
+
+
+def _edit_z(n_items: int, runs: int, delta: float, mix: Sequence[tuple[float, float, float]]) -> float:
+    """The mean gain over the standard error of a paired mean difference, for an edit that adds
+    delta to every item's accuracy (p' = min(1, p + delta): items near 1 gain less). An item's
+    difference varies by its runs, (p(1-p) + p'(1-p'))/runs, and by how much it can gain."""
+    grid = _item_grid(tuple(mix))
+    gains = [(w, min(1.0, p + delta) - p, p) for w, p in grid]
+    gain = sum(w * g for w, g, _ in gains)
+    runs_var = sum(w * (p * (1 - p) + (p + g) * (1 - p - g)) for w, g, p in gains) / runs
+    between = sum(w * (g - gain) ** 2 for w, g, _ in gains)
+    var = runs_var + between
+    return gain * math.sqrt(n_items / var) if n_items and var > 0 else 0.0
+
+
+def edit_power(
+    n_items: int,
+    runs: int,
+    delta: float,
+    alpha: float,
+    mix: Sequence[tuple[float, float, float]] = BABYVISION_ITEMS,
+) -> float:
+    """The chance that a one-sided paired test at `alpha` over `n_items` items, `runs` runs each,
+    finds an edit that adds `delta` to every item's accuracy (normal approximation; the exact test
+    bv decides with is a little more cautious at few items). With alpha 0.5 it is the chance
+    that the edit merely scores higher."""
+    from statistics import NormalDist
+
+    dist = NormalDist()
+    return dist.cdf(_edit_z(n_items, runs, delta, mix) - dist.inv_cdf(1 - alpha))
+
+
+def smallest_edit(
+    n_items: int,
+    runs: int,
+    alpha: float,
+    power: float = 0.8,
+    mix: Sequence[tuple[float, float, float]] = BABYVISION_ITEMS,
+) -> float | None:
+    """The smallest edit on every item found with `power` (None: none that leaves room below 100%)."""
+    high = 0.6  # larger edits push most items past 100%
+    if edit_power(n_items, runs, high, alpha, mix) < power:
+        return None
+    low = 0.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if edit_power(n_items, runs, middle, alpha, mix) < power else (low, middle)
+    return high

@@ -211,6 +211,16 @@ def grader_phrases(text: str) -> list[str]:
     return [quote(phrase, 40) for phrase in list(found)[:5]]
 
 
+def new_grader_phrases(text: str, before: str) -> list[str]:
+    """The phrases addressing the grader that `text` holds and `before` did not: a candidate with
+    any is refused untried (a skill that sways the judge would pass every check bv makes with
+    it). Those the seed already held are the user's own."""
+    if text == before:
+        return []
+    old = set(grader_phrases(before))
+    return [phrase for phrase in grader_phrases(text) if phrase not in old]
+
+
 @dataclass(frozen=True)
 class Guarded:
     """An item text an edit must not carry: its question (normalised), the gold answers, and

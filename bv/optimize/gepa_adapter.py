@@ -33,8 +33,18 @@ from typing import TYPE_CHECKING, Any
 from bv.core.errors import BVError
 from bv.core.records import JudgedRow, RolloutRow
 from bv.optimize import stage_calls
-from bv.optimize.edits import MAX_REPLY_CHARS, grader_phrases, guarded_items, leaks, quote, skill_problem
+from bv.optimize.edits import (
+    MAX_REPLY_CHARS,
+    grader_phrases,
+    guarded_items,
+    leaks,
+    new_grader_phrases,
+    quote,
+    skill_problem,
+)
+from bv.optimize.final import final_test
 from bv.optimize.gate import estimate, finished_scores
+from bv.optimize.guard import confirmed
 from bv.optimize.loop import _Loop, with_costs
 from bv.optimize.reflect import attempt_fields
 from bv.optimize.results import (
@@ -162,8 +172,14 @@ class BvAdapter:
             if text == self.loop.seed_skill.text
             else skill_problem(text, self.guarded, self.loop.options.max_skill_chars, self.seed_leaks)
         )
+        flagged = new_grader_phrases(text, self.loop.seed_skill.text)
+        if problem is None and flagged:  # a skill that sways the judge would pass every check
+            problem = ("addresses_grader", f"it addresses the grader ({', '.join(flagged)})")
         if problem is not None:  # not tried: scores 0, so GEPA keeps its parent; no request spent
             status, why = problem
+            if status == "addresses_grader" and sha not in self.warned:  # never in silence
+                self.warned.add(sha)
+                self.say(f"gepa: skill {sha[:12]} refused untried: {why}")
             self.refused.setdefault(
                 sha, {"sha256": sha, "status": status, "why": why, "skill": quote(text, 300)}
             )
@@ -172,10 +188,6 @@ class BvAdapter:
                 outputs=empty, scores=[0.0] * len(batch), trajectories=empty if capture_traces else None,
                 num_metric_calls=0,
             )  # fmt: skip
-        flagged = grader_phrases(text) if text != self.loop.seed_skill.text else []
-        if flagged and sha not in self.warned:  # tried, as the loop's are, but never in silence
-            self.warned.add(sha)
-            self.say(f"gepa: warning: skill {sha[:12]} addresses the grader ({', '.join(flagged)})")
         on_selection = bool(batch) and set(batch) <= self.selection
         repeats = self.loop.options.repeats if on_selection else 1
         part = "selection" if on_selection else "train"
@@ -267,6 +279,7 @@ def dry_run(
             "optimizer": math.ceil(rollouts / options.minibatch),
         },
         search=f"GEPA: a budget of {budget} target rollouts on train and selection",
+        detection=loop.detection(None),
     )
     return with_costs(loop, plan, configs)
 
@@ -315,6 +328,8 @@ def _search(
     loop.open_folder()
     budget = _budget(loop, max_metric_calls)
     say(f"split: {loop._sizes()}; GEPA with a budget of {budget} target rollouts")
+    for line in loop.detection(None):
+        say(line)
     stop = _Stop()
     adapter = BvAdapter(loop, stop, say)
     lm = OptimizerLM(loop.engines, stop)
@@ -346,7 +361,7 @@ def _search(
         })  # fmt: skip
     best_index = outcome.best_idx
     best = Skill(Path(pool[best_index]["file"]).stem, outcome.candidates[best_index][COMPONENT].strip())
-    test = loop.final_test(best)
+    test = final_test(folder, loop.seed_skill, best, options, loop.evaluate)
     search_tokens = tokens_of(adapter.rows, lm.rows)
     record = {
         "search": "gepa",
@@ -361,11 +376,13 @@ def _search(
         "tokens": search_tokens,
     }
     folder.write_json("gepa.json", record)
-    folder.write_text("best.md", best.text + "\n")
+    handed_back = loop.seed_skill if not confirmed(test) else best
+    folder.write_text("best.md", handed_back.text + "\n")
     result = GepaResult(
         out=out,
         seed_skill=loop.seed_skill,
         best_skill=best,
+        handed_back=handed_back,
         best_candidate=best_index,
         candidates=len(pool),
         proposals=len(lm.reflections),

@@ -22,12 +22,16 @@ from bv.core.errors import Interrupted
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item, JudgedRow
-from bv.core.run_inputs import TEST_ROWS
 from bv.core.templates import names as template_names
 from bv.optimize import stage_calls
-from bv.optimize.edits import ReplyProblem, grader_phrases, guarded_items, propose, quote, read_reply
+from bv.optimize.budget import planned_steps, refreshes
+from bv.optimize.detect import detection_lines
+from bv.optimize.edits import ReplyProblem, guarded_items, new_grader_phrases, propose, quote, read_reply
 from bv.optimize.edits import recorded as recorded_edits
+from bv.optimize.final import final_test
 from bv.optimize.gate import decide, estimate, finished_scores
+from bv.optimize.guard import confirmed, finished, used_up
+from bv.optimize.history import best_after, current_scores, rejections
 from bv.optimize.reflect import minibatches, reflection_prompt
 from bv.optimize.results import (
     OptimizeError,
@@ -106,7 +110,8 @@ class _Loop:
             )
         self.guarded = guarded_items(self.items, set(self.split.train))
         self.per_epoch = math.ceil(len(self.split.train) / options.batch_size)
-        self.total = options.epochs * self.per_epoch if options.steps is None else options.steps
+        sizes = (len(self.split.train), len(self.split.selection), len(self.split.test))
+        self.total = planned_steps(options, *sizes)
         self.identity = self._identity(items_path)
 
     def _sizes(self) -> str:
@@ -144,18 +149,24 @@ class _Loop:
         selection, test = len(self.split.selection), len(self.split.test)
         steps = max(0, self.total - max(done - 1, 0))
         batch = min(o.batch_size, len(self.split.train))
-        target = (batch + selection * o.repeats) * turns * steps + (selection + 2 * test) * o.repeats * turns
-        judged = (batch + selection * o.repeats) * steps + (selection + 2 * test) * o.repeats
+        rescored = refreshes(o, steps) * selection * o.repeats
+        rollouts = (batch + selection * o.repeats) * steps + rescored + (selection + 2 * test) * o.repeats
         return Plan(
             split={p: len(self.split.part(p)) for p in ("train", "selection", "test")},
             steps=self.total,
             steps_done=max(done - 1, 0),
             requests={
-                "target": target,
-                "judge": judged if self.engines.mode != "rules" and self.engines.judge.model else 0,
+                "target": rollouts * turns,
+                "judge": rollouts if self.engines.mode != "rules" and self.engines.judge.model else 0,
                 "optimizer": math.ceil(batch / o.minibatch) * steps,
             },
+            detection=self.detection(o.gate),
         )
+
+    def detection(self, gate: str | None) -> tuple[str, ...]:
+        """What the split can detect (bv.optimize.detect); gate None for a GEPA search."""
+        sizes = len(self.split.selection), len(self.split.test)
+        return tuple(detection_lines(*sizes, self.options.repeats, gate, self.options.alpha))
 
     # --- the run folder -----------------------------------------------------------------------
     def open_folder(self) -> list[dict[str, Any]]:
@@ -201,7 +212,7 @@ class _Loop:
         last = history[-1]
         current_ref = last["skill"]
         current = self.skill_of(current_ref)
-        current_scores, current_failed = _current_scores(history)
+        scores_now, current_failed = current_scores(history)
         epoch, position = divmod(step - 1, self.per_epoch)
         order = _order(self.options.split_seed, epoch, self.split.train)
         batch_ids = order[position * self.options.batch_size : (position + 1) * self.options.batch_size]
@@ -264,12 +275,13 @@ class _Loop:
         }
         if not_recorded:
             row["edits_not_recorded"] = not_recorded  # by status: past the first MAX_RECORDED
-        if text != current.text and grader_phrases(text):  # flagged and counted, never silently kept
-            row["addresses_grader"] = grader_phrases(text)
+        flagged = new_grader_phrases(text, current.text)
+        if flagged:  # refused untried: never gated, so never kept or handed back
+            row["addresses_grader"] = flagged
         selection_rows: list[JudgedRow] = []
         failed = 0
-        chosen_ref, chosen_scores = current_ref, current_scores
-        if text != current.text:
+        chosen_ref, chosen_scores = current_ref, scores_now
+        if text != current.text and not flagged:
             sha = _sha(text)
             ref = {"sha256": sha, "file": self.folder.write_skill(step, sha, text)}
             candidate = Skill(Path(ref["file"]).stem, text)
@@ -277,7 +289,7 @@ class _Loop:
                 "selection", candidate, self.options.repeats, f"step {step}: gate"
             )
             decision = decide(
-                current_scores,
+                scores_now,
                 candidate_scores,
                 self.options.gate,
                 self.options.alpha,
@@ -288,73 +300,23 @@ class _Loop:
                 candidate=ref,
                 gate=decision.to_json(),
                 accepted=decision.accepted,
-                selection={"current": estimate(current_scores), "candidate": estimate(candidate_scores)},
+                selection={"current": estimate(scores_now), "candidate": estimate(candidate_scores)},
             )
             if decision.accepted:
                 chosen_ref, chosen_scores = ref, candidate_scores
+            elif self.options.refresh and (1 + rejections(history)) % self.options.refresh == 0:
+                rescored, fresh, fresh_failed = self.evaluate(
+                    "selection", current, self.options.repeats, f"step {step}: current skill again"
+                )
+                selection_rows += rescored
+                pooled = {i: [*scores_now.get(i, []), *fresh.get(i, [])] for i in {*scores_now, *fresh}}
+                row["refresh"] = {"scores": fresh, "failed_rows": fresh_failed, "pooled": estimate(pooled)}
         row["skill"] = chosen_ref
         if row["accepted"]:
             row["scores"], row["failed_rows"] = chosen_scores, failed
-        best = last["best"]
-        accuracy = estimate(chosen_scores)["accuracy"]
-        if (
-            row["accepted"]
-            and accuracy is not None
-            and (best["accuracy"] is None or accuracy > best["accuracy"])
-        ):
-            best = {**chosen_ref, "step": step, "accuracy": accuracy}
-        row["best"] = best
+        row["best"] = best_after(self.options.gate, last["best"], row, chosen_ref, chosen_scores)
         row["tokens"] = tokens_of(train_rows + selection_rows, replies)
         return row
-
-    def final_test(self, best: Skill) -> dict[str, Any]:
-        """test.json: kept when it compares this best skill with these repeats and no row failed,
-        run again otherwise."""
-        test = self.folder.read_json("test.json")
-        if (
-            not test
-            or test.get("best", {}).get("sha256") != best.sha256
-            or test.get("repeats") != self.options.repeats
-            or test.get("failed_rows")
-            or not (self.folder.path / TEST_ROWS["best"]).is_file()  # a run before the rows were kept
-        ):
-            test = self.test_result(best)
-            self.folder.write_json("test.json", test)
-        return dict(test)
-
-    def test_result(self, best: Skill) -> dict[str, Any]:
-        """The seed and the best skill on the test split, each item `repeats` times, compared per item."""
-        from bv.optimize.gate import paired
-
-        seed_rows, seed_scores, _ = self.evaluate(
-            "test", self.seed_skill, self.options.repeats, "seed on test"
-        )
-        best_rows, best_scores, _ = (
-            (seed_rows, seed_scores, 0)
-            if best.text == self.seed_skill.text
-            else self.evaluate("test", best, self.options.repeats, "best on test")
-        )
-        self.folder.write_rows(TEST_ROWS["seed"], seed_rows)  # what `bv report FOLDER` reads
-        self.folder.write_rows(TEST_ROWS["best"], best_rows)
-        return {
-            "seed": {"sha256": self.seed_skill.sha256, **estimate(seed_scores)},
-            "best": {"sha256": best.sha256, **estimate(best_scores)},
-            "comparison": paired(seed_scores, best_scores),
-            "repeats": self.options.repeats,
-            "failed_rows": sum(
-                1 for r in [*seed_rows, *best_rows] if r.get("error") or r.get("hard") is None
-            ),
-            "tokens": tokens_of(seed_rows + (best_rows if best_rows is not seed_rows else []), []),
-        }
-
-
-def _current_scores(history: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[float]], int]:
-    """The current skill's selection scores (finished rows) and its failed rows: those of the last
-    row that set the skill."""
-    for row in reversed(history):
-        if row["kind"] == "seed" or row.get("accepted"):
-            return {k: list(v) for k, v in row["scores"].items()}, int(row.get("failed_rows") or 0)
-    raise AssertionError("a history starts with the seed's row")
 
 
 def optimize(
@@ -391,7 +353,12 @@ def _optimize(
     folder = RunFolder(out)
     loop = _Loop(items_path, seed_skill, folder, engines, options, say)
     history = loop.open_folder()
+    test = folder.read_json("test.json")
+    if finished(test) and loop.total > len(history) - 1:  # more steps asked of a finished run
+        raise OptimizeError(used_up(test))
     say(f"split: {loop._sizes()}; {loop.total} steps, {max(len(history) - 1, 0)} already finished")
+    for line in loop.detection(options.gate):
+        say(line)
     tracking = open_optimize(out, track, loop.identity)
     log_steps(tracking, out, history)  # what an earlier run logged is not logged again
     try:
@@ -408,7 +375,7 @@ def _optimize(
             say(step_line(row, loop.total))
         best_ref = history[-1]["best"]
         best = loop.skill_of(best_ref)
-        test = loop.final_test(best)
+        test = final_test(folder, loop.seed_skill, best, options, loop.evaluate)
     except Interrupted as exc:  # said in the history (a `stopped` row) and an incomplete report
         spent = loop.engines.spend.usd if loop.engines.sending.prices is not None else None
         where = record_stop(folder, history, loop.identity, loop.split, loop.total, str(exc), spent)
@@ -417,13 +384,15 @@ def _optimize(
     except BaseException:
         tracking.finish("FAILED")
         raise
-    folder.write_text("best.md", best.text + "\n")
+    handed_back = loop.seed_skill if not confirmed(test) else best
+    folder.write_text("best.md", handed_back.text + "\n")
     result = OptimizeResult(
         out=out,
         steps=len(history) - 1,
         accepted=sum(1 for r in history if r.get("accepted")),
         seed_skill=loop.seed_skill,
         best_skill=best,
+        handed_back=handed_back,
         best_step=best_ref["step"],
         selection={"accuracy": best_ref["accuracy"]},
         test=test,

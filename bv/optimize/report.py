@@ -39,28 +39,63 @@ def _p(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
+def p_beside(p: float, level: float) -> str:
+    """p with enough digits that it reads on the right side of `level` (0.0249 is not "0.025")."""
+    for digits in range(2, 8):
+        text = f"{p:.{digits}g}"
+        if (float(text) < level) == (p < level):
+            return text
+    return f"{p:.3g}"
+
+
 def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
-    """The final comparison on the test split; `provenance` says where the best skill came from."""
+    """The final comparison on the test split and what is handed back; `provenance` says where
+    the best skill came from."""
     t, c = test, test["comparison"]
     runs = f"{t['repeats']} run{'s' if t['repeats'] != 1 else ''} each"
     s = t["seed"]
     seed = f"  seed  {s['sha256'][:12]}  accuracy {_f(s['accuracy'])} {_ci(s['ci95'])}"
-    head = f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer):"
+    head = (
+        f"test split ({t['seed']['n_items']} items, {runs}; never shown to the optimizer or used to choose):"
+    )
     if t["best"]["sha256"] == t["seed"]["sha256"]:
+        return [head, seed, f"  no edit was accepted ({provenance}): best.md is the seed"]
+    best = (
+        f"  best  {t['best']['sha256'][:12]}  accuracy {_f(t['best']['accuracy'])} {_ci(t['best']['ci95'])}"
+        f"  ({provenance})"
+    )
+    moved = f"{c['improved']} items improved, {c['regressed']} regressed, {c['unchanged']} unchanged"
+    guard = t.get("guard")
+    if not guard:  # a test.json written before the test split confirmed what is handed back
         return [
             head,
             seed,
-            f"  no edit was accepted ({provenance}): the best skill is the seed, nothing compared",
+            best,
+            f"  difference {_signed(c['diff'])}, two-sided 95% CI {_ci(c['ci95'])},"
+            f" two-sided p = {_p(c['p_value'])}; {moved}",
+            f"  ({c['method']})",
+        ]
+    level = guard["alpha"]
+    test_p = f"one-sided p = {p_beside(guard['p_value'], level)}"
+    said = f"  difference {_signed(c['diff'])} ({moved}); {guard['test']}: {test_p}"
+    gain = (t.get("handed_back") or {}).get("gain")
+    if not guard["confirmed"] or not gain:
+        return [
+            head,
+            seed,
+            best,
+            f"{said} >= alpha {level:.3g}",
+            "  no edit was confirmed: best.md is the seed",
         ]
     return [
         head,
         seed,
-        f"  best  {t['best']['sha256'][:12]}  accuracy {_f(t['best']['accuracy'])} {_ci(t['best']['ci95'])}"
-        f"  ({provenance})",
-        f"  difference {_signed(c['diff'])}, two-sided 95% CI {_ci(c['ci95'])},"
-        f" two-sided p = {_p(c['p_value'])};"
-        f" {c['improved']} items improved, {c['regressed']} regressed, {c['unchanged']} unchanged",
-        f"  ({c['method']})",
+        best,
+        f"{said} < alpha {level:.3g}",
+        f"  confirmed: best.md is the best skill; its gain {_signed(gain['estimate'])},"
+        f" 95% CI {_ci(gain['ci95'])}",
+        "  (the gain and its interval are corrected for handing back only a confirmed skill:"
+        " docs/optimize.md)",
     ]
 
 
@@ -150,9 +185,9 @@ def _grader_lines(history: Sequence[Mapping[str, Any]]) -> list[str]:
     )
     phrases = sorted({phrase for row in flagged for phrase in row["addresses_grader"]})
     return [
-        f"**Warning:** {len(flagged)} candidate skill(s) address the grader or judge ({steps}:"
-        f" {_cell(', '.join(phrases), 200)}); a gain from them may be the judge obeying the skill,"
-        " not better answers. Give the test its own judge (`test_judge_model`) or use the rules.",
+        f"**Refused:** {len(flagged)} candidate skill(s) addressed the grader or judge ({steps}:"
+        f" {_cell(', '.join(phrases), 200)}) and were not tried: a gain from them could be the judge"
+        " obeying the skill, not better answers.",
         "",
     ]
 

@@ -63,15 +63,24 @@ class OptimizeOptions:
         show_default=True,
         help="Seed of the split, the batch order and the successes sent.",
     )
-    epochs: int = setting(
-        4, "--epochs", kind=int, low=1, show_default=True, help="Passes over the train split."
+    budget: int = setting(
+        3200,
+        "--budget",
+        kind=int,
+        low=1,
+        show_default=True,
+        help="Target rollouts for the whole run: the seed's score, the test comparison and as many"
+        " steps as fit between them (unless --steps or --epochs is given).",
+    )
+    epochs: int | None = setting(
+        None, "--epochs", kind=int, low=1, help="Passes over the train split, instead of the budget's steps."
     )
     steps: int | None = setting(
         None,
         "--steps",
         kind=int,
         low=0,
-        help="At most this many steps in all. [default: every batch of every epoch]",
+        help="This many steps in all, instead of the budget's or the epochs'.",
     )
     batch_size: int = setting(
         64, "--batch-size", kind=int, low=1, show_default=True, help="Train items rolled out per step."
@@ -98,19 +107,28 @@ class OptimizeOptions:
         high=1,
         open_bounds=True,
         show_default=True,
-        help="The run's false-accept rate: the chance that a run whose edits cannot help ends with any"
-        " accepted edit (the j-th gate decision is tested at alpha/2^j).",
+        help="The run's error rate: the chance that the skill handed back is worse than the seed, or"
+        " that the run reports a gain that is not there. The test split confirms at alpha/2.",
     )
     gate: str = setting(
-        "paired",
+        "greater",
         "--gate",
         choices=GATES,
         show_default=True,
-        help="paired: a one-sided paired per-item test at --alpha; greater: any higher selection score"
-        " (the reference's rule).",
+        help="greater: keep a candidate that scores higher on selection; paired: only one an exact"
+        " paired test finds better (the j-th decision at alpha/2^j).",
+    )
+    refresh: int = setting(
+        4,
+        "--refresh",
+        kind=int,
+        low=0,
+        show_default=True,
+        help="After this many rejected candidates in a row, score the current skill on selection"
+        " again and pool the runs (0: never).",
     )
     repeats: int = setting(
-        3,
+        1,
         "--repeats",
         kind=int,
         low=1,
@@ -137,7 +155,7 @@ class OptimizeOptions:
     def identity(self) -> dict[str, Any]:
         """What determines each step's result (not the budget: --steps and --epochs may grow on a re-run)."""
         out = asdict(self)
-        for budget in ("epochs", "steps", "split"):
+        for budget in ("budget", "epochs", "steps", "split"):
             out.pop(budget)
         out["ratio"] = list(self.ratio)
         return out
@@ -153,6 +171,7 @@ class Plan:
     requests: dict[str, int]
     search: str | None = None  # a GEPA search's budget, said instead of the steps
     costs: tuple[str, ...] = ()  # what those requests would cost, by role (bv.optimize.plan_cost)
+    detection: tuple[str, ...] = ()  # what the split can detect (bv.optimize.detect)
 
     def lines(self) -> list[str]:
         s = self.split
@@ -164,24 +183,26 @@ class Plan:
             f"{role}: at most {n} requests (fewer where the reply cache has them)"
             for role, n in self.requests.items()
         ]
-        return out + list(self.costs)
+        return out + list(self.detection) + list(self.costs)
 
 
 def improved_on_test(test: Mapping[str, Any]) -> bool:
-    """Whether the test comparison finds the best skill better than the seed (two-sided, 5%)."""
-    c = test["comparison"]
-    return c["diff"] is not None and c["diff"] > 0 and c["p_value"] < 0.05
+    """Whether the test split confirmed the best skill, which is then handed back (bv.optimize.guard)."""
+    return (test.get("handed_back") or {}).get("skill") == "best"
 
 
 @dataclass(frozen=True)
 class OptimizeResult:
-    """What a run found: the best skill on selection, and it against the seed on test (the headline)."""
+    """What a run found: the best skill on selection, it against the seed on test (the headline),
+    and the skill handed back (best.md): the best skill when the test split confirmed it, else the
+    seed."""
 
     out: Path
     steps: int
     accepted: int
     seed_skill: Skill
-    best_skill: Skill
+    best_skill: Skill  # the best on selection
+    handed_back: Skill  # what best.md holds
     best_step: int
     selection: dict[str, Any]  # the best skill's selection score (accuracy, ci95, n_items)
     test: dict[str, Any]  # {"seed": estimate, "best": estimate, "comparison": paired figures}
@@ -201,6 +222,7 @@ class OptimizeResult:
                 _whole(r, "failed_rows")
                 if r.get("kind") == "seed"
                 else _whole((r.get("gate") or {}).get("failed_rows") or {}, "candidate")
+                + _whole(r.get("refresh") or {}, "failed_rows")
                 for r in self.history
             ),
             "test": _whole(self.test, "failed_rows"),
@@ -209,11 +231,13 @@ class OptimizeResult:
 
 @dataclass(frozen=True)
 class GepaResult:
-    """What the search found: GEPA's best skill on selection, and it against the seed on test."""
+    """What the search found: GEPA's best skill on selection, it against the seed on test, and
+    the skill handed back (best.md), as OptimizeResult's."""
 
     out: Path
     seed_skill: Skill
     best_skill: Skill
+    handed_back: Skill
     best_candidate: int  # its index in GEPA's pool (0: the seed)
     candidates: int  # the pool's size, the seed included
     proposals: int  # reflections sent to the optimizer
@@ -313,8 +337,11 @@ def seed_line(row: Mapping[str, Any]) -> str:
 
 
 def step_line(row: Mapping[str, Any], total: int) -> str:
-    """A finished step in one line; a candidate that addresses the grader is warned of."""
+    """A finished step in one line; a candidate refused for addressing the grader says so."""
     flagged = row.get("addresses_grader")
+    if flagged and row.get("gate") is None:
+        head = _step_line(row, total).removesuffix("; no candidate")
+        return f"{head}; refused untried: the candidate addresses the grader ({', '.join(flagged)})"
     warning = f"; warning: the candidate addresses the grader ({', '.join(flagged)})" if flagged else ""
     return _step_line(row, total) + warning
 
@@ -329,12 +356,18 @@ def _step_line(row: Mapping[str, Any], total: int) -> str:
         return head + "; no candidate"
     verdict = "accepted" if gate["accepted"] else "rejected"
     means = f"{figure(gate['mean_a'])} -> {figure(gate['mean_b'])}"
-    return f"{head}; gate {gate['gate']}: {means}, {gate_figures(gate)}: {verdict}"
+    line = f"{head}; gate {gate['gate']}: {means}, {gate_figures(gate)}: {verdict}"
+    again = row.get("refresh")
+    if again:
+        pooled = again["pooled"]
+        line += f"; the current skill scored again: {figure(pooled['accuracy'])}"
+        line += f" pooled over {pooled['n_items']} items"
+    return line
 
 
 def gate_figures(gate: Mapping[str, Any]) -> str:
-    """A gate decision's difference, its one-sided bound and p at the decision's share of alpha
-    (the bound is above 0 exactly when p is below that share), and the failed rows left out."""
+    """A gate decision's difference, and for a paired gate its test's p at the decision's share of
+    alpha, and the failed rows left out."""
     share = gate.get("step_alpha")
     if share is None:  # a history written before the shares: the decision's test and alpha as they were
         lo, hi = gate["ci95"]
@@ -344,12 +377,16 @@ def gate_figures(gate: Mapping[str, Any]) -> str:
         )
     failed = gate.get("failed_rows") or {}
     left_out = sum(failed.values())
-    text = (
-        f"diff {figure(gate['diff'])} >= {figure((gate.get('bound') or [None])[0])}"
-        f" (one-sided {100 * (1 - share):.4g}% bound), one-sided p={figure(gate['p_value'], 4)}"
-        f" vs alpha {share:.3g} (decision {gate['decision']}: alpha/2^{gate['decision']})"
-        f" on {gate['n_items']} items"
-    )
+    diff = gate["diff"]
+    text = f"diff {'n/a' if diff is None else f'{diff:+.3f}'}"
+    if gate["gate"] == "paired":
+        if gate.get("bound"):  # a history written before the exact test: its interval's bound
+            text += f" >= {figure(gate['bound'][0])} (one-sided {100 * (1 - share):.4g}% bound)"
+        text += (
+            f", one-sided p={figure(gate['p_value'], 4)} vs alpha {share:.3g}"
+            f" (decision {gate['decision']}: alpha/2^{gate['decision']})"
+        )
+    text += f" on {gate['n_items']} items"
     if left_out:
         text += (
             f"; {left_out} failed rows left out"

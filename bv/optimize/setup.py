@@ -82,7 +82,8 @@ class OptimizeSettings:
     ratio: tuple[int, int, int] = shared(OptimizeOptions, "ratio")
     split: Path | None = shared(OptimizeOptions, "split")
     split_seed: int = shared(OptimizeOptions, "split_seed")
-    epochs: int = shared(OptimizeOptions, "epochs")
+    budget: int = shared(OptimizeOptions, "budget")
+    epochs: int | None = shared(OptimizeOptions, "epochs")
     steps: int | None = shared(OptimizeOptions, "steps")
     batch_size: int = shared(OptimizeOptions, "batch_size")
     minibatch: int = shared(OptimizeOptions, "minibatch")
@@ -90,6 +91,7 @@ class OptimizeSettings:
     edits: int = shared(OptimizeOptions, "edits")
     alpha: float = shared(OptimizeOptions, "alpha")
     gate: str = shared(OptimizeOptions, "gate")
+    refresh: int = shared(OptimizeOptions, "refresh")
     repeats: int = shared(OptimizeOptions, "repeats")
     max_skill_chars: int = shared(OptimizeOptions, "max_skill_chars")
     prompts: Path | None = None  # a folder of replacement templates
@@ -209,6 +211,7 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
         ratio=s.ratio,
         split=s.split,
         split_seed=s.split_seed,
+        budget=s.budget,
         epochs=s.epochs,
         steps=s.steps,
         batch_size=s.batch_size,
@@ -217,6 +220,7 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
         edits=s.edits,
         alpha=s.alpha,
         gate=s.gate,
+        refresh=s.refresh,
         repeats=s.repeats,
         max_skill_chars=s.max_skill_chars,
     )

@@ -144,4 +144,13 @@ def test_metrics(test: Mapping[str, Any]) -> dict[str, float]:
     _put(out, "test_diff", comparison.get("diff"))
     _put(out, "test_p_value", comparison.get("p_value"))
     _put(out, "test_failed_rows", test.get("failed_rows"))
+    guard = test.get("guard") or {}
+    _put(out, "test_confirmation_p_value", guard.get("p_value"))
+    handed = test.get("handed_back") or {}
+    _put(out, "handed_back_best", 1.0 if handed.get("skill") == "best" else 0.0)
+    gain = handed.get("gain") or {}
+    _put(out, "handed_back_gain", gain.get("estimate"))
+    ci = gain.get("ci95") or [None, None]
+    _put(out, "handed_back_gain_ci95_low", ci[0])
+    _put(out, "handed_back_gain_ci95_high", ci[1])
     return out

@@ -456,6 +456,6 @@ def test_bv_optimize_s_options_and_keywords_default_as_declared():
         if not decl.multiple and default not in (None, dataclasses.MISSING):  # None: no click default
             assert option.default == default, (name, option.default, default)
     keywords = {name: api_default(OptimizeSettings, name) for name in names(OptimizeSettings)}
-    assert keywords["ratio"] == "2:1:7" and keywords["batch_size"] == 64 and keywords["quiet"] is True
+    assert keywords["ratio"] == "2:2:6" and keywords["batch_size"] == 64 and keywords["quiet"] is True
     with pytest.raises(TypeError, match="`seed` is now `split_seed`"):  # for one release, as --seed
         api.plan_optimize("items.jsonl", skill="s.md", out="o", optimizer_model="m", seed=1)

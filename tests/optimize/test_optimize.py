@@ -42,6 +42,8 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
     assert result["best"]["accuracy"] >= 0.9
     assert result["comparison"]["diff"] > 0.5 and result["comparison"]["p_value"] < 0.001
     assert "test split" in done.stdout and "difference +" in done.stdout
+    assert "confirmed: best.md is the best skill; its gain +" in done.stdout
+    assert result["handed_back"]["skill"] == "best" and result["guard"]["test"].startswith("exact sign-flip")
 
     rows = history(out)
     assert rows[0]["kind"] == "seed" and [r["step"] for r in rows] == list(range(len(rows)))
@@ -168,9 +170,11 @@ def test_dry_run_estimates_and_sends_nothing(data_dir, models, tmp_path):
     done = bv_inproc("bv " + command(data_dir, models, out, "--dry-run"))
     assert done.returncode == 0, done.stderr
     assert "24 train, 36 selection, 36 test items" in done.stderr and "steps: 9 " in done.stderr
-    # 9 steps of 8 train rows and a candidate's 36 x 2 selection rows; the seed's selection rows;
-    # the seed and the best on test; one optimizer request a step (8 attempts fit one minibatch)
-    assert "target: at most 936 requests" in done.stderr and "optimizer: at most 9 requests" in done.stderr
+    # 9 steps of 8 train rows and a candidate's 36 x 2 selection rows; at most 2 re-scores of the
+    # current skill (one per 4 rejections, --refresh); the seed's selection rows; the seed and the
+    # best on test; one optimizer request a step (8 attempts fit one minibatch)
+    assert "target: at most 1080 requests" in done.stderr and "optimizer: at most 9 requests" in done.stderr
+    assert "detects: the test split (36 items x 2 runs) confirms a +5-point gain with" in done.stderr
     assert models.answered() == 0 and not out.exists()
 
 
@@ -196,7 +200,7 @@ def test_a_dry_run_prints_dollars_by_role_as_the_rollout_estimates_them(data_dir
         input=prompts,
     )
     each = float(re.search(r"cost: +\$([\d.]+) to", alone.stderr).group(1))  # 96 items, one request each
-    assert float(target.group(1).replace(",", "")) == pytest.approx(936 / 96 * each, rel=0.01)
+    assert float(target.group(1).replace(",", "")) == pytest.approx(1080 / 96 * each, rel=0.01)
     assert models.answered() == 0 and not out.exists()
     unpriced = bv_inproc("bv " + command(data_dir, models, out, "--dry-run"))
     assert "cost: not estimated: give --prices" in unpriced.stderr

@@ -45,16 +45,21 @@ def test_the_references_rule_accepts_an_identical_candidate_often():
 
 
 def test_the_gate_is_one_sided_in_the_candidates_favour():
-    # one run per item: 7 items improved, 1 regressed, 30 unchanged
-    current = {f"{i}": [0.0] for i in range(7)} | {"r": [1.0]} | {f"u{i}": [1.0] for i in range(30)}
-    candidate = {f"{i}": [1.0] for i in range(7)} | {"r": [0.0]} | {f"u{i}": [1.0] for i in range(30)}
+    # one run per item: 9 items improved, 1 regressed, 30 unchanged
+    current = {f"{i}": [0.0] for i in range(9)} | {"r": [1.0]} | {f"u{i}": [1.0] for i in range(30)}
+    candidate = {f"{i}": [1.0] for i in range(9)} | {"r": [0.0]} | {f"u{i}": [1.0] for i in range(30)}
     decision = decide(current, candidate, "paired", 0.05)
-    p = decision.comparison.p_value  # one-sided: half the level at which the interval touches 0
-    assert abs(independent_newcombe(30, 7, 1, 0, level=1 - 2 * p)[0]) < 1e-6
-    assert p < step_alpha(0.05, 1) == 0.025 and decision.accepted and decision.comparison.bound[0] > 0
+    p = decision.comparison.p_value  # the exact test's: a binomial test on the 10 items that moved
+    assert p == scipy_stats.binomtest(9, 10, 0.5, "greater").pvalue
+    assert p < step_alpha(0.05, 1) == 0.025 and decision.accepted and decision.test.startswith("exact")
     backwards = decide(candidate, current, "paired", 0.05)
     assert not backwards.accepted and backwards.comparison.p_value > 0.9
-    assert decision.to_json()["improved"] == 7 and decision.to_json()["regressed"] == 1
+    assert decision.to_json()["improved"] == 9 and decision.to_json()["regressed"] == 1
+    # 7 improved and 1 regressed: Newcombe's interval called it significant at 0.025; exactly, p = 9/256
+    current7 = {f"{i}": [0.0] for i in range(7)} | {"r": [1.0]} | {f"u{i}": [1.0] for i in range(30)}
+    candidate7 = {f"{i}": [1.0] for i in range(7)} | {"r": [0.0]} | {f"u{i}": [1.0] for i in range(30)}
+    assert independent_newcombe(30, 7, 1, 0, level=0.95)[0] > 0
+    assert decide(current7, candidate7, "paired", 0.05).comparison.p_value == 9 / 256
 
 
 def run_accepts(
@@ -143,7 +148,7 @@ def test_a_runs_failed_rows_are_counted_by_split_from_its_history():
     skill = Skill("seed", "- look")
 
     def result(test: dict) -> OptimizeResult:
-        return OptimizeResult(Path("run"), 3, 1, skill, skill, 1, {}, test, {}, history)
+        return OptimizeResult(Path("run"), 3, 1, skill, skill, skill, 1, {}, test, {}, history)
 
     assert result({"failed_rows": 5}).failed_rows == {"train": 2, "selection": 7, "test": 5}
     assert result({"failed_rows": "5"}).failed_rows["test"] == 0

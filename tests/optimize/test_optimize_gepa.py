@@ -233,10 +233,11 @@ def test_failed_rows_are_left_out_of_gepas_scores_not_scored_as_wrong():
     assert gepa_adapter.batch_scores([], ["a"]) == ({}, [0.0], 0)
 
 
-def test_a_gepa_rewrite_that_addresses_the_grader_is_flagged(data_dir, servers, tmp_path):
-    """Issue 34: a skill that tells the target to address the grader passed bv's gate with a
-    gullible judge. GEPA's rewrites are tried as the loop's candidates are, and flagged alike: in
-    the pool (gepa.json), on stderr as it is tried, and in report.md."""
+def test_a_gepa_rewrite_that_addresses_the_grader_is_refused_untried(data_dir, servers, tmp_path):
+    """Issue 34 and 43: a skill that tells the target to address the grader passed bv's gate with
+    a gullible judge, and could be handed back. GEPA's rewrites that do are refused as the loop's
+    candidates are: scored 0 without a request (GEPA keeps its parent), named in gepa.json's
+    refused rewrites, said on stderr once each, and never handed back."""
     optimizer_model = servers[2]
     scripted = optimizer_model.gepa_script
 
@@ -250,12 +251,16 @@ def test_a_gepa_rewrite_that_addresses_the_grader_is_flagged(data_dir, servers, 
         data_dir / "meta_data.jsonl", SEED, out, engines(servers, tmp_path / "cache.sqlite"), OPTIONS,
         max_metric_calls=250, say=lines.append,
     )  # fmt: skip
-    pool = json.loads((out / "gepa.json").read_text())["pool"]
-    assert pool[0]["addresses_grader"] == []  # the seed
-    assert len(pool) > 1 and all(c["addresses_grader"] == ["reply true", "ground truth"] for c in pool[1:])
-    warned = [line for line in lines if "addresses the grader (reply true, ground truth)" in line]
-    assert warned and all(line.startswith("gepa: warning: skill ") for line in warned)
-    assert len(warned) == len({line.split()[3] for line in warned})  # once per candidate
-    report = (out / "report.md").read_text()
-    assert f"**Warning:** {len(pool) - 1} candidate skill(s) address the grader or judge" in report
+    record = json.loads((out / "gepa.json").read_text())
+    pool, refused = record["pool"], record["refused"]
+    assert len(pool) == 1 and pool[0]["addresses_grader"] == []  # only the seed was ever kept
+    grader = [r for r in refused if r["status"] == "addresses_grader"]  # the first has control characters
+    assert grader and all(r["status"] in ("addresses_grader", "control_chars") for r in refused)
+    said = [
+        line
+        for line in lines
+        if "refused untried: it addresses the grader (reply true, ground truth)" in line
+    ]
+    assert len(said) == len(grader)  # once per rewrite
+    assert result.handed_back.text == SEED.text.strip()
     assert result.candidates == len(pool)

@@ -111,9 +111,10 @@ def test_hostile_edits_the_grader_flag_and_the_test_s_own_judge(tmp_path, server
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     step = history[1]
     assert step["applied"] >= 1 and step["addresses_grader"] == ["reply true"]
-    assert "warning: the candidate addresses the grader (reply true)" in done.stderr
+    assert step["gate"] is None and not step["accepted"]  # refused untried: never kept or handed back
+    assert "refused untried: the candidate addresses the grader (reply true)" in done.stderr
     report = (out / "report.md").read_text()
-    assert "**Warning:** 1 candidate skill(s) address the grader or judge (step 1: reply true)" in report
+    assert "**Refused:** 1 candidate skill(s) addressed the grader or judge (step 1: reply true)" in report
     for raw in ("<script", "<img", "<svg", "!["):
         assert raw not in report, raw
     assert re.search(r"(?<!\\)\]\(", report) is None  # no link or image: every `](` is escaped
