@@ -117,6 +117,7 @@ class Input:
     several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
     image_root: Path | None = None  # a run folder's images (its items' folder), for the HTML page
     by_rules: bool = False  # a run folder judged by the rules alone (`--mode rules`): no LLM wanted
+    unconfirmed: str | None = None  # a run folder whose rows are not those its own record describes
 
     def close(self) -> None:
         """Remove stdin's spool file, once nothing reads the rows again."""
@@ -408,5 +409,13 @@ def input_names(inputs: tuple[str, ...]) -> list[Input]:
         if run is None:
             out.append(Input(unique, path))
         else:
-            out.append(Input(unique, path, image_root=run.image_root, by_rules=run.by_rules))
+            out.append(
+                Input(
+                    unique,
+                    path,
+                    image_root=run.image_root,
+                    by_rules=run.by_rules,
+                    unconfirmed=run.unconfirmed,
+                )
+            )
     return out
