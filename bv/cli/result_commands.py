@@ -225,7 +225,9 @@ def report(
             by=tuple(dict.fromkeys(by)),
             exclude_failed=exclude_failed,
             keep_rows=bool(html_path),
-            options=CompareOptions(baseline=baseline, adjust=adjust, cluster=cluster, power=power),
+            options=CompareOptions(
+                baseline=baseline, adjust=adjust, cluster=cluster, power=power, per_run=fmt == "json"
+            ),
         )
         summaries = summaries_of(built)
         page_to_stdout = html_path is not None and str(html_path) == "-"

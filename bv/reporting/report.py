@@ -328,11 +328,12 @@ class CompareOptions:
     adjust: str = "holm"  # or "bh" (bv.core.stats.ADJUSTMENTS)
     cluster: str | None = None  # "type" or "subtype": clustered SEs of the accuracies and differences
     power: bool = False
+    per_run: bool = True  # each group's accuracy per run listed (the JSON's `per_run`), one number a run
 
 
 def _summary(column: Column, tally: Tally, exclude_failed: bool, options: CompareOptions) -> Summary:
     """A column's summary, with how its rows were made (skill, style, prompts, judge version)."""
-    summary = tally.summary(column.name, exclude_failed, options.cluster)
+    summary = tally.summary(column.name, exclude_failed, options.cluster, options.per_run)
     made_by = {
         name: next(iter(values)) for name, values in column.values.items() if name != "model" and values
     }
