@@ -149,7 +149,8 @@ def cache_merge(sources: tuple[Path, ...], cache_path: Path | None) -> None:
     Each SOURCE is read only, so it may be a copy of a cache still in use (its .sqlite with the
     -wal beside it) or a cache another bv is writing. Where two hold a reply to the same request,
     the one already in the target stays (then the first SOURCE's). A file that is not a reply
-    cache is refused, naming it; what the SOURCEs before it gave is kept.
+    cache is refused, naming it; what the SOURCEs before it gave is kept. A missing SOURCE is
+    refused before anything is merged or the target created.
 
     \b
     Examples:
@@ -157,9 +158,10 @@ def cache_merge(sources: tuple[Path, ...], cache_path: Path | None) -> None:
       bv cache merge cache.sqlite --cache snapshot.sqlite    # a copy of a cache in use
     """
     from bv.engine.cache import ReplyCache
-    from bv.engine.cache_merge import merge_into
+    from bv.engine.cache_merge import check_sources, merge_into
 
     path = cache_path or default_cache()
+    check_sources(sources)  # a missing SOURCE is refused before the target is created
     with ReplyCache(path) as target:
         for source in sources:
             merged = merge_into(target, source)

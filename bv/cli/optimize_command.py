@@ -97,10 +97,6 @@ def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings
     from bv.optimize.loop import OptimizeError
     from bv.optimize.report import gepa_lines, headline
 
-    if not settings["optimizer_model"] and not dry_run:
-        raise click.UsageError(
-            "bv optimize needs --optimizer-model (or BV_OPTIMIZER_MODEL): the model that writes edits"
-        )
     settings["cache"] = None if no_cache else settings["cache"] or api.DEFAULT_CACHE
     settings["quiet"] = quiet or not sys.stderr.isatty()  # each stage's progress: live on a terminal only
     try:

@@ -225,7 +225,9 @@ def report(
             by=tuple(dict.fromkeys(by)),
             exclude_failed=exclude_failed,
             keep_rows=bool(html_path),
-            options=CompareOptions(baseline=baseline, adjust=adjust, cluster=cluster, power=power),
+            options=CompareOptions(
+                baseline=baseline, adjust=adjust, cluster=cluster, power=power, per_run=fmt == "json"
+            ),
         )
         summaries = summaries_of(built)
         page_to_stdout = html_path is not None and str(html_path) == "-"
@@ -273,6 +275,9 @@ def report(
     incomplete = notices(built, tuple(by))
     for line in incomplete:
         click.echo(printable(f"bv report: {'error' if strict else 'warning'}: {cli_words(line)}"), err=True)
+    changed = [source.unconfirmed for source in sources if source.unconfirmed]
+    for line in changed:  # an edited row is never reported as the run's own result
+        click.echo(printable(f"bv report: error: {line}"), err=True)
     finish_rows(problems, skip_bad)
     failing = below(summaries, fail_under) if fail_under is not None else []
     for line in failing:
@@ -281,6 +286,7 @@ def report(
         click.echo("bv report: --strict: the report is incomplete or mixed (above); exit 1", err=True)
     if (
         failing
+        or changed
         or (strict and incomplete)
         or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
     ):

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadRecord
@@ -71,6 +72,27 @@ def parse_json(text: str) -> Any:
     """`json.loads`, refusing numbers no bv record holds with BadRecord (a ValueError: catch it
     first). Nesting past the recursion limit still raises RecursionError."""
     return _DECODER.decode(text)
+
+
+def read_json_file(path: Path, max_bytes: int) -> Any:
+    """A run folder's JSON file (config.json, test.json), read bounded: OSError when it cannot be
+    read, BadRecord (saying why, not naming the file) when it is over `max_bytes`, not UTF-8, not
+    JSON or nested past the recursion limit. These files are a few kB; one a user or a tool edited
+    is data, never a crash."""
+    with open(path, "rb") as stream:
+        data = stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadRecord(f"over {max_bytes} bytes")
+    try:
+        return parse_json(data.decode("utf-8"))
+    except BadRecord:
+        raise
+    except UnicodeDecodeError as exc:
+        raise BadRecord(f"invalid UTF-8 at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise BadRecord(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (RecursionError, ValueError) as exc:
+        raise BadRecord(unparsable(exc)) from None
 
 
 # A JSON string escape of a UTF-16 surrogate: paired ones decode to one character, lone ones to

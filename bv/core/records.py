@@ -80,6 +80,7 @@ class ReplyFields(TypedDict):
     refusal: NotRequired[str]
     content_filter: NotRequired[str]
     batch: NotRequired[bool]  # True: the reply came from a Batch API job, and is priced at batch rates
+    batch_conflicts: NotRequired[int]  # the batch's other, different result lines for it (the first was used)
     image_opened: NotRequired[bool]  # exec: whether the agent's transcript shows it opening the image
     endpoint: NotRequired[str]  # the endpoint that made it: stored with it in the cache, and in a cached turn
 

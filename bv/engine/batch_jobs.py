@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bv.core.errors import Fatal, ItemFailure
@@ -129,18 +131,28 @@ class BatchJobs:
         await self._follow(record, mine, info)
 
     async def _follow(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
-        """Poll until the batch ends; then its results go to the cache and the rows."""
+        """Poll until the batch ends; then its results go to the cache and the rows. Past its
+        expires_at the polls thin out (each wait twice the one before, from `poll_s`) until the
+        grace ends, when the batch is given up: the provider should have ended it, and a server
+        that keeps it running was polled ~19 times a second with a short BV_BATCH_POLL_S."""
         assert record.batch_id is not None
+        wait = self.poll_s
         try:
             while not info.done:
-                if info.overdue(time.time()):
+                now = time.time()
+                if info.overdue(now):
                     raise ItemFailure(
                         f"batch {info.id} is still {info.status} past its expires_at (and"
                         f" {EXPIRY_GRACE_S // 60} minutes more): no longer polled; the same command"
                         " collects its results if the server ends it"
                     )
                 self._show(info)
-                await asyncio.sleep(self.poll_s)
+                if info.expires_at is not None and now > info.expires_at:
+                    left = info.expires_at + EXPIRY_GRACE_S - now  # then the next look gives it up
+                    await asyncio.sleep(min(wait, left + 0.01))
+                    wait = min(wait * 2, EXPIRY_GRACE_S)
+                else:
+                    await asyncio.sleep(self.poll_s)
                 found = await self._look(record)
                 if found is None:
                     raise ItemFailure(
@@ -185,31 +197,61 @@ class BatchJobs:
 
     async def _collect(self, record: BatchRecord, mine: set[str], info: BatchInfo) -> None:
         """Every result of an ended batch, cached, and each row's handed over; the requests without
-        one fail with what the batch says (expired, cancelled, failed validation)."""
+        one fail with what the batch says (expired, cancelled, failed validation).
+
+        Two result lines for one request that say different things: the first wins (the output
+        file is read before the error file, so a reply beats a failure). bv cannot tell which
+        one the provider billed or meant; the first is what it wrote first, and the same files give
+        the same choice on every re-run. So that the reply can say so, each request's first line
+        waits in a spool file beside the batch records until every line is read; the reply kept
+        records how many other lines disagreed (`batch_conflicts`), and stderr counts them."""
         keys = set(record.keys)
-        found: dict[str, bytes] = {}  # custom_id: a digest of its result, to tell a conflicting twin
-        unreadable = conflicting = 0
-        for file_id in (info.output_file_id, info.error_file_id):
-            if file_id is None:
-                continue
-            async for line in self.client.lines(file_id):
-                result = read_result(line, info.id, self._advise)
-                if result is None:
-                    unreadable += 1  # torn, not JSON, or naming no request
-                    continue
-                key, answer = result
-                if key not in keys:
-                    continue
-                digest = _digest(answer)
-                if key not in found:
-                    found[key] = digest
+        found: dict[str, bytes] = {}  # custom_id: a digest of its first result, to tell a conflicting twin
+        twins: dict[str, int] = {}  # custom_id: its other, different result lines
+        unreadable = 0
+        spool: Path | None = None
+        try:
+            fd, name = tempfile.mkstemp(prefix=".results-", dir=self.state.folder)
+            spool = Path(name)
+            with open(fd, "wb") as out:
+                for file_id in (info.output_file_id, info.error_file_id):
+                    if file_id is None:
+                        continue
+                    async for line in self.client.lines(file_id):
+                        result = read_result(line, info.id, self._advise)
+                        if result is None:
+                            unreadable += 1  # torn, not JSON, or naming no request
+                            continue
+                        key, answer = result
+                        if key not in keys:
+                            continue
+                        digest = _digest(answer)
+                        if key not in found:
+                            found[key] = digest
+                            out.write(line.rstrip(b"\r\n") + b"\n")
+                        elif found[key] != digest:
+                            twins[key] = twins.get(key, 0) + 1
+            with open(spool, "rb") as lines:
+                for line in lines:
+                    result = read_result(line, info.id, self._advise)
+                    assert result is not None  # it was read once already
+                    key, answer = result
+                    if isinstance(answer, Reply) and key in twins:
+                        answer.batch_conflicts = twins[key]
                     self.deliver(key, answer)
-                elif found[key] != digest:
-                    conflicting += 1
-        if conflicting:
+        except OSError as exc:
+            raise Fatal(
+                f"cannot spool the results of batch {info.id} in {self.state.folder}:"
+                f" {exc.strerror or exc}; the same command collects them again"
+            ) from None
+        finally:
+            if spool is not None:
+                spool.unlink(missing_ok=True)
+        if twins:
             say(
-                f"warning: batch {info.id} gave {counted(conflicting, 'request')} a second, different"
-                " result line; the first of each was used"
+                f"warning: batch {info.id} gave {counted(len(twins), 'request')} a second, different"
+                " result line; the first of each was used, and its reply records how many others"
+                " disagreed (batch_conflicts)"
             )
         by_line = {e["line"]: e for e in info.errors if e.get("line")}
         general = "; ".join(_said(e) for e in info.errors if not e.get("line"))

@@ -170,11 +170,14 @@ def read_config(path: Path) -> dict[str, Any] | None:
     """The record a run folder holds; None when it has none (a new folder). A config.json that
     is not a bv eval record (not an object, its options not one) is refused, never replaced:
     the folder may hold something else."""
+    from bv.core.json_values import read_json_file
+    from bv.core.run_inputs import MAX_CONFIG_BYTES
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: BadRecord, saying why (too big, too deep)
         raise Fatal(
             f"{path}: cannot read the run's configuration ({exc}); delete the folder or choose another"
         ) from None

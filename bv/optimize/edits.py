@@ -113,13 +113,19 @@ class Checked:
 
 
 def recorded(checked: Sequence[Checked]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The operations as a history row records them: the applied ones and the first MAX_RECORDED
-    of the rest one by one, the others tallied by status (issue 34: 2 MB of optimizer replies made
-    a 59 MB history row, and every resume read it again)."""
+    """The operations as a history row records them: the applied ones, each reply's one
+    `over_limit` entry (its operations past the first MAX_EDITS_READ, counted) and the first
+    MAX_RECORDED of the rest one by one, the others tallied by status (issue 34: 2 MB of optimizer
+    replies made a 59 MB history row, and every resume read it again). Applied and over_limit
+    entries are bounded by the step size and the replies, so each is always there to read."""
     entries: list[dict[str, Any]] = []
     tally: dict[str, int] = {}
+    kept = 0  # entries of the other statuses recorded one by one
     for entry in checked:
-        if entry.status == "applied" or len(entries) < MAX_RECORDED:
+        if entry.status in ("applied", "over_limit"):
+            entries.append(entry.to_json())
+        elif kept < MAX_RECORDED:
+            kept += 1
             entries.append(entry.to_json())
         else:
             tally[entry.status] = tally.get(entry.status, 0) + entry.count

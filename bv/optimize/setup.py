@@ -179,6 +179,11 @@ def loop_inputs(s: OptimizeSettings) -> tuple[Any, ...]:
     from bv.optimize.stage_calls import Engines, Model
     from bv.stages.prompt import Skill
 
+    if not s.optimizer_model:  # else the optimizer's endpoint said "no model given: use `model`"
+        raise OptimizeError(
+            "no optimizer model given: give `optimizer_model` (or set BV_OPTIMIZER_MODEL), the model"
+            " that writes edits; a dry run needs it too"
+        )
     seed_skill = s.skill if not isinstance(s.skill, str | Path) else Skill.load(Path(s.skill))
     templates = s.templates
     if templates is None and s.prompts is not None:

@@ -4,7 +4,8 @@ keeps one per column; `bv export` one for its duplicate check)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import heapq
+from collections.abc import Iterator, Mapping
 
 # One byte per (id, run) in a KeyTable: absent, or present with this verdict, plus FAILED when
 # the row's rollout failed or it is undecided (a row without a verdict has failed too).
@@ -15,6 +16,19 @@ _FAILED_RIGHT, _FAILED_WRONG = RIGHT | FAILED, WRONG | FAILED
 # this beyond an item's array (a hostile or oddly numbered file) goes in a dict instead, so no
 # input grows the table by more than twice this many bytes a row.
 _REACH = 64
+
+# What a verdict code counts for, by code (0-7): a row; a row the accuracy counts (every row, or
+# with `finished_only` a right or wrong one alone); a right one (RIGHT, also with FAILED unless
+# `finished_only`).
+_ROW = tuple(int(code != ABSENT) for code in range(8))
+_COUNTED = {
+    False: _ROW,
+    True: tuple(int(code in (WRONG, RIGHT)) for code in range(8)),
+}
+_RIGHT = {
+    False: tuple(int(code & ~FAILED == RIGHT) for code in range(8)),
+    True: tuple(int(code == RIGHT) for code in range(8)),
+}
 
 
 class KeyTable:
@@ -80,6 +94,43 @@ class KeyTable:
             yield item, right, counted
         for item, codes in sparse.items():
             yield (item, *_counted(bytes(codes), finished_only))
+
+    def run_counts(
+        self, slot_of: Mapping[str, int], slots: int, finished_only: bool
+    ) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
+        """Per run with a row, in run order: (run, rows, counted, right), each a list by slot
+        (`slot_of`: item -> slot, a group of items counted together). One run at a time, from the
+        table's bytes, so nothing is held per (item, run) but the table itself; each item's array is
+        visited only up to its length (items sorted longest first), so the work is the rows'."""
+        counted_of, right_of = _COUNTED[finished_only], _RIGHT[finished_only]
+        dense = sorted(
+            ((runs, slot_of[item]) for item, runs in self._dense.items()), key=lambda pair: -len(pair[0])
+        )
+        sparse: dict[int, list[tuple[int, int]]] = {}
+        for (item, run), code in self._sparse.items():
+            sparse.setdefault(run, []).append((slot_of[item], code))
+        longest = len(dense[0][0]) if dense else 0
+        previous = None
+        for run in heapq.merge(range(longest), sorted(sparse)):
+            if run == previous:
+                continue
+            previous = run
+            rows, counted, right = [0] * slots, [0] * slots, [0] * slots
+            if 0 <= run < longest:
+                for runs, slot in dense:
+                    if run >= len(runs):
+                        break
+                    code = runs[run]
+                    if code:
+                        rows[slot] += 1
+                        counted[slot] += counted_of[code]
+                        right[slot] += right_of[code]
+            for slot, code in sparse.get(run, ()):
+                rows[slot] += 1
+                counted[slot] += counted_of[code]
+                right[slot] += right_of[code]
+            if any(rows):
+                yield run, rows, counted, right
 
 
 def _counted(codes: bytes | bytearray, finished_only: bool) -> tuple[int, int]:

@@ -117,6 +117,7 @@ class Input:
     several: bool = False  # one of several inputs: --by columns are named INPUT:VALUE
     image_root: Path | None = None  # a run folder's images (its items' folder), for the HTML page
     by_rules: bool = False  # a run folder judged by the rules alone (`--mode rules`): no LLM wanted
+    unconfirmed: str | None = None  # a run folder whose rows are not those its own record describes
 
     def close(self) -> None:
         """Remove stdin's spool file, once nothing reads the rows again."""
@@ -327,11 +328,12 @@ class CompareOptions:
     adjust: str = "holm"  # or "bh" (bv.core.stats.ADJUSTMENTS)
     cluster: str | None = None  # "type" or "subtype": clustered SEs of the accuracies and differences
     power: bool = False
+    per_run: bool = True  # each group's accuracy per run listed (the JSON's `per_run`), one number a run
 
 
 def _summary(column: Column, tally: Tally, exclude_failed: bool, options: CompareOptions) -> Summary:
     """A column's summary, with how its rows were made (skill, style, prompts, judge version)."""
-    summary = tally.summary(column.name, exclude_failed, options.cluster)
+    summary = tally.summary(column.name, exclude_failed, options.cluster, options.per_run)
     made_by = {
         name: next(iter(values)) for name, values in column.values.items() if name != "model" and values
     }
@@ -408,5 +410,13 @@ def input_names(inputs: tuple[str, ...]) -> list[Input]:
         if run is None:
             out.append(Input(unique, path))
         else:
-            out.append(Input(unique, path, image_root=run.image_root, by_rules=run.by_rules))
+            out.append(
+                Input(
+                    unique,
+                    path,
+                    image_root=run.image_root,
+                    by_rules=run.by_rules,
+                    unconfirmed=run.unconfirmed,
+                )
+            )
     return out

@@ -1,10 +1,12 @@
 """Streaming aggregation for `bv report`: a few counters per group and run, one byte per (id, run).
 
 A `Tally` takes judged rows one at a time and keeps no row: per group (overall, type, subtype,
-answer type) and run it counts rows, right answers and failures, and a `KeyTable` remembers
-each (id, run) it saw with its verdict in one byte, which is all that duplicate checks,
-comparisons and the paired test need. Memory grows with the number of items and runs, not
-with the size of the rows.
+answer type) it counts rows, right answers and failures, and a `KeyTable` remembers each (id,
+run) it saw with its verdict in one byte, which is all that duplicate checks, comparisons, the
+paired test and each run's accuracy need. The runs' accuracies (Avg@k ± std) are worked out at
+the end from that table, one run at a time, so beside its byte per (id, run) the tally holds a
+few numbers per group and item, however many runs there are (12 items × 50k runs once held 308
+MB, a count per group and run).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, cast
 
 from bv.core.records import JudgedRow
 from bv.core.shards import ShardTally
-from bv.core.stats import ItemEstimate, estimate_over_items, mean, pstdev
+from bv.core.stats import ItemEstimate, estimate_over_items
 from bv.reporting.costs import row_cost_units, usd
 from bv.reporting.judges import JudgeTally
 from bv.reporting.key_table import KeyTable
@@ -47,30 +49,66 @@ def chance_of(row: JudgedRow) -> float:
     return 0.0
 
 
+class Spread:
+    """One group's accuracy run by run, folded in run order as the runs come (bv.reporting.
+    key_table's run_counts): the runs with a row, the runs the accuracy counts, their sum and
+    squared deviations (Welford), and with `keep` each run's accuracy (the JSON's `per_run`)."""
+
+    __slots__ = ("_m2", "_mean", "counted", "keep", "runs", "total", "values")
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.runs = self.counted = 0
+        self.total = self._mean = self._m2 = 0.0
+        self.values: list[float] = []
+
+    def add(self, rows: int, counted: int, right: int) -> None:
+        """One run's rows of this group, how many the accuracy counts, and how many were right."""
+        if not rows:
+            return
+        self.runs += 1
+        if not counted:
+            return
+        accuracy = right / counted
+        self.counted += 1
+        self.total += accuracy
+        delta = accuracy - self._mean
+        self._mean += delta / self.counted
+        self._m2 += delta * (accuracy - self._mean)
+        if self.keep:
+            self.values.append(accuracy)
+
+    def accuracy(self) -> float | None:
+        return self.total / self.counted if self.counted else None
+
+    def std(self) -> float | None:
+        """The population standard deviation over runs, as the official compute_score.py reports."""
+        return math.sqrt(max(self._m2, 0.0) / self.counted) if self.counted > 1 else None
+
+
 class Cell:
-    """The counts of one group: per run [rows, right, finished, right among finished]; and the
-    rows whose reply was a refusal, was filtered, was cut off, or had its answer only in the
-    reasoning (REPLY_FLAGS, in `replies`)."""
+    """The counts of one group: [rows, right, finished, right among finished]; and the rows whose
+    reply was a refusal, was filtered, was cut off, or had its answer only in the reasoning
+    (REPLY_FLAGS, in `replies`). Its runs' accuracies are its `spread`."""
 
-    __slots__ = ("chance", "errors", "items", "judge_errors", "replies", "runs", "undecided")
+    __slots__ = ("chance", "counts", "errors", "items", "judge_errors", "replies", "spread", "undecided")
 
-    def __init__(self) -> None:
-        self.runs: dict[int, list[int]] = {}
+    def __init__(self, keep_runs: bool = True) -> None:
+        self.counts = [0, 0, 0, 0]
+        self.spread = Spread(keep_runs)
         self.items = 0
         self.chance = 0.0
         self.errors = self.judge_errors = self.undecided = 0
         self.replies = [0] * len(REPLY_FLAGS)
 
-    def add(self, kind: tuple[int, int | None, bool, bool, bool, float, int], count: int) -> None:
-        """Count `count` rows of one kind: (run, hard, rollout error, judge error, undecided, chance,
+    def add(self, kind: tuple[int | None, bool, bool, bool, float, int], count: int) -> None:
+        """Count `count` rows of one kind: (hard, rollout error, judge error, undecided, chance,
         reply flags: bit k for REPLY_FLAGS[k])."""
-        run, hard, error, judge_error, undecided, chance, flags = kind
+        hard, error, judge_error, undecided, chance, flags = kind
         if flags:
             for bit in range(len(REPLY_FLAGS)):
                 self.replies[bit] += count if flags >> bit & 1 else 0
-        counts = self.runs.get(run)
-        if counts is None:
-            counts = self.runs[run] = [0, 0, 0, 0]
+        counts = self.counts
         right = count if hard == 1 else 0
         counts[0] += count
         counts[1] += right
@@ -83,24 +121,22 @@ class Cell:
         self.undecided += count if undecided else 0
 
     def figures(self, exclude_failed: bool, estimate: ItemEstimate | None = None) -> Figures:
-        """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`.
+        """The cell as the report shows it; the accuracy counts every row unless `exclude_failed`
+        (as its `spread` was counted).
 
         `estimate` is the cell's accuracy over items (bv.core.stats), its interval and SE."""
-        total, right = (2, 3) if exclude_failed else (0, 1)
-        per_run = [c[right] / c[total] for _, c in sorted(self.runs.items()) if c[total]]
-        rows = sum(c[0] for c in self.runs.values())
-        correct = sum(c[right] for c in self.runs.values())
-        denominator = sum(c[total] for c in self.runs.values())
+        rows, right, finished, right_finished = self.counts
+        accuracy, std = self.spread.accuracy(), self.spread.std()
         cell: Figures = {
             "n": self.items,
             "rows": rows,
-            "finished": sum(c[2] for c in self.runs.values()),
-            "runs": len(self.runs),
-            "correct": correct,
-            "denominator": denominator,
-            "accuracy": round(mean(per_run), 6) if per_run else None,
-            "std": round(pstdev(per_run), 6) if len(per_run) > 1 else None,
-            "per_run": [round(a, 6) for a in per_run],
+            "finished": finished,
+            "runs": self.spread.runs,
+            "correct": right_finished if exclude_failed else right,
+            "denominator": finished if exclude_failed else rows,
+            "accuracy": round(accuracy, 6) if accuracy is not None else None,
+            "std": round(std, 6) if std is not None else None,
+            "per_run": [round(a, 6) for a in self.spread.values],
             "item_accuracy": None,
             "se": None,
             "ci95": None,
@@ -138,9 +174,9 @@ MAX_LATENCY_S = 1e7
 class Tally:
     """Everything one report column shows, gathered row by row.
 
-    Rows are counted by kind (the item's groups, run, verdict, failures, chance level) in one
-    dict, spread into the cells of each group only when the summary is asked for: one dict
-    update per row rather than four cells.
+    Rows are counted by kind (the item's groups, verdict, failures, chance level; not the run, so
+    the kinds are bounded by the items) in one dict, spread into the cells of each group only
+    when the summary is asked for: one dict update per row rather than four cells.
     """
 
     keys: KeyTable = field(default_factory=KeyTable)
@@ -172,7 +208,6 @@ class Tally:
                 self.items[index, label] = self.items.get((index, label), 0) + 1
         kind = (
             groups,
-            run,
             hard,
             bool(error),
             get("decided_by") == "error",
@@ -186,14 +221,17 @@ class Tally:
         if (
             "judge_panel" in row
             or "judge_calibration" in row
-            or (kind[4] is False and get("decided_by") == "llm")
+            or (kind[3] is False and get("decided_by") == "llm")
         ):
             self.judges.add(get, item, run)
         return True
 
-    def cells(self) -> tuple[Cell, dict[str, dict[str, Cell]]]:
-        """The overall cell and the cells of each group, from the counts by kind."""
-        overall = Cell()
+    def cells(
+        self, exclude_failed: bool = False, keep_runs: bool = True
+    ) -> tuple[Cell, dict[str, dict[str, Cell]], dict[str, int]]:
+        """The overall cell and the cells of each group, from the counts by kind, their runs'
+        accuracies from the key table run by run; and how many items each run covers."""
+        overall = Cell(keep_runs)
         groups: dict[str, dict[str, Cell]] = {group: {} for group, _ in GROUPS}
         overall.items = len(self.item_groups)
         for (labels, *kind), count in self.kinds.items():
@@ -201,12 +239,39 @@ class Tally:
             for (group, _), label in zip(GROUPS, labels, strict=True):
                 cell = groups[group].get(label)
                 if cell is None:
-                    cell = groups[group][label] = Cell()
+                    cell = groups[group][label] = Cell(keep_runs)
                 cell.add(tuple(kind), count)
         for index, (group, _) in enumerate(GROUPS):
             for label, cell in groups[group].items():
                 cell.items = self.items[index, label]
-        return overall, groups
+        # items of the same groups are counted together (a slot), each slot into its four cells
+        every = [overall, *(cell for cells in groups.values() for cell in cells.values())]
+        place = {
+            (group, label): i
+            for i, (group, label) in enumerate(
+                (group, label) for group, cells in groups.items() for label in cells
+            )
+        }
+        slots: dict[tuple[str, str, str], int] = {}
+        slot_of = {item: slots.setdefault(labels, len(slots)) for item, labels in self.item_groups.items()}
+        cells_of = [
+            [0, *(1 + place[group, label] for (group, _), label in zip(GROUPS, labels, strict=True))]
+            for labels in slots
+        ]
+        items_per_run: dict[str, int] = {}
+        for run, rows, counted, right in self.keys.run_counts(slot_of, len(slots), exclude_failed):
+            sums = [[0, 0, 0] for _ in every]
+            for slot, cells in enumerate(cells_of):
+                if rows[slot]:
+                    for at in cells:
+                        total = sums[at]
+                        total[0] += rows[slot]
+                        total[1] += counted[slot]
+                        total[2] += right[slot]
+            for cell, (n, counted_rows, right_rows) in zip(every, sums, strict=True):
+                cell.spread.add(n, counted_rows, right_rows)
+            items_per_run[str(run)] = sums[0][0]
+        return overall, groups, items_per_run
 
     def _add_usage(self, row: JudgedRow, get: Callable[[str], Any], error: Any) -> None:
         """Tokens, latency, unboxed replies, provenance (`get` is row.get, `error` the row's)."""
@@ -301,9 +366,13 @@ class Tally:
 
         return estimate(everything), {key: estimate(lists) for key, lists in values.items()}
 
-    def summary(self, name: str, exclude_failed: bool = False, cluster: str | None = None) -> Summary:
-        """The figures of this column, in the report's JSON shape (bv.reporting.report_types)."""
-        overall, groups = self.cells()
+    def summary(
+        self, name: str, exclude_failed: bool = False, cluster: str | None = None, per_run: bool = True
+    ) -> Summary:
+        """The figures of this column, in the report's JSON shape (bv.reporting.report_types);
+        each group's `per_run` accuracies listed only with `per_run` (the JSON's, one number per
+        group and run: what a report of many runs would hold otherwise)."""
+        overall, groups, items_per_run = self.cells(exclude_failed, per_run)
         whole, estimates = self.estimates(exclude_failed, cluster)
         by = {
             group: {
@@ -312,7 +381,6 @@ class Tally:
             }
             for index, (group, cells) in enumerate(groups.items())
         }
-        items_per_run = {str(run): counts[0] for run, counts in sorted(overall.runs.items())}
         subtype_type: dict[str, str] = {}
         for type_name, subtype, _ in self.item_groups.values():
             subtype_type.setdefault(subtype, type_name)

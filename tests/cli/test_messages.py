@@ -112,3 +112,20 @@ def test_judge_shows_its_total_and_an_eta(server, tmp_path):
     assert result.returncode == 0 and any("/10 done, ETA " in line and "by LLM" in line for line in lines), (
         lines
     )
+
+
+def test_optimize_without_an_optimizer_model_names_the_option_that_fixes_it(data_dir, tmp_path):
+    """Issue 43: `--backend chance --dry-run` said "no model given: use -m/--model" (the
+    optimizer's endpoint, in the target's words); given -m, "the chance backend does not use
+    -m/--model". Each message now names the option that fixes it."""
+    base = f"bv optimize {data_dir}/meta_data.jsonl --skill {data_dir / 'seed.md'} --out {tmp_path / 'o'}"
+    for extra in ("--backend chance --dry-run", "--backend chance --dry-run -m x", "--backend chance"):
+        done = bv_inproc(f"{base} {extra}")
+        assert done.returncode == 2, done.stderr
+        assert "give --optimizer-model (or set BV_OPTIMIZER_MODEL)" in done.stderr, done.stderr
+        assert "-m/--model" not in done.stderr, done.stderr
+    assert not (tmp_path / "o").exists()
+    unused = bv_inproc(f"{base} --backend chance --dry-run -m x --optimizer-model writer")
+    assert unused.returncode == 2 and "the chance backend does not use -m/--model" in unused.stderr
+    planned = bv_inproc(f"{base} --backend chance --dry-run --optimizer-model writer")
+    assert planned.returncode == 0, planned.stderr

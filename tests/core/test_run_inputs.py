@@ -87,3 +87,39 @@ def test_default_folder_tells_two_skills_apart(walk):
     assert (walk / "runs/chance-v1/results.jsonl").is_file() and (
         walk / "runs/chance-v2/results.jsonl"
     ).is_file()
+
+
+def test_a_run_folder_s_own_files_are_read_bounded_and_its_rows_checked(walk, tmp_path):
+    """A config.json nested 200k deep (under the size cap) is not a crash; a bv optimize folder
+    whose test-best.jsonl was edited to all-right, its test.json saying otherwise, is an error."""
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "results.jsonl").write_text((walk / "runs/a/results.jsonl").read_text())
+    (deep / "config.json").write_text('{"options": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    done = sh(f"bv report {deep}", cwd=walk)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    again = sh(f"bv eval data/meta_data.jsonl --backend chance -o {deep} -q --no-cache", cwd=walk)
+    assert again.returncode == 1 and "(invalid JSON: nested too deep)" in again.stderr, again.stderr
+
+    rows = [json.loads(line) for line in (walk / "runs/a/results.jsonl").read_text().splitlines()]
+    scores: dict[str, list[float]] = {}
+    for row in rows:
+        scores.setdefault(str(row["id"]), []).append(1.0 if row["hard"] == 1 else 0.0)
+    accuracy = sum(sum(s) / len(s) for s in scores.values()) / len(scores)
+    opt = tmp_path / "opt"
+    opt.mkdir()
+    (opt / "run.json").write_text("{}")
+    (opt / "test.json").write_text(json.dumps({"best": {"accuracy": accuracy, "n_items": len(scores)}}))
+    (opt / "test-best.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    honest = sh(f"bv report {opt}", cwd=walk)
+    assert honest.returncode == 0 and "error" not in honest.stderr, honest.stderr
+
+    edited = [{**row, "hard": 1, "pred": row["answer"]} for row in rows]
+    (opt / "test-best.jsonl").write_text("".join(json.dumps(row) + "\n" for row in edited))
+    report = sh(f"bv report {opt}", cwd=walk)
+    assert report.returncode == 1, report.stderr
+    assert (
+        f"bv report: error: {opt}/test-best.jsonl: its rows give the best skill 100.00% over 40 items"
+        in report.stderr
+    )
+    assert f"{opt}/test.json records {accuracy:.2%} over 40 items" in report.stderr

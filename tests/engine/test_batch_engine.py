@@ -370,6 +370,41 @@ def test_a_batch_still_running_past_its_expiry_is_not_polled_forever(batches, tm
     assert len(list(folder_for(cache).glob("*.json"))) == 1
 
 
+def test_polls_past_a_batch_s_expiry_thin_out_until_the_grace_ends(batches, tmp_path):
+    """Issue 43: a batch still running past its expires_at was polled at BV_BATCH_POLL_S (20 ms
+    here: ~19 times a second) through the whole grace. Now each wait past it doubles, and the
+    grace's end gives it up at once: 3 s of grace left is a handful of looks, not ~50."""
+    from bv.engine.batch_api import EXPIRY_GRACE_S
+
+    batches.hold.set()
+    batches.expires_in = -EXPIRY_GRACE_S + 3
+    rows = run(batches, tmp_path / "cache.sqlite", [0, 1])
+    assert all("past its expires_at" in r["error"] for r in rows), rows
+    assert batches.retrievals <= 12, batches.retrievals
+
+
+def test_a_conflicting_twin_is_recorded_in_the_reply_kept(batches, tmp_path, capfd):
+    """Issue 43: two different result lines for one request were resolved to the first with a
+    count on stderr alone. The first still wins (documented in docs/batch.md), and the reply
+    kept, in the cache and the row's turn, records how many lines disagreed."""
+
+    def twin(content: bytes) -> bytes:
+        first = content.splitlines(keepends=True)[0]
+        other = json.loads(first)
+        other["response"]["body"]["choices"][0]["message"]["content"] = "\\boxed{Z}"
+        return content + json.dumps(other).encode() + b"\n"
+
+    batches.mangle = twin
+    cache = tmp_path / "cache.sqlite"
+    rows = run(batches, cache, [0, 1])
+    assert [r["content"] for r in rows] == ["\\boxed{A}"] * 2
+    with ReplyCache(cache) as stored:
+        said = sorted(entry["reply"].get("batch_conflicts", 0) for entry in stored.entries())
+    assert said == [0, 1], said
+    assert "its reply records how many others disagreed (batch_conflicts)" in capfd.readouterr().err
+    assert not [p.name for p in folder_for(cache).iterdir() if p.name.startswith(".results")]
+
+
 def test_a_torn_result_line_and_a_conflicting_twin_are_said_as_what_they_are(batches, tmp_path, capfd):
     """Issue 34: a torn result line left its request "completed before this request ran"; two
     lines for one custom_id with different answers: the first won without a word."""

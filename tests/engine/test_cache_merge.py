@@ -163,3 +163,35 @@ def test_merge_skips_rows_bv_never_writes(tmp_path):
         "first": 0,
         "last": 0,
     }
+
+
+def test_merge_bounds_hostile_sources(tmp_path):
+    """A reply nested 100k deep is skipped, named; a `replies` that is a recursive view is refused
+    at once; a missing source is refused before the target is created."""
+    deep = tmp_path / "deep.sqlite"
+    with sqlite3.connect(deep) as db:
+        db.execute("CREATE TABLE replies (key TEXT, created REAL, backend TEXT, model TEXT, reply TEXT)")
+        nested = '{"content": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        db.execute("INSERT INTO replies VALUES (?, 1.0, 'openai', 'm', ?)", ("f" * 64, nested))
+    target = tmp_path / "all.sqlite"
+    result = sh(f"bv cache merge {deep} --cache {target}")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        f"1 rows skipped (not a reply bv writes; the first: reply {'f' * 64}: invalid JSON: nested too deep)"
+        in result.stderr
+    )
+
+    endless = tmp_path / "endless.sqlite"
+    with sqlite3.connect(endless) as db:
+        db.execute(
+            "CREATE VIEW replies AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)"
+            " SELECT printf('%064x', i) AS key, 1.0 AS created, 'openai' AS backend, 'm' AS model,"
+            " '{}' AS reply FROM n"
+        )
+    result = sh(f"bv cache merge {endless} --cache {target}", timeout=30)
+    assert result.returncode == 1 and "is not a plain table" in result.stderr, result.stderr
+
+    fresh = tmp_path / "fresh.sqlite"
+    missing = sh(f"bv cache merge {deep} {tmp_path}/none.sqlite --cache {fresh}")
+    assert missing.returncode != 0 and "none.sqlite: no such file" in missing.stderr
+    assert not fresh.exists()

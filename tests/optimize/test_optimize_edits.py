@@ -14,6 +14,7 @@ from bv.optimize.edits import (
     guarded_items,
     propose,
     read_reply,
+    recorded,
 )
 
 SKILL = "## Counting\n\n- Count twice.\n\n## Format\n\n- Box the answer."
@@ -154,3 +155,15 @@ def test_a_reply_with_too_many_operations_is_read_to_a_bound():
     over = [c for c in checked if c.status == "over_limit"]
     assert len(over) == 1 and over[0].count == 5 and over[0].to_json()["count"] == 5  # one entry, tallied
     assert [c.status for c in checked].count("applied") == 1
+
+
+def test_a_reply_past_the_bound_is_recorded_as_over_limit():
+    """docs/optimize.md: the operations past a reply's first 64 are one `over_limit` entry with
+    their count, in the history's `edits`, however many entries came before it (they were
+    tallied in `edits_not_recorded` once 64 entries were recorded)."""
+    ops = [{"op": "append", "content": f"- rule {i}"} for i in range(MAX_EDITS_READ + 6)]
+    _, checked = run(ops, step=2, cap=100_000)
+    entries, tally = recorded(checked)
+    over = [e for e in entries if e["status"] == "over_limit"]
+    assert len(over) == 1 and over[0]["count"] == 6, (over, tally)
+    assert "over_limit" not in tally and [e["status"] for e in entries].count("applied") == 2

@@ -161,3 +161,32 @@ def test_a_dry_run_reads_no_folder_that_is_not_a_bv_optimize_run(tmp_path, serve
     assert refused.returncode == 2, refused.stderr
     assert f"{out} holds files that are not a bv optimize run (run.json absent)" in refused.stderr
     assert (out / "history.jsonl").read_text() == '{"step": 0}\n{"partial' and not server.seen
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[click me](javascript:alert(4))",
+        "[x](JavaScript:alert(1)) [y]( vbscript:msgbox(1) )",
+        "![i](javascript:alert(2))",
+        "\\[z\\](javascript:alert(3))",
+        "<javascript:alert(5)>",
+    ],
+)
+def test_a_script_link_reads_as_text_and_is_not_in_report_md(text):
+    """Rendered by a CommonMark renderer (markdown-it, rich's), a cell reads as the text itself and
+    holds no link; report.md itself holds no `](` and no script scheme a renderer that ignores
+    backslash escapes could make a link of."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from bv.optimize.mdtext import cell
+
+    escaped = cell(text)
+    page = MarkdownIt("commonmark").enable("table").render(f"| a |\n|---|\n| {escaped} |\n")
+    assert "<a " not in page and "<img" not in page, page
+    shown = re.search(r"<td>(.*)</td>", page)
+    assert shown is not None and html.unescape(shown.group(1)) == text
+    assert re.search(r"(?<!\\)\]\(", escaped) is None and "](" not in escaped, escaped
+    assert re.search(r"(java|vb)\s*script\s*:", escaped, re.IGNORECASE) is None, escaped

@@ -33,6 +33,7 @@ class Reply:
     refusal: str | None = None
     content_filter: str | None = None  # which categories a content filter stopped the reply for
     batch: bool = False  # it came from a Batch API job (bv.engine.batch): priced at batch rates
+    batch_conflicts: int = 0  # the batch's other result lines for its request that said otherwise
     image_opened: bool | None = None  # an agent's transcript shows it opening the image (or not)
     # The endpoint that made a reply read from the cache (None: made by this run, or cached by a
     # bv that did not record it): rows say where a reply came from, not where this run points.
@@ -56,6 +57,8 @@ class Reply:
             fields["content_filter"] = self.content_filter
         if self.batch:
             fields["batch"] = True
+        if self.batch_conflicts:
+            fields["batch_conflicts"] = self.batch_conflicts
         if self.image_opened is not None:
             fields["image_opened"] = self.image_opened
         if self.endpoint is not None:
@@ -75,6 +78,7 @@ class Reply:
             refusal=data.get("refusal"),
             content_filter=data.get("content_filter"),
             batch=data.get("batch") is True,
+            batch_conflicts=data["batch_conflicts"] if type(data.get("batch_conflicts")) is int else 0,
             image_opened=data["image_opened"] if isinstance(data.get("image_opened"), bool) else None,
             endpoint=data.get("endpoint") if isinstance(data.get("endpoint"), str) else None,
         )
