@@ -32,6 +32,7 @@ class Stats:
     errors: int = 0
     answered: int = 0  # rows whose reply has a \boxed{} answer
     requests: int = 0  # tries sent, those refused with a 429 among them
+    replied: int = 0  # tries the server answered (a reply, an error status): the request rate's
     rate_limited: int = 0  # tries refused with a 429 (counted apart in the summary)
     cache_hits: int = 0
     instant: int = 0  # rows that needed no request (all from the cache, or rules): not in the ETA's pace
@@ -69,6 +70,7 @@ class Stats:
         if answered:
             self.quiet_since = time.monotonic()
             self.ever_answered = True
+            self.replied += 1
 
     def silent_text(self, after_s: float, limit_s: float | None) -> str:
         """What a server that has answered nothing for `after_s` is told of, once, even under
@@ -181,10 +183,12 @@ class Stats:
         return f"{name} " + "; ".join(self.batches.values())
 
     def rate(self, elapsed: float) -> str:
-        """Requests a second, online; none in batch mode (a batch sends its requests at once)."""
+        """Requests answered a second, online (tries sent and not yet answered are no pace: a
+        silent server read "1.6 req/s" with nothing done); none in batch mode (a batch sends its
+        requests at once)."""
         if self.batches is not None:
             return ""
-        return f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
+        return f"{self.replied / elapsed if elapsed > 0 else 0:.1f} req/s"
 
     def line(self, bar: bool = False) -> str:
         """The progress line; `bar`: for the terminal's bar (batch ids left out, the batch first)."""
