@@ -171,10 +171,17 @@ def calibration_lines(summary: Summary) -> list[str]:
         return f"{100 * value:.1f}% [{100 * ci[0]:.1f}–{100 * ci[1]:.1f}]"
 
     name = summary["name"]
+    failed = counted(c["judge_errors"], "calibration row")
+    if not c["rows"]:  # the judge failed on every row it was asked to check
+        return [
+            f"{name}: LLM judge {c['judge']} could not be checked: it failed on all {failed} (judge"
+            " errors), so neither its errors nor a corrected accuracy are known"
+        ]
     lines = [
         f"{name}: LLM judge {c['judge']} checked on {counted(c['rows'], 'row')} the rules decided:"
         f" sensitivity {rate(c['sensitivity'], c['sensitivity_ci95'])} ({c['positives']} right rows),"
         f" specificity {rate(c['specificity'], c['specificity_ci95'])} ({c['negatives']} wrong rows)"
+        + (f"; it failed on {failed} more (judge errors, left out)" if c["judge_errors"] else "")
     ]
     if c["judged_rows"]:
         judged = rate(c["judged_accuracy"], c["judged_ci95"])

@@ -120,3 +120,30 @@ def test_calibrate_needs_auto_mode_and_one_judge(rows):
         f"bv judge --mode llm --judge-model j --judge-base-url http://127.0.0.1:9/v1 --calibrate 0.2 {rows}"
     )
     assert result.returncode == 2 and "--calibrate" in result.stderr
+
+
+def test_a_calibration_that_checked_nothing_says_why(tmp_path, judge, rows):
+    """No row the rules decided: --calibrate checked nothing and nothing at all was said. And a
+    judge that fails on every calibration row read "checked on 0 rows … answer types: ", with
+    no word of the rows it failed on."""
+    blanks = tmp_path / "blanks.jsonl"
+    blanks.write_text("".join(rows.read_text().splitlines(keepends=True)[CHOICE:]))
+    none = sh(
+        f"bv judge --judge-model j --judge-base-url {judge.base_url} --calibrate 1 --no-cache -q {blanks}"
+    )
+    assert none.returncode == 0, none.stderr
+    assert (
+        "bv judge: warning: --calibrate 1 checked no row: the rules decided none of the 40 rows"
+        in none.stderr
+    ), none.stderr
+
+    judge.responder = lambda seen: Reply(content="Perhaps", usage=(50, 1))
+    choices = tmp_path / "choices.jsonl"
+    choices.write_text("".join(rows.read_text().splitlines(keepends=True)[:CHOICE]))
+    out = tmp_path / "judged.jsonl"
+    line = f"bv judge --judge-model j --judge-base-url {judge.base_url} --calibrate 1 --no-cache"
+    failed = sh(f"{line} {choices} > {out}")
+    assert failed.returncode == 0, failed.stderr
+    shown = sh(f"bv report {out}").stdout
+    assert "LLM judge j could not be checked: it failed on all 80 calibration rows" in shown, shown
+    assert "checked on 0 rows" not in shown and "answer types" not in shown
