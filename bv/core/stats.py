@@ -128,12 +128,17 @@ def estimate_over_items(
     else:
         se = math.sqrt(sample_variance(values) / n) if n > 1 else float("nan")
         how = f"{exact} over items" if one_run else f"standard error over items, {exact} at n_eff"
-    if clusters is None and one_run:
-        n_eff = float(n)
-    else:
-        n_eff = p * (1 - p) / (se * se) if se > 0 and 0 < p < 1 else float(n)
-        n_eff = min(n_eff, rows) if rows is not None else n_eff
-    return ItemEstimate(n, p, se, clopper_pearson(p * n_eff, n_eff), how)
+    ci = clopper_pearson(p * n, n) if clusters is None and one_run else exact_at_n_eff(p, se, n, rows)
+    return ItemEstimate(n, p, se, ci, how)
+
+
+def exact_at_n_eff(p: float, se: float, n: float, most: float | None = None) -> tuple[float, float]:
+    """Clopper-Pearson's interval for a share `p` with standard error `se` (clustered, say):
+    at the effective sample size n_eff = p(1-p)/se², never past `most` (the rows behind it); at
+    `n` where se is 0 or undefined or p is 0 or 1 (the design-effect exact interval)."""
+    n_eff = p * (1 - p) / (se * se) if se > 0 and 0 < p < 1 else float(n)
+    n_eff = min(n_eff, most) if most is not None else n_eff
+    return clopper_pearson(p * n_eff, n_eff)
 
 
 def item_estimate(
