@@ -88,7 +88,7 @@ class JudgeTally:
     def summary(self) -> PanelSummary | None:
         if self.models is None:
             return None
-        method, value = kappa(self.verdicts)
+        method, value = kappa(self.verdicts, len(self.models))
         n = len(self.verdicts)
         return {
             "judges": list(self.models),
@@ -205,11 +205,12 @@ def panel_lines(summary: Summary) -> list[str]:
     panel = summary.get("judge_panel")
     if panel is None:
         return []
-    value = (
-        "undefined (every judge said the same of every row)"
-        if panel["kappa"] is None
-        else f"{panel['kappa']:.3f}"
-    )
+    if panel["kappa"] is not None:
+        value = f"{panel['kappa']:.3f}"
+    elif panel["rows"]:
+        value = "undefined (every judge said the same of every row)"
+    else:
+        value = "undefined (no row has a verdict from every judge)"
     line = (
         f"{summary['name']}: judge panel ({panel['rule']} of {', '.join(panel['judges'])}):"
         f" {panel['method']} {value} over {counted(panel['rows'], 'row')}"
