@@ -193,6 +193,31 @@ ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
 ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 
 
+def p_beside(p: float, level: float, digits: int = 2) -> str:
+    """A p-value to `digits` significant digits, or as many more as it takes to read on its own
+    side of `level`: beside a verdict at 0.05, p = 0.0496 prints "0.0496", never "0.05"."""
+    if not math.isfinite(p):
+        return str(p)
+    for shown in range(digits, 17):
+        text = f"{p:.{shown}g}"
+        if (float(text) < level) == (p < level):
+            return text
+    return repr(p)
+
+
+def points(value: float, sign: bool = True, decimals: int = 1) -> str:
+    """A share in points (100 × value) to `decimals` places, or as many more as it takes for a
+    value that is not 0 to read so: an interval end that excludes 0 printed "+0.0" beside a
+    verdict of "better" (issue 43), and now prints "+0.004"."""
+    scaled = 100 * value
+    form = "+" if sign else ""
+    for shown in range(decimals, 10):
+        text = f"{scaled:{form}.{shown}f}"
+        if scaled == 0 or float(text) != 0:
+            return text
+    return f"{scaled:{form}.1e}"
+
+
 def human_count(n: int) -> str:
     """A count as people read it in a summary line: 812, 12.3k, 1.20M."""
     return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
