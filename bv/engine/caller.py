@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bv.core import redaction
-from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited, Refused, Transient
+from bv.core.errors import (
+    Fatal,
+    Interrupted,
+    ItemFailure,
+    NoReply,
+    RateLimited,
+    Refused,
+    Transient,
+    Unreachable,
+)
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
@@ -111,7 +120,7 @@ class Caller:
                 # The backend's own timeouts name what timed out; this one is the backstop.
                 with self._backstop.start():
                     reply = await self.backend.complete(messages, run=run, **params)
-            except (NoReply, TimeoutError, asyncio.CancelledError):
+            except (NoReply, Unreachable, TimeoutError, asyncio.CancelledError):
                 self.stats.sent(answered=False)
                 raise
             except BaseException as exc:
