@@ -87,7 +87,8 @@ PROMPTS = click.option(
 
 class Renamed(click.Command):
     """A command some of whose flags were renamed (one meaning per flag across bv's commands):
-    an old spelling still works for one release, said on stderr, and is not in --help.
+    an old spelling still works for one release, said on stderr, and is not in --help. Both
+    spellings on one line are refused (exit 2): one would silently win over the other.
     `renamed`: {old flag: new flag}."""
 
     def __init__(self, *args: Any, renamed: dict[str, str], **kwargs: Any) -> None:
@@ -95,6 +96,13 @@ class Renamed(click.Command):
         self.renamed = renamed
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        flags = {word.partition("=")[0] for word in args[:end]}
+        for old, new in self.renamed.items():
+            if old in flags and new in flags:
+                raise click.UsageError(
+                    f"{old} and {new} are one option ({old} is its old name): give one", ctx
+                )
         words = []
         for index, word in enumerate(args):
             if word == "--":

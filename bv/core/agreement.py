@@ -39,8 +39,8 @@ def fleiss_kappa(rows: Sequence[Sequence[int]]) -> float | None:
     return None if expected >= 1 else (observed - expected) / (1 - expected)
 
 
-def kappa(rows: Sequence[Sequence[int]]) -> tuple[str, float | None]:
+def kappa(rows: Sequence[Sequence[int]], judges: int) -> tuple[str, float | None]:
     """The panel's agreement: (method, κ), Cohen's for two judges, Fleiss' for more."""
-    if rows and len(rows[0]) == 2:
+    if judges == 2:
         return "Cohen's kappa", cohen_kappa([r[0] for r in rows], [r[1] for r in rows])
     return "Fleiss' kappa", fleiss_kappa(rows)

@@ -6,8 +6,11 @@ wrong | wrong), the share p it calls right has E[p] = (q0 + q1 − 1)θ + (1 −
 
     θ = (p + q0 − 1) / (q0 + q1 − 1)        (valid only when q0 + q1 > 1)
 
-q0 and q1 are estimated on the calibration rows, whose truth the rules know. The 95% interval is
-the delta method's over the three estimated shares, as Lee et al. give it: their variances add,
+q0 and q1 are estimated on the calibration rows, whose truth the rules know; validity is
+tested on those shares as measured (a judge that always says right, 100% and 0%, is no judge,
+however the adjusted shares below happen to fall), and on the adjusted ones the interval uses.
+The 95% interval is the delta method's over the three estimated shares, as Lee et al. give it:
+their variances add,
 
     Var θ = [Var p + (1 − θ)² Var q0 + θ² Var q1] / (q0 + q1 − 1)²
 
@@ -61,8 +64,10 @@ def correct(
     sens_ci = wilson(true_positive, positives, z) if positives else None
     spec_ci = wilson(true_negative, negatives, z) if negatives else None
     none = Corrected(None, None, sens, sens_ci, spec, spec_ci)
-    if not judged or not positives or not negatives:
-        return none
+    # sens + spec > 1 in whole numbers (a float sum of 0.7 and 0.3 may fall either side of 1)
+    better = true_positive * negatives + true_negative * positives > positives * negatives
+    if not judged or sens is None or spec is None or not better:
+        return none  # no better than a coin as measured, whatever the adjusted shares say
     p, var_p = _adjusted(said_right, judged, z)
     if judged_variance is not None:
         var_p = max(var_p, judged_variance)
@@ -74,9 +79,7 @@ def correct(
     theta = _clipped((p + q0 - 1) / youden)
     se = math.sqrt(var_p + (1 - theta) ** 2 * var_q0 + theta**2 * var_q1) / youden
     ci = (max(0.0, theta - z * se), min(1.0, theta + z * se))
-    assert sens is not None and spec is not None
-    plain = sens + spec - 1  # the point estimate from the shares as measured, where it is defined
-    estimate = _clipped((said_right / judged + spec - 1) / plain) if plain > 0 else theta
+    estimate = _clipped((said_right / judged + spec - 1) / (sens + spec - 1))  # as measured
     return Corrected(estimate, ci, sens, sens_ci, spec, spec_ci)
 
 

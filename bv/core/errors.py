@@ -69,6 +69,10 @@ class Fatal(BVError):
     """No item can succeed (wrong key, unknown model or URL, no room for the output): stop and say why."""
 
 
+class Unreachable(Fatal):
+    """An endpoint that has never answered (refused, unresolvable, hung): no try got an answer."""
+
+
 class MissingPackage(BVError, ImportError):
     """An optional package that what was asked needs is not installed; the message says which."""
 

@@ -128,12 +128,17 @@ def estimate_over_items(
     else:
         se = math.sqrt(sample_variance(values) / n) if n > 1 else float("nan")
         how = f"{exact} over items" if one_run else f"standard error over items, {exact} at n_eff"
-    if clusters is None and one_run:
-        n_eff = float(n)
-    else:
-        n_eff = p * (1 - p) / (se * se) if se > 0 and 0 < p < 1 else float(n)
-        n_eff = min(n_eff, rows) if rows is not None else n_eff
-    return ItemEstimate(n, p, se, clopper_pearson(p * n_eff, n_eff), how)
+    ci = clopper_pearson(p * n, n) if clusters is None and one_run else exact_at_n_eff(p, se, n, rows)
+    return ItemEstimate(n, p, se, ci, how)
+
+
+def exact_at_n_eff(p: float, se: float, n: float, most: float | None = None) -> tuple[float, float]:
+    """Clopper-Pearson's interval for a share `p` with standard error `se` (clustered, say):
+    at the effective sample size n_eff = p(1-p)/se², never past `most` (the rows behind it); at
+    `n` where se is 0 or undefined or p is 0 or 1 (the design-effect exact interval)."""
+    n_eff = p * (1 - p) / (se * se) if se > 0 and 0 < p < 1 else float(n)
+    n_eff = min(n_eff, most) if most is not None else n_eff
+    return clopper_pearson(p * n_eff, n_eff)
 
 
 def item_estimate(
@@ -186,6 +191,31 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 
 ADJUSTMENTS = {"holm": holm, "bh": benjamini_hochberg}
 ADJUSTMENT_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+
+
+def p_beside(p: float, level: float, digits: int = 2) -> str:
+    """A p-value to `digits` significant digits, or as many more as it takes to read on its own
+    side of `level`: beside a verdict at 0.05, p = 0.0496 prints "0.0496", never "0.05"."""
+    if not math.isfinite(p):
+        return str(p)
+    for shown in range(digits, 17):
+        text = f"{p:.{shown}g}"
+        if (float(text) < level) == (p < level):
+            return text
+    return repr(p)
+
+
+def points(value: float, sign: bool = True, decimals: int = 1) -> str:
+    """A share in points (100 × value) to `decimals` places, or as many more as it takes for a
+    value that is not 0 to read so: an interval end that excludes 0 printed "+0.0" beside a
+    verdict of "better" (issue 43), and now prints "+0.004"."""
+    scaled = 100 * value
+    form = "+" if sign else ""
+    for shown in range(decimals, 10):
+        text = f"{scaled:{form}.{shown}f}"
+        if scaled == 0 or float(text) != 0:
+            return text
+    return f"{scaled:{form}.1e}"
 
 
 def human_count(n: int) -> str:

@@ -190,10 +190,9 @@ class BatchCaller(Caller):
         """The reply from the cache, else from the batch that sends this request."""
         key = self._key(messages, params, run, turn)
         assert key is not None and self.cache is not None  # for_batches: batch mode has a cache
-        cached = self.cache.get(key)
+        cached = self.cached(key)
         if cached is not None:
-            self.stats.cache_hits += 1
-            return Reply.from_json(cached), True
+            return cached, True
         if self.stopping.is_set() or self.stats.limit_reached is not None:
             raise Interrupted()
         self._keep = keep

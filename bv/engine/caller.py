@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bv.core import redaction
-from bv.core.errors import Fatal, Interrupted, ItemFailure, NoReply, RateLimited, Refused, Transient
+from bv.core.errors import (
+    Fatal,
+    Interrupted,
+    ItemFailure,
+    NoReply,
+    RateLimited,
+    Refused,
+    Transient,
+    Unreachable,
+)
 from bv.core.images import ImageError
 from bv.core.outcome import Outcome
 from bv.core.stats import dollars
@@ -111,7 +120,7 @@ class Caller:
                 # The backend's own timeouts name what timed out; this one is the backstop.
                 with self._backstop.start():
                     reply = await self.backend.complete(messages, run=run, **params)
-            except (NoReply, TimeoutError, asyncio.CancelledError):
+            except (NoReply, Unreachable, TimeoutError, asyncio.CancelledError):
                 self.stats.sent(answered=False)
                 raise
             except BaseException as exc:
@@ -187,10 +196,9 @@ class Caller:
         returned but not cached, so the next run asks again (the judge keeps only verdicts)."""
         key = self._key(messages, params, run, turn)
         if key is not None:
-            cached = self.cache.get(key)  # type: ignore[union-attr]
+            cached = self.cached(key)
             if cached is not None:
-                self.stats.cache_hits += 1
-                return Reply.from_json(cached), True
+                return cached, True
         try:
             reply = await self._tries(messages, params, run)
         except ItemFailure as exc:
@@ -209,6 +217,21 @@ class Caller:
         if self.prices is not None:
             self._spend(reply)
         return reply, False
+
+    def cached(self, key: str) -> Reply | None:
+        """The cache's reply to a request, counted as a hit (and where it was made, when elsewhere)."""
+        found = self.cache.get(key)  # type: ignore[union-attr]
+        if found is None:
+            return None
+        self.stats.cache_hits += 1
+        self.note_maker(found)
+        return Reply.from_json(found)
+
+    def note_maker(self, stored: Mapping[str, Any]) -> None:
+        """Count a cached reply made at an endpoint this run does not send to (`made_elsewhere`)."""
+        maker = stored.get("endpoint")
+        if made_elsewhere(maker, self.backend):
+            self.stats.elsewhere[maker] += 1
 
     def _spend(self, reply: Reply) -> None:
         """Add what a reply just paid for cost to the run's spend; once the cost limit is reached
@@ -319,6 +342,17 @@ class Caller:
         finally:
             self.stats.waiting[reason] -= 1
         raise Interrupted()
+
+
+def made_elsewhere(maker: Any, backend: Backend) -> bool:
+    """Whether a cached reply was made at none of the URLs this run sends to. Under the default
+    `cache_scope` (model) the key names the model, not the endpoint: a proxy or replicas share
+    its replies, and so would two servers that give two checkpoints one name (vLLM's
+    --served-model-name, SGLang's `default`), which the run then says (`Stats.elsewhere_text`).
+    A key that names the endpoint (`cache_scope` endpoint, Azure, an agent) was made there."""
+    if maker.__class__ is not str or not maker or backend.cache_scope is not None:
+        return False  # an older bv's reply says nowhere: nothing to compare
+    return set(endpoint_of(backend).split()).isdisjoint(maker.split())
 
 
 BACKSTOP_S = 5.0  # the engine's own timeout per try, beyond --timeout: the backend's fire first

@@ -74,6 +74,14 @@ class Deadlines:
             self._timer = loop.call_at(queue[0].when, self._expire)
         return deadline
 
+    def expire_all(self) -> None:
+        """Run out every live deadline now (their server was found hung: none need wait theirs)."""
+        for deadline in self._queue:
+            if not deadline.done:
+                deadline.expired = True
+                deadline.stop()
+                deadline.task.cancel()
+
     def _expire(self) -> None:
         """The timer: cancel the tasks whose deadline passed, then wait for the next live one."""
         assert self._loop is not None

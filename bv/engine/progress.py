@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from bv.core import environment
+from bv.core.redaction import public_url, redact
+from bv.core.run_context import worded
 from bv.core.stats import counted, dollars, human_count
 from bv.core.terminal import printable
 
@@ -30,6 +32,7 @@ class Stats:
     errors: int = 0
     answered: int = 0  # rows whose reply has a \boxed{} answer
     requests: int = 0  # tries sent, those refused with a 429 among them
+    replied: int = 0  # tries the server answered (a reply, an error status): the request rate's
     rate_limited: int = 0  # tries refused with a 429 (counted apart in the summary)
     cache_hits: int = 0
     instant: int = 0  # rows that needed no request (all from the cache, or rules): not in the ETA's pace
@@ -54,6 +57,7 @@ class Stats:
     at_cost_limit: bool = False  # limit_reached is the cost limit's: its words follow the spend
     shard: str | None = None  # "K/N" with --shard: named in the summary
     ever_answered: bool = False  # some try got something back (a reply, an error status)
+    elsewhere: Counter = field(default_factory=Counter)  # cache hits made at another endpoint, by it
 
     def sending(self) -> None:
         if self.in_flight == 0:
@@ -66,6 +70,7 @@ class Stats:
         if answered:
             self.quiet_since = time.monotonic()
             self.ever_answered = True
+            self.replied += 1
 
     def silent_text(self, after_s: float, limit_s: float | None) -> str:
         """What a server that has answered nothing for `after_s` is told of, once, even under
@@ -88,6 +93,21 @@ class Stats:
             return ""
         where = f" from {self.endpoint}" if self.endpoint else ""
         return f"no reply for {duration(quiet)}{where} ({counted(self.in_flight, 'request')} in flight)"
+
+    def elsewhere_text(self) -> str:
+        """What is said, even under `quiet`, of replies the cache gave that another endpoint made
+        (bv.engine.caller.made_elsewhere): how many, and where they were made."""
+        if not self.elsewhere:
+            return ""
+        makers = "; ".join(f"{n} at {shown_endpoint(maker)}" for maker, n in self.elsewhere.most_common(3))
+        more = f" and {len(self.elsewhere) - 3} more endpoints" if len(self.elsewhere) > 3 else ""
+        here = self.endpoint or "this run's endpoint"
+        return (
+            f"notice: {counted(sum(self.elsewhere.values()), 'reply')} came from the cache that"
+            f" another endpoint made ({makers}{more}), not {here}. The cache keys a model's replies"
+            " by its name: if two servers serve different models under one name, give"
+            " `cache_scope` endpoint"
+        )
 
     def add_usage(self, usage: dict[str, int]) -> None:
         self.prompt_tokens += usage.get("prompt_tokens", 0)
@@ -163,10 +183,12 @@ class Stats:
         return f"{name} " + "; ".join(self.batches.values())
 
     def rate(self, elapsed: float) -> str:
-        """Requests a second, online; none in batch mode (a batch sends its requests at once)."""
+        """Requests answered a second, online (tries sent and not yet answered are no pace: a
+        silent server read "1.6 req/s" with nothing done); none in batch mode (a batch sends its
+        requests at once)."""
         if self.batches is not None:
             return ""
-        return f"{self.requests / elapsed if elapsed > 0 else 0:.1f} req/s"
+        return f"{self.replied / elapsed if elapsed > 0 else 0:.1f} req/s"
 
     def line(self, bar: bool = False) -> str:
         """The progress line; `bar`: for the terminal's bar (batch ids left out, the batch first)."""
@@ -223,6 +245,16 @@ class Stats:
         if (self.requests or self.cache_hits) and self.rate(elapsed):
             parts.append(self.rate(elapsed))
         return ", ".join(parts)
+
+
+def shown_endpoint(recorded: str) -> str:
+    """An endpoint a cached reply records, fit to print (a cache may come from anywhere): its URLs
+    without credentials or query, the run's secrets redacted, cut to a line's length."""
+    try:
+        text = redact(" ".join(public_url(url) for url in recorded.split()))
+    except ValueError:  # a port that is no number
+        return "an endpoint whose URL does not parse"
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 SILENT_AFTER_S = 10.0  # nothing back from a server this long after the first request: it is said
@@ -299,7 +331,7 @@ class ProgressDisplay:
 
     def _say(self, text: str) -> None:
         """A whole line (above the bar, if one shows): never cut to the terminal's width."""
-        self.stream.write(printable(f"bv {self.label}: {text}") + "\n")
+        self.stream.write(printable(f"bv {self.label}: {worded(text)}") + "\n")
         self.stream.flush()
 
     def _start_bar(self) -> None:
@@ -374,6 +406,9 @@ class ProgressDisplay:
         if not self.quiet:
             self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
             self.stream.flush()
+        elsewhere = self.stats.elsewhere_text()
+        if elsewhere:  # what a result rests on is said even under `quiet`
+            self._say(elsewhere)
 
 
 def input_lines(inputs: Iterable[str]) -> int | None:

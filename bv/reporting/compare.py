@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from bv.core.paired import Alternative, PairedComparison, paired_comparison
 from bv.core.power import PowerPlan, paired_power, single_power
 from bv.core.shards import problems as shard_problems
-from bv.core.stats import ADJUSTMENT_NAMES, ADJUSTMENTS
+from bv.core.stats import ADJUSTMENT_NAMES, ADJUSTMENTS, p_beside, points
 from bv.reporting.report_types import Built, Difference, Paired, Power, Summary
 from bv.reporting.tally import GROUPS, Tally
 
 ItemRuns = dict[str, list[float]]
 POWER_TARGETS = (2, 3, 5)  # points: what --power says the items and runs for
-_SIGNIFICANT = 0.05
+SIGNIFICANT = 0.05  # a comparison's p below this is a verdict of better or worse
 
 
 def item_runs(tally: Tally, exclude_failed: bool = False) -> ItemRuns:
@@ -122,8 +122,9 @@ def compare(
     return pairs
 
 
-def points(value: float | None, sign: bool = True) -> str:
-    return "–" if value is None else f"{100 * value:+.1f}" if sign else f"{100 * value:.1f}"
+def shown_points(value: float | None, sign: bool = True) -> str:
+    """A difference or an interval end in points (stats.points: never 0 unless it is), or "–"."""
+    return "–" if value is None else points(value, sign)
 
 
 def verdict(pair: Paired, adjusted_by: str | None = None) -> str:
@@ -131,10 +132,12 @@ def verdict(pair: Paired, adjusted_by: str | None = None) -> str:
     so without an adjustment "significant" is "the interval excludes 0"; an adjusted p is
     compared instead, beside the interval as it was before the adjustment (said)."""
     p = pair["p_adjusted"] if adjusted_by else pair["p_value"]
-    p_text = f"two-sided p = {p:.3g}" + (f", {ADJUSTMENT_NAMES[adjusted_by]}-adjusted" if adjusted_by else "")
+    p_text = f"two-sided p = {p_beside(p, SIGNIFICANT, 3)}"  # digits enough to read beside 0.05
+    p_text += f", {ADJUSTMENT_NAMES[adjusted_by]}-adjusted" if adjusted_by else ""
     ci = pair["ci95"]
     unadjusted = ", unadjusted" if adjusted_by else ""
-    interval = f"two-sided 95% CI{unadjusted} {points(ci[0])} to {points(ci[1])}" if ci else "no interval"
+    ends = f"{shown_points(ci[0])} to {shown_points(ci[1])}" if ci else ""  # an end not 0 never reads 0
+    interval = f"two-sided 95% CI{unadjusted} {ends}" if ci else "no interval"
     a, b, diff = pair["a"], pair["b"], pair["diff"]
     counts = (
         f"on {pair['n_items']} items: {pair['improved']} improved, {pair['regressed']} regressed,"
@@ -142,12 +145,13 @@ def verdict(pair: Paired, adjusted_by: str | None = None) -> str:
     )
     if diff is None:
         return f"{b} vs {a}: no items in common"
-    size = f"{abs(100 * diff):.1f} points ({interval}; {p_text})"
-    if p < _SIGNIFICANT and diff > 0:
+    size = f"{points(abs(diff), sign=False)} points ({interval}; {p_text})"
+    if p < SIGNIFICANT and diff > 0:
         return f"{b} is better than {a} by {size} {counts}"
-    if p < _SIGNIFICANT and diff < 0:
+    if p < SIGNIFICANT and diff < 0:
         return f"{b} is worse than {a} by {size} {counts}"
-    return f"{b} vs {a}: no significant difference, {points(diff)} points ({interval}; {p_text}) {counts}"
+    moved = shown_points(diff)
+    return f"{b} vs {a}: no significant difference, {moved} points ({interval}; {p_text}) {counts}"
 
 
 def _power(plan: PowerPlan, a: str, b: str | None) -> Power:
@@ -207,7 +211,8 @@ def power_lines(plans: Sequence[Power]) -> list[str]:
             needs.append(f"{target} points needs {items} items at {plan['runs']:g} runs, or {on_these}")
         lines.append(
             f"Power, {who}: at 80% power and two-sided alpha 0.05, {plan['n_items']} items and"
-            f" {plan['runs']:g} runs per item detect a difference of {points(plan['mde'], False)} points"
+            f" {plan['runs']:g} runs per item detect a difference of"
+            f" {shown_points(plan['mde'], False)} points"
             f" (Var(d) = {plan['var_diff']:.4f}, run-to-run noise {plan['noise_per_run']:.4f});"
             f" {'; '.join(needs)}"
         )

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from bv.core.stats import p_beside, points
+from bv.reporting.compare import SIGNIFICANT
 from bv.reporting.report_types import Built, Comparison, Difference, Figures, Paired, Summary
 
 _LEVEL_GROUP = {"type": "by_type", "subtype": "by_subtype", "ans_type": "by_ans_type"}
@@ -55,7 +57,7 @@ def pct(value: float | None) -> str:
 def interval_text(ci: list[float] | None, sign: bool = False) -> str:
     if not ci:
         return "–"
-    return f"{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}" if sign else f"{pct(ci[0])}–{pct(ci[1])}"
+    return f"{points(ci[0])}, {points(ci[1])}" if sign else f"{pct(ci[0])}–{pct(ci[1])}"
 
 
 # How much of an input's accuracy a comparison shows: all of it, without its interval, or bare
@@ -76,7 +78,7 @@ def difference_text(diff: Difference | None) -> str:
     """`+7.5 [-2.1, +17.1]`: the mean per-item difference in points and its 95% interval."""
     if diff is None or diff["diff"] is None:
         return "–"
-    return f"{100 * diff['diff']:+.1f} [{interval_text(diff['ci95'], sign=True)}]"
+    return f"{points(diff['diff'])} [{interval_text(diff['ci95'], sign=True)}]"
 
 
 def finished_only(summaries: list[Summary]) -> bool:
@@ -147,7 +149,7 @@ def grid(
         row += [accuracy_text(c, detail) if c else "–" for c in cells]
         for pair in pairs:
             diff = group_difference(pair, level, group)
-            row += [difference_text(diff), "–" if diff is None else f"{diff['p_adjusted']:.2g}"]
+            row += [difference_text(diff), "–" if diff is None else p_beside(diff["p_adjusted"], SIGNIFICANT)]
         if show_failed:
             row += [failures_text(c) if c else "–" for c in cells]
         rows.append(row)

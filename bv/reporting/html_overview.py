@@ -12,7 +12,8 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from bv.reporting.compare import provenance_of
+from bv.core.stats import p_beside, points
+from bv.reporting.compare import SIGNIFICANT, provenance_of
 from bv.reporting.costs import cost_text, total_cost_text
 from bv.reporting.report_types import Comparison, Difference, Figures, Paired, Summary
 
@@ -140,7 +141,8 @@ def difference_plot(pair: Paired, span: float | None = None) -> str:
         out.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{_esc(label[:34])}</text>')
         if diff["diff"] is None:
             continue
-        significant = diff["p_adjusted"] < 0.05
+        significant = diff["p_adjusted"] < SIGNIFICANT
+        p_text = p_beside(diff["p_adjusted"], SIGNIFICANT)
         colour = ("#2a7a3a" if diff["diff"] > 0 else "#b22") if significant else "#555"
         if diff["ci95"]:
             lo, hi = x(diff["ci95"][0]), x(diff["ci95"][1])
@@ -150,11 +152,11 @@ def difference_plot(pair: Paired, span: float | None = None) -> str:
             )
         out.append(
             f'<circle class="point" cx="{x(diff["diff"]):.1f}" cy="{y}" r="4" fill="{colour}">'
-            f"<title>{100 * diff['diff']:+.1f} points, two-sided p = {diff['p_adjusted']:.2g}</title>"
+            f"<title>{points(diff['diff'])} points, two-sided p = {p_text}</title>"
             "</circle>"
-            f'<text x="{x0 + _PLOT_W + 8}" y="{y + 4}">{100 * diff["diff"]:+.1f}'
-            + (f" [{100 * diff['ci95'][0]:+.1f}, {100 * diff['ci95'][1]:+.1f}]" if diff["ci95"] else "")
-            + f" p={diff['p_adjusted']:.2g}</text>"
+            f'<text x="{x0 + _PLOT_W + 8}" y="{y + 4}">{points(diff["diff"])}'
+            + (f" [{points(diff['ci95'][0])}, {points(diff['ci95'][1])}]" if diff["ci95"] else "")
+            + f" p={p_text}</text>"
         )
     axis = height - 14
     for tick in (-span, -span / 2, 0.0, span / 2, span):

@@ -12,7 +12,7 @@ from typing import Any
 
 from bv.core.agreement import kappa
 from bv.core.calibration import correct
-from bv.core.stats import Z95, clustered_se, wilson
+from bv.core.stats import clopper_pearson, clustered_se, exact_at_n_eff
 from bv.reporting.costs import COST_UNITS, is_usd, usd
 from bv.reporting.report_types import CalibrationSummary, PanelSummary, Summary
 
@@ -88,7 +88,7 @@ class JudgeTally:
     def summary(self) -> PanelSummary | None:
         if self.models is None:
             return None
-        method, value = kappa(self.verdicts)
+        method, value = kappa(self.verdicts, len(self.models))
         n = len(self.verdicts)
         return {
             "judges": list(self.models),
@@ -117,12 +117,11 @@ class JudgeTally:
         tp, fn, tn, fp = c.get((1, 1), 0), c.get((1, 0), 0), c.get((0, 0), 0), c.get((0, 1), 0)
         n = len(self.judged)
         right = sum(hard for _, hard in self.judged)
-        variance = None
+        variance, se = None, float("nan")
         if n > 1:
             se = clustered_se([float(h) for _, h in self.judged], [i for i, _ in self.judged])
             variance = se * se
         result = correct(right, n, tp, tp + fn, tn, tn + fp, variance)
-        spread = (variance or 0.0) ** 0.5
 
         def pair(ci: tuple[float, float] | None) -> list[float] | None:
             return None if ci is None else [round(ci[0], 6), round(ci[1], 6)]
@@ -131,13 +130,10 @@ class JudgeTally:
             return None if value is None else round(value, 6)
 
         share = right / n if n else None
-        judged_ci = None
+        judged_ci = None  # exact (a Wald interval covered 85-93% at 40-200 rows); repeats: at n_eff
         if share is not None:
-            judged_ci = (
-                wilson(right, n)
-                if n < 2 or spread == 0
-                else (max(0.0, share - Z95 * spread), min(1.0, share + Z95 * spread))
-            )
+            one_each = len({item for item, _ in self.judged}) == n
+            judged_ci = clopper_pearson(right, n) if one_each else exact_at_n_eff(share, se, n, n)
         return {
             "judge": self.checker,
             "rows": tp + fn + tn + fp,
@@ -171,10 +167,17 @@ def calibration_lines(summary: Summary) -> list[str]:
         return f"{100 * value:.1f}% [{100 * ci[0]:.1f}–{100 * ci[1]:.1f}]"
 
     name = summary["name"]
+    failed = counted(c["judge_errors"], "calibration row")
+    if not c["rows"]:  # the judge failed on every row it was asked to check
+        return [
+            f"{name}: LLM judge {c['judge']} could not be checked: it failed on all {failed} (judge"
+            " errors), so neither its errors nor a corrected accuracy are known"
+        ]
     lines = [
         f"{name}: LLM judge {c['judge']} checked on {counted(c['rows'], 'row')} the rules decided:"
         f" sensitivity {rate(c['sensitivity'], c['sensitivity_ci95'])} ({c['positives']} right rows),"
         f" specificity {rate(c['specificity'], c['specificity_ci95'])} ({c['negatives']} wrong rows)"
+        + (f"; it failed on {failed} more (judge errors, left out)" if c["judge_errors"] else "")
     ]
     if c["judged_rows"]:
         judged = rate(c["judged_accuracy"], c["judged_ci95"])
@@ -202,11 +205,12 @@ def panel_lines(summary: Summary) -> list[str]:
     panel = summary.get("judge_panel")
     if panel is None:
         return []
-    value = (
-        "undefined (every judge said the same of every row)"
-        if panel["kappa"] is None
-        else f"{panel['kappa']:.3f}"
-    )
+    if panel["kappa"] is not None:
+        value = f"{panel['kappa']:.3f}"
+    elif panel["rows"]:
+        value = "undefined (every judge said the same of every row)"
+    else:
+        value = "undefined (no row has a verdict from every judge)"
     line = (
         f"{summary['name']}: judge panel ({panel['rule']} of {', '.join(panel['judges'])}):"
         f" {panel['method']} {value} over {counted(panel['rows'], 'row')}"

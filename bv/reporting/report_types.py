@@ -87,7 +87,7 @@ class PanelSummary(TypedDict):
     judge_errors: int  # rows some judge could not judge (left out)
     other_panels: int  # rows judged by another panel (left out)
     method: str  # Cohen's kappa (two judges), Fleiss' kappa (more)
-    kappa: float | None  # None: undefined (every judge said the same of every row)
+    kappa: float | None  # None: undefined (every judge said the same of every row, or no row counts)
     agreement: float | None  # share of rows every judge said the same of
     right_share: list[float]  # each judge's share of "right", in `judges`' order
     cost_usd: list[float | None]  # each judge's cost (None: unknown or not priced)

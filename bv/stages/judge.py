@@ -42,7 +42,7 @@ from bv.engine.endpoints import Endpoint
 from bv.engine.params import body_fields, with_defaults
 from bv.engine.prices import Cost, Prices, first_url, reply_cost
 from bv.engine.progress import Stats
-from bv.stages.judge_calibration import calibration, in_sample
+from bv.stages.judge_calibration import calibration, in_sample, unchecked
 from bv.stages.judge_config import JudgeConfig
 from bv.stages.judge_panel import Panel
 
@@ -369,8 +369,11 @@ def run_judge(
         llm = Panel(judges, config.panel) if others else judges[0]
     version, recorded = judge_version(templates), templates.recorded("judge")
     decided = stats.decided  # rows by who decided; a failed rollout's row is `rollout_error`
+    checked = 0  # rows the LLM judge was asked about too (`calibrate`)
 
     def count(row: JudgedRow) -> JudgedRow:
+        nonlocal checked
+        checked += "judge_calibration" in row
         stats.done += 1
         stats.instant += row["decided_by"] in ("rules", "rollout_error")  # no request asked
         stats.errors += row["decided_by"] == "error"
@@ -410,6 +413,8 @@ def run_judge(
             drain_on_interrupt=True,
             **({"others": others} if others else {}),
         )
+    if config.calibrate and llm is not None and not checked and stats.done and not outcome.interrupted:
+        say(unchecked(config.calibrate, stats.done, decided["rules"]))
     outcome.rows, outcome.failed, outcome.carried = stats.done, stats.errors, decided["rollout_error"]
     outcome.failed_what, outcome.spent_usd = "got a judge error", stats.spent_usd
     if llm is not None and caller is not None and caller.cache is not None:

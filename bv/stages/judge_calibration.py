@@ -37,3 +37,16 @@ async def calibration(row: JudgedRow, judge: Judge, extracted: str | None) -> No
         row["judge_usage"] = dict(answer.usage)
     row["judge_cost_usd"], row["judge_price_source"] = said["cost_usd"], said["price_source"]
     row["judge_calibration"] = said
+
+
+def unchecked(share: float, rows: int, by_rules: int) -> str:
+    """What is said when `calibrate` checked no row (the report can then say nothing of it)."""
+    from bv.core.stats import counted
+
+    why = (
+        f"the rules decided none of the {counted(rows, 'row')}, and the judge is checked only on rows"
+        " whose verdict the rules know"
+        if not by_rules
+        else f"none of the {counted(by_rules, 'row')} the rules decided fell in its share: give a larger one"
+    )
+    return f"warning: `calibrate` {share:g} checked no row: {why}; the report has no measure of the judge"

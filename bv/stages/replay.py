@@ -75,6 +75,8 @@ def replayer(
                 record, run = tasks[index]
                 if turn + 1 == max_turns or ended.answered or refusal_or_filtered(reply):
                     caller.stats.cache_hits += len(turns)
+                    for each in turns:
+                        caller.note_maker(each)
                     rows[index] = finished_row(record, run, caller, config, ended, artifacts)
                     continue
                 ended.conversation = next_turn(ended.conversation, reply, config.templates)

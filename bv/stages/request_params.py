@@ -5,6 +5,7 @@ as `max_tokens` goes from its option to the request body under one name, by plai
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,12 @@ from bv.core.settings import body_fields, check, setting
 
 # The request parameters with a setting of their own, in the order a request carries them.
 NAMED = ("max_tokens", "temperature", "seed", "max_pixels", "extra_body")
+# The named parameters a request sends, and the body fields each may be sent as.
+SENT_AS = {
+    "max_tokens": ("max_tokens", "max_completion_tokens"),
+    "temperature": ("temperature",),
+    "seed": ("seed",),
+}
 
 
 @dataclass(frozen=True)
@@ -22,7 +29,8 @@ class RequestParams:
     """The request parameters: `seed` is the request's sampling seed (and the chance backend's
     guess seed); `extra_body` fields sent as given (the CLI's `-p`); `params` further request body
     fields (bv.api's). `body` is what every request carries and every row records (`recorded`:
-    with secrets as ***); a field given both named and in `params` with two values is refused."""
+    with secrets as ***); a field given both named and in `params` with two values is refused, and
+    so is a field given again in `extra_body` (sent last, it would silently win)."""
 
     max_tokens: int | None = setting(
         None, "--max-tokens", kind=int, low=1, help="Cap on completion tokens per turn. [default: none]"
@@ -61,6 +69,16 @@ class RequestParams:
                 f"`params` gives {', '.join(clashing)} as well as `{clashing[0]}`", option=clashing[0]
             )
         body = {**named, **self.params}
+        given = {field: name for name, fields in SENT_AS.items() if name in body for field in fields}
+        given.update({key: "params" for key in self.params if key not in NAMED})
+        twice = sorted(key for key in self.extra_body if key in given)
+        if twice:
+            key, name = twice[0], given[twice[0]]
+            raise BadConfig(
+                f"`{name}` and `extra_body` {key}={json.dumps(self.extra_body[key])} both set {key}:"
+                " give one (the extra body field, sent last, would silently win)",
+                option=name,
+            )
         if "extra_body" in body:
             body["extra_body"] = dict(body.pop("extra_body"))  # last, as the command line put it
         object.__setattr__(self, "body", body)

@@ -55,7 +55,7 @@ def test_cohen_and_fleiss_match_independent_forms(seed):
         pairs = [[x, y] for x, y in zip(a, b, strict=True)]
         assert fleiss_kappa(pairs) == pytest.approx(scott_pi(a, b), abs=1e-12)
     assert fleiss_kappa(rows) == pytest.approx(fleiss_counts(rows), abs=1e-12)
-    method, value = kappa(rows)
+    method, value = kappa(rows, m)
     assert method == ("Cohen's kappa" if m == 2 else "Fleiss' kappa")
     assert value == pytest.approx(cohen_kappa(a, b) if m == 2 else fleiss_counts(rows), abs=1e-12)
 

@@ -53,3 +53,13 @@ def test_the_naive_share_is_biased_and_the_correction_removes_it():
 def test_a_judge_no_better_than_chance_gives_no_correction():
     assert correct(50, 100, 5, 10, 5, 10).estimate is None  # q0 + q1 = 1
     assert correct(50, 100, 5, 10, 0, 0).ci95 is None  # no wrong row to measure specificity on
+
+
+@pytest.mark.parametrize(("positives", "negatives"), [(30, 10), (10, 30), (20, 20)])
+def test_a_judge_that_always_says_right_gives_no_correction_however_the_rows_split(positives, negatives):
+    """Sensitivity 100%, specificity 0%: no judge at all (docs/judging.md: not valid). Its adjusted
+    shares' sum exceeded 1 when the calibration held more right rows than wrong, and a corrected
+    accuracy was printed; now the measured shares decide, whatever the split."""
+    result = correct(40, 40, positives, positives, 0, negatives)
+    assert (result.sensitivity, result.specificity) == (1.0, 0.0)
+    assert result.estimate is None and result.ci95 is None

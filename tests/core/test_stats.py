@@ -197,3 +197,28 @@ def test_items_needed_at_the_datas_runs_is_the_documented_formula():
     z = statistics.NormalDist().inv_cdf(0.975) + statistics.NormalDist().inv_cdf(0.8)
     assert plan.items_for(0.03) == math.ceil(z**2 * 0.010 / 0.03**2)
     assert plan.items_for(0.03, runs=6) == math.ceil(z**2 * (0.0 + 0.060 / 6) / 0.03**2)
+
+
+@pytest.mark.parametrize(
+    ("p", "digits", "shown"),
+    [(0.04999, 2, "0.04999"), (0.0496, 2, "0.0496"), (0.0504, 2, "0.05"), (0.05, 3, "0.05"),
+     (0.26, 2, "0.26"), (0.049999999, 3, "0.049999999"), (1e-30, 2, "1e-30"), (1.0, 2, "1")],
+)  # fmt: skip
+def test_a_p_value_reads_on_its_own_side_of_the_level(p, digits, shown):
+    """A p below 0.05 never prints as 0.05 (nor one at or above it as below)."""
+    from bv.core.stats import p_beside
+
+    assert p_beside(p, 0.05, digits) == shown
+    assert (float(shown) < 0.05) == (p < 0.05)
+
+
+@pytest.mark.parametrize(
+    ("value", "sign", "shown"),
+    [(6.2e-6, True, "+0.001"), (-4e-5, True, "-0.004"), (0.0, True, "+0.0"), (0.268, True, "+26.8"),
+     (0.136, False, "13.6"), (-0.048, True, "-4.8"), (1e-12, True, "+1.0e-10")],
+)  # fmt: skip
+def test_a_share_in_points_that_is_not_zero_never_prints_as_zero(value, sign, shown):
+    """An interval end that excludes 0 read "+0.0" beside a verdict of "better"."""
+    from bv.core.stats import points
+
+    assert points(value, sign) == shown

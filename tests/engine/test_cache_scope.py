@@ -85,3 +85,25 @@ def test_a_reply_cached_by_an_older_bv_says_its_maker_is_unknown(two_servers, pr
     rows = rollout(prompts, b.base_url, tmp_path)
     assert len(b.seen) == 0
     assert {(r["endpoint"], r["cached"]) for r in rows} == {("unknown (cached by an older bv)", True)}
+
+
+def test_replies_another_endpoint_made_are_said_with_their_count(two_servers, prompts, tmp_path):
+    """Two servers giving one name to two checkpoints: a run against B answered from A's replies
+    said nothing (exit 0, 0 requests). It says how many came from where, even under -q, and
+    `--cache-scope endpoint` (named as the fix) asks B; a replica set sharing a URL is no elsewhere."""
+    a, b = two_servers
+    cache = tmp_path / "c.sqlite"
+    rollout(prompts, a.base_url, tmp_path)
+    line = f"bv rollout -m gpt-4o --cache {cache} -q --base-url {b.base_url}"
+    done = sh(line, input=prompts, cwd=tmp_path)
+    assert done.returncode == 0 and len(b.seen) == 0
+    assert (
+        f"bv rollout: notice: 3 replies came from the cache that another endpoint made"
+        f" (3 at {a.base_url}), not {b.base_url}." in done.stderr
+    ), done.stderr
+    assert "--cache-scope endpoint" in done.stderr
+    replicas = sh(f"{line} --base-url {a.base_url}", input=prompts, cwd=tmp_path)
+    assert replicas.returncode == 0 and "notice" not in replicas.stderr, replicas.stderr
+    scoped = sh(f"{line} --cache-scope endpoint", input=prompts, cwd=tmp_path)
+    assert len(b.seen) == 3 and "notice" not in scoped.stderr
+    assert {r["response"] for r in jsonl(scoped.stdout)} == {"B says \\boxed{B}"}

@@ -113,3 +113,24 @@ def test_eval_logs_keep_a_line_said_under_the_bar_whole(batches, sample_dir, tmp
     log = (run / "logs" / "rollout.log").read_text()
     [said] = [line for line in log.splitlines() if "submitted: 12 requests" in line]
     assert len(said) > 60 and said.rstrip().endswith(".json)")  # whole, not cut at the 60 columns
+
+
+def test_a_silent_server_shows_no_request_rate_and_is_named_by_its_option(prompts):
+    """A server that accepts and never answers: the line said "1.6 req/s" (tries sent) with 0 rows
+    done, and its warning named the setting `timeout`, not the option a user types."""
+    from support.fakeopenai import FakeOpenAI
+
+    hung = FakeOpenAI(lambda seen: Reply(hang=True))
+    hung.start()
+    try:
+        done = bv_inproc(
+            f"bv rollout -m m --base-url {hung.base_url} --no-cache --retries 0 --timeout 2.5"
+            f" --stall-notice 1 -j 4 {prompts}",
+            env={"BV_PROGRESS_EVERY_S": "0.2"},
+        )
+    finally:
+        hung.stop()
+    lines = [line for line in done.stderr.splitlines() if " done, " in line]
+    assert lines and all("0.0 req/s" in line for line in lines), done.stderr
+    warning = [line for line in done.stderr.splitlines() if "no reply yet" in line]
+    assert len(warning) == 1 and "for a reply (--timeout)" in warning[0], done.stderr

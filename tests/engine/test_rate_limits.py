@@ -281,3 +281,25 @@ def test_a_retry_after_pauses_the_endpoint_and_refusals_are_counted_apart(prompt
     # new requests 0.3 s on, as the three were answered)
     assert len([a for a in after if a < 0.1]) <= 3 and not [a for a in after if 0.1 <= a < 0.9], after
     assert "12 requests (and 1 try refused with 429)" in result.stderr
+
+
+def test_a_hung_server_is_found_in_seconds_and_a_busy_one_is_waited_on(prompts, server, tmp_path):
+    """A server that takes requests and answers nothing was waited on for two rounds of the
+    first-byte limit (by default --timeout, 600 s: 20 minutes). Now, with no --first-byte-timeout
+    given, it is asked GET /models once --connect-timeout has passed: no answer to that either,
+    and the stage stops at once. A server that answers /models is only busy, and is waited on."""
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(prompts.read_text().splitlines(keepends=True)[:2]))
+    line = f"bv rollout --base-url {server.base_url} -m m --no-cache --connect-timeout 0.5 --timeout 20 {two}"
+    server.responder = lambda seen: Reply(hang=True)
+    started = time.monotonic()
+    hung = bv_inproc(line)
+    assert hung.returncode == 1 and time.monotonic() - started < 8, hung.stderr
+    assert (
+        f"cannot reach the model endpoint {server.base_url}: 127.0.0.1:{server.port} took requests but"
+        " answered none within 0.5 s, nor GET /models within 0.5 s more (--connect-timeout): it is hung"
+    ) in hung.stderr
+    assert "0.0 req/s" in hung.stderr  # its tries were never answered
+    server.responder = lambda seen: Reply() if seen.path.endswith("/models") else Reply(delay=2)
+    busy = bv_inproc(line)
+    assert busy.returncode == 0 and len(jsonl(busy.stdout)) == 2, busy.stderr

@@ -112,3 +112,21 @@ def test_a_renamed_flag_still_works_with_a_notice_and_is_not_in_help(sample_dir)
     shown = bv_inproc("bv prompt --help").stdout + bv_inproc("bv optimize --help").stdout
     assert "--sample-seed" in shown and "--batch-size" in shown and "--split-seed" in shown
     assert "  --seed " not in shown and "  --batch " not in shown
+
+
+@pytest.mark.parametrize(
+    ("command", "old", "new"),
+    [
+        ("bv prompt {items} --sample 6 --seed 3 --sample-seed 5", "--seed", "--sample-seed"),
+        ("bv optimize {items} --split-seed=5 --seed 3", "--seed", "--split-seed"),
+        ("bv optimize {items} --batch 2 --batch-size 4", "--batch", "--batch-size"),
+    ],
+)
+def test_an_old_and_a_new_spelling_together_are_refused(sample_dir, command, old, new):
+    """Both spellings of one renamed flag on one line: refused before any work, naming both
+    (the last one silently won)."""
+    from support.commands import bv_inproc
+
+    done = bv_inproc(command.format(items=sample_dir / "meta_data.jsonl"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{old} and {new} are one option" in done.stderr, done.stderr

@@ -48,7 +48,7 @@ from bv.reporting.html_items import ShownRow
 from bv.core.records import JudgedRow
 from bv.reporting.report_types import Difference, Paired, Summary
 from bv.reporting.grid import interval_text
-from bv.core.stats import counted
+from bv.core.stats import counted, points
 """
 
 

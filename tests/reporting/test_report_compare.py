@@ -223,3 +223,25 @@ def test_avg_at_k_outside_its_interval_is_explained(tmp_path):
     assert low < 0.3 < high  # the interval is the item-level accuracy's
     table = bv_inproc(f"bv report {path}")
     assert "(Avg@k 56.2%, the item-level accuracy the interval is of 30.0%)" in table.stdout
+
+
+def test_a_verdict_prints_enough_digits_to_agree_with_itself(tmp_path):
+    """66 items, b alone right on 15, a alone on 6: p = 0.049990 and the interval's lower end
+    +0.0006 points. Rounded, the verdict read "better … (two-sided 95% CI +0.0 to +26.8;
+    two-sided p = 0.05)": a boundary result to the eye. Text, Markdown and HTML now agree with it."""
+    before = [row(i, 0, int(i < 6)) for i in range(66)]
+    after = [row(i, 0, int(6 <= i < 21), skill={"name": "s", "sha256": "b" * 64}) for i in range(66)]
+    v1, v2 = write(tmp_path / "v1.jsonl", before), write(tmp_path / "v2.jsonl", after)
+    text = bv_inproc(f"bv report v1={v1} v2={v2}").stdout
+    assert (
+        "v2 is better than v1 by 13.6 points (two-sided 95% CI +0.001 to +26.8; two-sided p = 0.04999)"
+        in text
+    )
+    markdown = bv_inproc(f"bv report v1={v1} v2={v2} --format markdown").stdout
+    assert (
+        "| **Overall** | 66 | 9.1 [3.4–18.7] | 22.7 [13.3–34.7] | +13.6 [+0.001, +26.8] | 0.04999 |"
+        in markdown
+    )
+    page = tmp_path / "r.html"
+    assert bv_inproc(f"bv report v1={v1} v2={v2} --html {page}").returncode == 0
+    assert "+13.6 [+0.001, +26.8] p=0.04999" in page.read_text()

@@ -120,3 +120,73 @@ def test_calibrate_needs_auto_mode_and_one_judge(rows):
         f"bv judge --mode llm --judge-model j --judge-base-url http://127.0.0.1:9/v1 --calibrate 0.2 {rows}"
     )
     assert result.returncode == 2 and "--calibrate" in result.stderr
+
+
+def test_a_calibration_that_checked_nothing_says_why(tmp_path, judge, rows):
+    """No row the rules decided: --calibrate checked nothing and nothing at all was said. And a
+    judge that fails on every calibration row read "checked on 0 rows … answer types: ", with
+    no word of the rows it failed on."""
+    blanks = tmp_path / "blanks.jsonl"
+    blanks.write_text("".join(rows.read_text().splitlines(keepends=True)[CHOICE:]))
+    none = sh(
+        f"bv judge --judge-model j --judge-base-url {judge.base_url} --calibrate 1 --no-cache -q {blanks}"
+    )
+    assert none.returncode == 0, none.stderr
+    assert (
+        "bv judge: warning: --calibrate 1 checked no row: the rules decided none of the 40 rows"
+        in none.stderr
+    ), none.stderr
+
+    judge.responder = lambda seen: Reply(content="Perhaps", usage=(50, 1))
+    choices = tmp_path / "choices.jsonl"
+    choices.write_text("".join(rows.read_text().splitlines(keepends=True)[:CHOICE]))
+    out = tmp_path / "judged.jsonl"
+    line = f"bv judge --judge-model j --judge-base-url {judge.base_url} --calibrate 1 --no-cache"
+    failed = sh(f"{line} {choices} > {out}")
+    assert failed.returncode == 0, failed.stderr
+    shown = sh(f"bv report {out}").stdout
+    assert "LLM judge j could not be checked: it failed on all 80 calibration rows" in shown, shown
+    assert "checked on 0 rows" not in shown and "answer types" not in shown
+
+
+def tally(rows: list[tuple[str, int]]):
+    """bv report's judge tally of LLM-judged rows (item, verdict), beside 20 calibration rows."""
+    from bv.reporting.judges import JudgeTally
+
+    judges = JudgeTally()
+    for i in range(20):
+        checked = {"model": "j", "hard": int(i % 4 != 0)}
+        judges.add(
+            {"decided_by": "rules", "hard": int(i % 2 == 0), "judge_calibration": checked}.get, f"c{i}", 0
+        )
+    for item, hard in rows:
+        judges.add({"decided_by": "llm", "hard": hard, "ans_type": "blank"}.get, item, 0)
+    return judges.calibration()
+
+
+def test_the_accuracy_as_judged_has_an_exact_interval():
+    """Its interval was Wald's (85-92.6% coverage at 40-200 rows): now Clopper-Pearson's, from
+    scipy's beta quantiles here; with repeats, at the effective sample size p(1-p)/SE², SE
+    clustered by item (computed here with numpy)."""
+    import numpy as np
+    from scipy.stats import beta
+
+    single = tally([(f"q{i}", int(i % 5 != 0)) for i in range(40)])  # 32 of 40 right
+    assert single is not None
+    assert single["judged_ci95"] == pytest.approx([beta.ppf(0.025, 32, 9), beta.ppf(0.975, 33, 8)], abs=1e-6)
+
+    def said(i: int, run: int) -> int:  # an item's runs mostly agree: n_eff (47) below the 90 rows
+        return int(i % 5 != 0) if run < 2 or i % 3 else int(i % 5 == 0)
+
+    verdicts = [(f"q{i}", said(i, run)) for i in range(30) for run in range(3)]
+    repeated = tally(verdicts)
+    assert repeated is not None
+    hard = np.array([h for _, h in verdicts], dtype=float)
+    p = hard.mean()
+    sums = np.array([sum(h - p for item, h in verdicts if item == f"q{i}") for i in range(30)])
+    se = np.sqrt(30 / 29 * (sums**2).sum()) / len(hard)
+    n_eff = p * (1 - p) / se**2
+    assert 40 < n_eff < len(hard)
+    x = p * n_eff
+    expected = [beta.ppf(0.025, x, n_eff - x + 1), beta.ppf(0.975, x + 1, n_eff - x)]
+    assert repeated["judged_ci95"] == pytest.approx(expected, abs=1e-6)

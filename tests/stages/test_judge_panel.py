@@ -118,3 +118,21 @@ def test_a_panel_needs_one_url_and_key_per_judge_or_one_for_all(tmp_path, rows):
         f" --judge-base-url http://127.0.0.1:9/v1 --judge-api-key k {rows}"
     )
     assert result.returncode == 2 and "3 --judge-model and 2 --judge-base-url" in result.stderr
+
+
+def test_a_judge_that_fails_every_row_leaves_kappa_undefined_for_that_reason(tmp_path, judges, rows):
+    """Judge B gives no verdict on any row: no row counts, and the report said "Fleiss' kappa
+    undefined (every judge said the same of every row) over 0 rows" of a two-judge panel."""
+    a, b = judges
+    b.responder = lambda seen: Reply(content="Perhaps", usage=(100, 1))
+    out = tmp_path / "judged.jsonl"
+    sh(
+        f"bv judge --judge-model judge-a --judge-base-url {a.base_url} --judge-model judge-b"
+        f" --judge-base-url {b.base_url} --judge-api-key sk-test --no-cache -q {rows} > {out}"
+    )
+    shown = sh(f"bv report {out}").stdout
+    assert (
+        "judge panel (majority of judge-a, judge-b): Cohen's kappa undefined (no row has a verdict"
+        " from every judge) over 0 rows" in shown
+    ), shown
+    assert f"left out of the agreement: {N} rows some judge could not judge" in shown

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from bv.core.errors import Fatal, ItemFailure, NoReply, RateLimited, Refused, Transient
+from bv.core.errors import Fatal, ItemFailure, NoReply, RateLimited, Refused, Transient, Unreachable
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
 from bv.engine.backends import Reply
@@ -31,6 +31,7 @@ from bv.engine.backends.replies import (
     parse_completion,
     read_body,
 )
+from bv.engine.backends.silence import answers
 from bv.engine.deadlines import Deadline, Deadlines
 from bv.engine.defaults import JOBS, TIMEOUT_S
 from bv.engine.endpoints import (
@@ -66,6 +67,7 @@ class Replica:
     # before then were in flight together with it, one round of silence, counted once.
     silent_until: float = 0.0
     last_error: str = ""
+    hung: str = ""  # why the replica is taken for hung (`_watch_silence`), once it is
 
 
 class OpenAIBackend:
@@ -85,6 +87,7 @@ class OpenAIBackend:
         self._headers = endpoint.headers()
         self._session: Any = None
         self._diagnosis: asyncio.Future | None = None
+        self._watch: asyncio.Future | None = None  # `_watch_silence`, from the first request on
         self._images = EncodedImages()  # an item's repeats and turns send its image again
         self._first_byte = Deadlines(endpoint.first_byte_timeout or endpoint.timeout)
         self._read = Deadlines(endpoint.read_timeout or endpoint.timeout)
@@ -182,6 +185,8 @@ class OpenAIBackend:
 
         first_byte: Deadline | None = None
         read: Deadline | None = None
+        if self._watch is None and self.config.first_byte_timeout is None:
+            self._watch = asyncio.ensure_future(self._watch_silence())
         try:
             session = self._open()
             with self._first_byte.start() as first_byte:
@@ -199,6 +204,9 @@ class OpenAIBackend:
                         raw = await (read_body(response) if status < 400 else error_body(response))
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             if first_byte is not None and first_byte.expired:
+                if replica.hung:  # as unreachable as a refused port, found so at once
+                    replica.silent_rounds, replica.last_error = SILENT_ROUNDS, replica.hung
+                    self._fail_fast()
                 what = self._timed_out(replica, "first byte")
                 # Accepted, then silent: as unreachable as a refused port, counted once a round
                 # (at -j 12 the first tries all time out together; a flaky server answers retries).
@@ -234,6 +242,33 @@ class OpenAIBackend:
             f"read timeout: {where} did not finish its reply within {self._read.seconds:g} s (`read_timeout`)"
         )
 
+    async def _watch_silence(self) -> None:
+        """A hung server found in seconds, not after two rounds of the first-byte limit (see
+        bv.engine.backends.silence): once the first requests have waited `connect_timeout` and no
+        replica has answered any, each is asked GET /models. One that answers is busy and is
+        waited on; when none answers within `connect_timeout` either, the requests in flight end
+        at once and the stage stops as for a refused port. Off when `first_byte_timeout` is given:
+        the user said how long a reply may take to start."""
+        wait = self.config.connect_timeout
+        await asyncio.sleep(wait)
+        if any(r.answered for r in self.replicas):
+            return
+        session = self._open()
+        alive = await asyncio.gather(
+            *(
+                answers(session, f"{r.url.rstrip('/')}/models", self._headers, r.proxy, r.proxy_auth, wait)
+                for r in self.replicas
+            )
+        )
+        if any(alive) or any(r.answered for r in self.replicas):
+            return
+        for r in self.replicas:
+            r.hung = (
+                f"{host_port(r.url)} took requests but answered none within {wait:g} s, nor GET"
+                f" /models within {wait:g} s more (`connect_timeout`): it is hung"
+            )
+        self._first_byte.expire_all()
+
     def _fail_fast(self) -> None:
         """Stop the run when no replica has ever answered and each keeps failing to connect."""
         if all(
@@ -243,7 +278,7 @@ class OpenAIBackend:
             who = "the judge endpoint" if self.config.role == "judge" else "the model endpoint"
             reasons = "; ".join(dict.fromkeys(r.last_error for r in self.replicas))
             option = "`judge_base_url`" if self.config.role == "judge" else "`base_url`"
-            raise Fatal(
+            raise Unreachable(
                 f"cannot reach {who} {self.endpoint}: {reasons}."
                 f" Nothing answered; check {option} and that the server is up"
             )
@@ -315,6 +350,9 @@ class OpenAIBackend:
         return [printable(clean_text(model["id"]))[:80] for model in listed]
 
     async def aclose(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._session is not None:
             try:
                 await self._session.close()
