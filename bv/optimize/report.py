@@ -11,7 +11,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bv.core.stats import dollars
+from bv.core.stats import dollars, p_beside
 from bv.optimize.edits import quote
 from bv.optimize.mdtext import cell as _cell
 from bv.optimize.mdtext import fenced as _fenced
@@ -37,15 +37,6 @@ def _ci(pair: Sequence[Any] | None) -> str:
 
 def _p(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
-
-
-def p_beside(p: float, level: float) -> str:
-    """p with enough digits that it reads on the right side of `level` (0.0249 is not "0.025")."""
-    for digits in range(2, 8):
-        text = f"{p:.{digits}g}"
-        if (float(text) < level) == (p < level):
-            return text
-    return f"{p:.3g}"
 
 
 def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:

@@ -14,7 +14,6 @@ from bv.optimize.budget import planned_steps
 from bv.optimize.gate import decide
 from bv.optimize.guard import confirm, confirmed, finished, used_up
 from bv.optimize.history import current_scores
-from bv.optimize.report import p_beside
 from bv.optimize.report import test_lines as headline_lines
 from bv.optimize.results import OptimizeOptions
 from bv.optimize.split import stratified_split
@@ -101,11 +100,6 @@ def test_confirming_hands_back_the_best_only_when_the_test_passes():
     assert nothing["guard"] is None and nothing["handed_back"]["skill"] == "seed"
     assert finished({**kept, "failed_rows": 0}) and not finished({**kept, "failed_rows": 2})
     assert "a second comparison on the same items" in used_up({**kept, "best": {"sha256": "b" * 64}})
-
-
-def test_p_is_printed_on_its_side_of_the_level():
-    assert p_beside(0.0249, 0.025) == "0.0249" and p_beside(0.0251, 0.025) == "0.025"  # >= 0.025
-    assert p_beside(0.003, 0.025) == "0.003" and p_beside(0.02499999, 0.025).startswith("0.02499")
 
 
 def test_the_headline_says_what_is_handed_back():
