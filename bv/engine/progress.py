@@ -407,8 +407,13 @@ class ProgressDisplay:
             self.stream.write(f"bv {self.label}: {self.stats.summary()}\n")
             self.stream.flush()
         elsewhere = self.stats.elsewhere_text()
-        if elsewhere:  # what a result rests on is said even under `quiet`
+        said = (self.stats.endpoint, tuple(sorted(self.stats.elsewhere)))
+        if elsewhere and said not in _SAID_ELSEWHERE:  # what a result rests on is said even under
+            _SAID_ELSEWHERE.add(said)  # `quiet`, once a process (bv optimize runs many stages)
             self._say(elsewhere)
+
+
+_SAID_ELSEWHERE: set[tuple[str | None, tuple[str, ...]]] = set()
 
 
 def input_lines(inputs: Iterable[str]) -> int | None:

@@ -67,7 +67,7 @@ def test_lines(test: Mapping[str, Any], provenance: str) -> list[str]:
             f"  ({c['method']})",
         ]
     level = guard["alpha"]
-    test_p = f"one-sided p = {p_beside(guard['p_value'], level)}"
+    test_p = f"p = {p_beside(guard['p_value'], level)}"
     said = f"  difference {_signed(c['diff'])} ({moved}); {guard['test']}: {test_p}"
     gain = (t.get("handed_back") or {}).get("gain")
     if not guard["confirmed"] or not gain:

@@ -117,7 +117,7 @@ def test_the_headline_says_what_is_handed_back():
     }
     guard = {"test": "exact sign-flip test", "alpha": 0.05, "p_value": 0.0007, "confirmed": True}
     lines = headline_lines({**base, "guard": guard, "handed_back": seed}, "step 2")
-    assert "one-sided p = 0.0007 < alpha 0.05" in lines[3]
+    assert "one-sided: p = 0.0007 < alpha 0.05" in lines[3]
     assert lines[4] == "  confirmed: best.md is the best skill; its gain +0.180, 95% CI [0.050, 0.300]"
     refused = {**guard, "p_value": 0.06, "confirmed": False}
     lines = headline_lines({**base, "guard": refused, "handed_back": {"skill": "seed"}}, "step 2")
