@@ -108,7 +108,7 @@ class OptimizeOptions:
         open_bounds=True,
         show_default=True,
         help="The run's error rate: the chance that the skill handed back is worse than the seed, or"
-        " that the run reports a gain that is not there. The test split confirms at alpha/2.",
+        " that the run reports a gain that is not there: the test split confirms at this level.",
     )
     gate: str = setting(
         "greater",
