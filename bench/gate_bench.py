@@ -21,8 +21,10 @@ What is measured is what a user takes away: best.md, the handed-back skill (test
   (a design whose true rate is 1% would MISS 63% of the time). With 100 runs this rule passes a
   true rate of alpha/2 96% of the time, of alpha 62%, of 2 alpha 6%; the
   line also says whether the upper end is below alpha (then the rate is shown to be below it).
-- **power** (optimize_world's F10): the first note the optimizer writes raises every item's
-  accuracy by 10 points (clipped at 1), later notes do nothing. The share of runs whose
+- **power** (optimize_world's F10): the first note the optimizer writes has a true gain of 10
+  points: the same lift added to every item's accuracy, capped at 1, solved per run so that the
+  mean accuracy rises by 10 points (bv.core.power.lift_for_gain; about 11.7 points an item, as
+  items right nearly always cannot gain 10). Later notes do nothing. The share of runs whose
   handed-back skill holds that note is the power; PASS when it is at least 80% (issue 42), read
   the same way (its interval printed beside it).
 

@@ -67,6 +67,7 @@ from support.fakeopenai import FakeOpenAI, Reply, Seen  # noqa: E402
 from worlds import SUBTYPES, WORLDS, World  # noqa: E402
 
 from bv.core.dist import beta_quantile  # noqa: E402
+from bv.core.power import lift_for_gain  # noqa: E402
 
 BV = str(Path(sys.executable).with_name("bv"))
 SEED_SKILL = "## Inspecting\n\n- Look at the whole picture first.\n"
@@ -76,7 +77,9 @@ SALT = 42  # of every run's generators
 # What the harness itself needs: one optimizer request per step (see the docstring), rules
 # judging, fresh replies (no cache), no progress lines.
 HARNESS_OPTIONS = ("--mode", "rules", "--no-cache", "--minibatch", "64", "--quiet")
-POWER_WORLD = "F10"  # the first note +10 points on every item, later notes nothing
+POWER_WORLD = (
+    "F10"  # the first note's true gain +10 points (the same lift on every item), later notes nothing
+)
 POWER_POINTS = 10.0
 
 
@@ -131,9 +134,10 @@ def truth_of(name: str, n_items: int, run: int) -> Truth:
     world = world_of(name, n_items)
     base = world.draw_base(np.random.default_rng([SALT, run]), 1)[0]
     if name == POWER_WORLD:
+        lift = lift_for_gain([(1.0, float(p)) for p in base], POWER_POINTS / 100)
 
         def draw_note(note: int) -> np.ndarray:
-            return np.full(n_items, POWER_POINTS / 100 if note == 1 else 0.0)
+            return np.full(n_items, lift if note == 1 else 0.0)
     else:
 
         def draw_note(note: int) -> np.ndarray:
@@ -144,7 +148,10 @@ def truth_of(name: str, n_items: int, run: int) -> Truth:
 
 def about(name: str) -> str:
     if name == POWER_WORLD:
-        return f"the first note +{POWER_POINTS:g} points on every item, later notes nothing (W1's accuracies)"
+        return (
+            f"the first note's true gain +{POWER_POINTS:g} points (the same lift on every item, capped at"
+            " 100%), later notes nothing (W1's accuracies)"
+        )
     return WORLDS[name].about
 
 

@@ -124,13 +124,31 @@ def _item_grid(
     )
 
 
-def _edit_z(n_items: int, runs: int, delta: float, mix: Sequence[tuple[float, float, float]]) -> float:
+def lift_for_gain(points: Sequence[tuple[float, float]], gain: float) -> float:
+    """The points to add to every item's accuracy (each capped at 100%) that raise the mean by
+    `gain`, for items given as (weight, accuracy): a "+10-point edit" is one whose true gain is
+    10 points, though an item right 98% of the time can gain only 2. 1.0 when none can."""
+    total = sum(w for w, _ in points)
+
+    def mean_gain(lift: float) -> float:
+        return sum(w * (min(1.0, p + lift) - p) for w, p in points) / total
+
+    if mean_gain(1.0) < gain:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if mean_gain(middle) < gain else (low, middle)
+    return high
+
+
+def _edit_z(n_items: int, runs: int, gain: float, mix: Sequence[tuple[float, float, float]]) -> float:
     """The mean gain over the standard error of a paired mean difference, for an edit that adds
-    delta to every item's accuracy (p' = min(1, p + delta): items near 1 gain less). An item's
+    the same points to every item's accuracy (capped at 100%) for a mean `gain`. An item's
     difference varies by its runs, (p(1-p) + p'(1-p'))/runs, and by how much it can gain."""
     grid = _item_grid(tuple(mix))
-    gains = [(w, min(1.0, p + delta) - p, p) for w, p in grid]
-    gain = sum(w * g for w, g, _ in gains)
+    lift = lift_for_gain(grid, gain)
+    gains = [(w, min(1.0, p + lift) - p, p) for w, p in grid]
     runs_var = sum(w * (p * (1 - p) + (p + g) * (1 - p - g)) for w, g, p in gains) / runs
     between = sum(w * (g - gain) ** 2 for w, g, _ in gains)
     var = runs_var + between
@@ -145,9 +163,9 @@ def edit_power(
     mix: Sequence[tuple[float, float, float]] = BABYVISION_ITEMS,
 ) -> float:
     """The chance that a one-sided paired test at `alpha` over `n_items` items, `runs` runs each,
-    finds an edit that adds `delta` to every item's accuracy (normal approximation; the exact test
-    bv decides with is a little more cautious at few items). With alpha 0.5 it is the chance
-    that the edit merely scores higher."""
+    finds an edit whose true gain is `delta`, the same points added to every item's accuracy
+    (normal approximation; the exact test bv decides with is a little more cautious at few
+    items). With alpha 0.5 it is the chance that the edit merely scores higher."""
     from statistics import NormalDist
 
     dist = NormalDist()
@@ -162,7 +180,7 @@ def smallest_edit(
     mix: Sequence[tuple[float, float, float]] = BABYVISION_ITEMS,
 ) -> float | None:
     """The smallest edit on every item found with `power` (None: none that leaves room below 100%)."""
-    high = 0.6  # larger edits push most items past 100%
+    high = 0.6  # a larger gain leaves most items no room
     if edit_power(n_items, runs, high, alpha, mix) < power:
         return None
     low = 0.0
