@@ -1,6 +1,7 @@
 """MLflow through its own client (`MlflowClient`, not the fluent API's process-wide active run):
 a run in an experiment, its parameters and metrics in batches, the run folder's files as
-artifacts. The only importer of the optional `mlflow`."""
+artifacts. The only importer of the optional `mlflow`; it runs in the tracker's own process
+(bv.tracking.worker)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bv.core import environment
-from bv.core.redaction import public_url, register_url
+from bv.core.redaction import public_url
 
 BATCH = 100  # MLflow takes at most 100 parameters and 1000 metrics per log_batch
-# A tracking server that is down costs a few seconds, not MLflow's default minutes of retries.
+# A tracking server that is down costs a few seconds, not MLflow's default minutes of retries
+# (bv.tracking.remote waits BV_TRACKER_WAIT_S for each call in any case).
 RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-           "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}  # fmt: skip
+           "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}  # fmt: skip
 
 
 def tracking_uri(given: str | None) -> str:
@@ -25,6 +27,7 @@ def tracking_uri(given: str | None) -> str:
 
 class MlflowBackend:
     kind = "mlflow"
+    note = None
 
     def __init__(self, uri: str | None, experiment: str | None) -> None:
         for name, value in RETRIES.items():
@@ -32,7 +35,6 @@ class MlflowBackend:
         from mlflow.tracking import MlflowClient
 
         self.uri = tracking_uri(uri)
-        register_url(self.uri)  # a user:password in it is never said
         self.where = public_url(self.uri)
         self.experiment = experiment or environment.text("MLFLOW_EXPERIMENT_NAME") or "bv"
         self.client = MlflowClient(tracking_uri=self.uri)
@@ -68,8 +70,8 @@ class MlflowBackend:
         for start in range(0, len(items), 10 * BATCH):
             self.client.log_batch(self._run(), metrics=items[start : start + 10 * BATCH])
 
-    def artifact(self, path: Path, folder: str | None) -> None:
-        self.client.log_artifact(self._run(), str(path), folder)
+    def artifact(self, path: str, folder: str | None) -> None:
+        self.client.log_artifact(self._run(), path, folder)
 
     def finish(self, status: str) -> None:
         self.client.set_terminated(self._run(), status)

@@ -1,6 +1,7 @@
 """Weights & Biases through `wandb.init` (WANDB_MODE=offline honoured: the run is written under
-./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; its console
-capture is off, as stdout is bv's data."""
+./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; it runs in the
+tracker's own process (bv.tracking.worker), whose command line holds none of bv's options (W&B
+records the command line)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ class WandbBackend:
         self.project = project or environment.text("WANDB_PROJECT") or "bv"
         self.entity = entity or environment.text("WANDB_ENTITY")
         mode = environment.text("WANDB_MODE") or "online"
+        self.note: str | None = None
         self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({mode})"
         self.run: Any = None
 
     def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str:
-        settings = self.wandb.Settings(console="off", silent=True, init_timeout=60)
+        # No code, no git state (a remote's URL may hold a token), the console left alone.
+        settings = self.wandb.Settings(console="off", silent=True, disable_code=True, disable_git=True)
         self.run = self.wandb.init(
             project=self.project,
             entity=self.entity,
@@ -50,10 +53,10 @@ class WandbBackend:
         else:
             self.run.log(dict(values), step=step)
 
-    def artifact(self, path: Path, folder: str | None) -> None:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{path.name}")[:128]
+    def artifact(self, path: str, folder: str | None) -> None:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{Path(path).name}")[:128]
         artifact = self.wandb.Artifact(name, type=folder or "file")
-        artifact.add_file(str(path))
+        artifact.add_file(path)
         self.run.log_artifact(artifact)
 
     def finish(self, status: str) -> None:

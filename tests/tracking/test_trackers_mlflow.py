@@ -1,20 +1,26 @@
 """`--track mlflow` against a real MLflow tracking server the test starts (SQLite backend, on
 loopback), read back through MLflow's own client: what `bv eval` and `bv optimize` logged, a
-resumed run continuing its tracker run, and a server that is down costing only a warning.
-Skipped where mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
+resumed run continuing its tracker run, and a server that is down or hostile
+(tests/support/trackerserver.py) costing only a warning and seconds. Skipped where mlflow is
+not installed (`make test-trackers` installs it into .venv-trackers)."""
 
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mlflow", reason="needs mlflow: pip install 'babyvision-bv[mlflow]' (make test-trackers)")
 
-from support.commands import sh
+from support.commands import BIN, sh
 from support.optimizing import Models, command
-from support.trackerserver import QUIET, SECRET, MlflowServer, eval_line, free_port, history
+from support.trackerserver import QUIET, SECRET, HostileTracker, MlflowServer, eval_line, free_port, history
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +140,55 @@ def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
     assert run.data.metrics["test_best_accuracy"] == pytest.approx(test["best"]["accuracy"])
     assert run.info.status == "FINISHED" and run.data.params["target"]
     assert "sk-test-target" not in json.dumps(run.data.params)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "on", "said"),
+    [
+        ("huge", "get-by-name", "failed to start a run"),  # 2 GiB of body
+        ("empty-id", "runs/create", "failed to start a run: it gave no valid run id ('')"),
+        ("hang", "get-by-name", "failed to start a run: did not answer in 3 s"),
+    ],
+)
+def test_a_hostile_tracker_costs_a_warning_and_seconds_never_the_run(tmp_path, sample_dir, spoil, on, said):
+    tracker = HostileTracker(spoil, on)
+    out = tmp_path / "run"
+    began = time.monotonic()
+    try:
+        result = sh(
+            eval_line(sample_dir, out, f"mlflow:{tracker.url}", "hostile"),
+            env={**QUIET, "BV_TRACKER_WAIT_S": "3"},
+        )
+    finally:
+        tracker.stop()
+    took = time.monotonic() - began
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # bv's or its tracker's
+    print(f"{spoil}: {took:.1f} s, peak {peak_mb:.0f} MB; {result.stderr.splitlines()[0][:200]}")
+    assert result.returncode == 0, result.stderr
+    assert tracker.hit.is_set() and f"tracker mlflow ({tracker.url}) {said}" in result.stderr
+    assert "the run goes on without it" in result.stderr and "Traceback" not in result.stderr
+    assert (out / "report.md").exists() and not (out / "tracker.json").exists()
+    assert took < 40 and peak_mb < 1000
+
+
+def test_sigterm_while_a_tracker_hangs_ends_the_run_in_seconds(tmp_path, sample_dir):
+    """The results written, the tracker hangs on their metrics: SIGTERM waited 93 s while bv told
+    the hung server the run was killed."""
+    tracker = HostileTracker("hang", "accuracy_ci95_low")
+    line = eval_line(sample_dir, tmp_path / "run", f"mlflow:{tracker.url}", "signal").split()
+    env = {**os.environ, **QUIET, "BV_TRACKER_WAIT_S": "60", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    bv = subprocess.Popen(line, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert tracker.hit.wait(120), "bv never logged the metrics"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        bv.send_signal(signal.SIGTERM)
+        stderr = bv.communicate(timeout=60)[1]
+        took = time.monotonic() - sent
+    finally:
+        bv.kill()
+        tracker.stop()
+    print(f"SIGTERM to exit: {took:.1f} s")
+    assert bv.returncode == 143, stderr
+    assert (tmp_path / "run" / "results.jsonl").exists()
+    assert "failed to end the run: did not answer in 5 s" in stderr and took < 10

@@ -1,6 +1,7 @@
 """`--track wandb` in offline mode (WANDB_MODE=offline), the run read back from the file W&B
 writes (tests/support/wandbfile.py): the same figures `bv eval` logs to MLflow, every `bv optimize` step
-at its step number, and no key. Skipped where wandb is not installed (`make test-trackers`)."""
+at its step number, and no key in any file W&B writes. Skipped where wandb is not installed
+(`make test-trackers`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ import pytest
 pytest.importorskip("wandb", reason="needs wandb: pip install 'babyvision-bv[wandb]' (make test-trackers)")
 
 from support.commands import sh
+from support.evaluating import SECRET as API_KEY
+from support.evaluating import eval_command, respond
 from support.optimizing import Models, command
 from support.trackerserver import SECRET, eval_line, history
 from support.wandbfile import read_run
+
+PARAM_KEY = "sk-test-PLANTEDPARAMKEY-77aa88bb"  # given as -p api_key=…
 
 
 def offline(folder: Path) -> dict[str, str]:
@@ -76,3 +81,20 @@ def test_bv_optimize_offline_run_has_every_step(tmp_path, data_dir):
     skills = sorted(f for a in run["artifacts"] if a["type"] == "skills" for f in a["files"])
     assert skills == sorted(p.name for p in (out / "skills").iterdir())
     assert run["exit"] == 0
+
+
+def test_no_key_given_to_bv_reaches_a_file_wandb_writes(tmp_path, sample_dir, server):
+    """W&B records the command line of the process it runs in: bv's holds --api-key and the rest."""
+    server.responder = respond
+    out = tmp_path / "run"
+    line = eval_command(
+        sample_dir, server, out, f"--judge-api-key {SECRET} -p api_key={PARAM_KEY} --track wandb"
+    )
+    result = sh(line, env=offline(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr
+    files = [p for p in (tmp_path / "wandb").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in files), files
+    for key in (API_KEY, SECRET, PARAM_KEY):
+        assert key not in result.stdout + result.stderr
+        holding = [str(p.relative_to(tmp_path)) for p in files if key.encode() in p.read_bytes()]
+        assert not holding, f"{key} in {holding}"
