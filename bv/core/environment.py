@@ -208,6 +208,12 @@ def default_for_library(name: str, value: str) -> None:
     os.environ.setdefault(name, value)
 
 
+def set_for_library(name: str, value: str) -> None:
+    """Set a third party's variable in this process, whatever it was: in a tracker's process, the
+    credentials MLflow sends and the password-free URI it reads (bv.tracking.mlflow_backend)."""
+    os.environ[name] = value
+
+
 def for_child(keep: Callable[[str], bool]) -> dict[str, str]:
     """The environment for a process bv starts, without the variables whose value `keep` refuses:
     a tracker's process gets none holding a key of the run's (bv.tracking.remote)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bv.core import environment
 from bv.core.redaction import public_url
@@ -25,6 +26,21 @@ def tracking_uri(given: str | None) -> str:
     return uri or Path("mlruns").resolve().as_uri()
 
 
+def without_password(uri: str) -> str:
+    """The URI with its user:password moved to MLFLOW_TRACKING_USERNAME / _PASSWORD (which MLflow
+    sends as basic auth), so MLflow never holds it to print ("View run … at: URI") or record."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not (parts.username or parts.password):
+        return uri
+    if parts.username:
+        environment.set_for_library("MLFLOW_TRACKING_USERNAME", unquote(parts.username))
+    if parts.password:
+        environment.set_for_library("MLFLOW_TRACKING_PASSWORD", unquote(parts.password))
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    return urlunsplit(parts._replace(netloc=f"{netloc}:{parts.port}" if parts.port else netloc))
+
+
 class MlflowBackend:
     kind = "mlflow"
     note = None
@@ -34,7 +50,8 @@ class MlflowBackend:
             environment.default_for_library(name, value)
         from mlflow.tracking import MlflowClient
 
-        self.uri = tracking_uri(uri)
+        self.uri = without_password(tracking_uri(uri))
+        environment.set_for_library("MLFLOW_TRACKING_URI", self.uri)  # not one with a password, for MLflow
         self.where = public_url(self.uri)
         self.experiment = experiment or environment.text("MLFLOW_EXPERIMENT_NAME") or "bv"
         self.client = MlflowClient(tracking_uri=self.uri)

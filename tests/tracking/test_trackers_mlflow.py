@@ -1,8 +1,8 @@
 """`--track mlflow` against a real MLflow tracking server the test starts (SQLite backend, on
 loopback), read back through MLflow's own client: what `bv eval` and `bv optimize` logged, a
-resumed run continuing its tracker run, and a server that is down or hostile
-(tests/support/trackerserver.py) costing only a warning and seconds. Skipped where mlflow is
-not installed (`make test-trackers` installs it into .venv-trackers)."""
+resumed run continuing its tracker run, a URI's password in none of it, and a server that is down
+or hostile (tests/support/trackerserver.py) costing only a warning and seconds. Skipped where
+mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ pytest.importorskip("mlflow", reason="needs mlflow: pip install 'babyvision-bv[m
 from support.commands import BIN, sh
 from support.optimizing import Models, command
 from support.trackerserver import QUIET, SECRET, HostileTracker, MlflowServer, eval_line, free_port, history
+
+PASSWORD = "Pa55-URIPASSWORD-5e6f"
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +142,34 @@ def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
     assert run.data.metrics["test_best_accuracy"] == pytest.approx(test["best"]["accuracy"])
     assert run.info.status == "FINISHED" and run.data.params["target"]
     assert "sk-test-target" not in json.dumps(run.data.params)
+
+
+@pytest.mark.parametrize("given", ["track", "environment"])
+def test_a_uri_password_is_in_no_file_artifact_or_output(tmp_path, sample_dir, server, client, given):
+    """Given in `--track mlflow:URI` (a password too short to redact: it must never be given to
+    MLflow in the URI) or MLFLOW_TRACKING_URI; MLflow itself prints "View run … at: URI"."""
+    out = tmp_path / "run"
+    password, uri = ("bob:pw@", server.url.replace("//", "//bob:pw@"))
+    if given == "environment":
+        password, uri = (PASSWORD, server.url.replace("//", f"//bob:{PASSWORD}@"))
+    track, env = (
+        (f"mlflow:{uri}", QUIET) if given == "track" else ("mlflow", {**QUIET, "MLFLOW_TRACKING_URI": uri})
+    )
+    result = sh(eval_line(sample_dir, out, track, "password-test"), env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "View run" in result.stderr and f"({server.url})" in result.stderr  # said, without the password
+    rid = json.loads((out / "tracker.json").read_text())["mlflow"]["run_id"]
+    assert client.get_run(rid).info.status == "FINISHED"
+    artifact = Path(client.download_artifacts(rid, "config.json", str(tmp_path / "artifact"))).read_bytes()
+    assert json.loads(artifact)["options"]["track"] == [
+        f"mlflow:{server.url}" if given == "track" else "mlflow"
+    ]
+    assert password not in result.stdout + result.stderr
+    written = [
+        p for folder in (out, tmp_path / "artifact", server.folder) for p in folder.rglob("*") if p.is_file()
+    ]
+    holding = [str(p) for p in written if password.encode() in p.read_bytes()]
+    assert not holding, f"the password in {holding}"
 
 
 @pytest.mark.parametrize(
