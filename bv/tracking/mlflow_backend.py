@@ -5,6 +5,7 @@ artifacts. The only importer of the optional `mlflow`; it runs in the tracker's 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,12 +19,14 @@ BATCH = 100  # MLflow takes at most 100 parameters and 1000 metrics per log_batc
 # (bv.tracking.remote waits BV_TRACKER_WAIT_S for each call in any case).
 RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
            "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}  # fmt: skip
+LOCAL_STORE = "mlflow.db"  # MLflow 3's own default store (sqlite:///mlflow.db); artifacts in ./mlruns
 
 
 def tracking_uri(given: str | None) -> str:
-    """The URI given, else $MLFLOW_TRACKING_URI, else the local store ./mlruns."""
+    """The URI given, else $MLFLOW_TRACKING_URI, else the SQLite store ./mlflow.db (MLflow 3 refuses
+    the file store ./mlruns unless MLFLOW_ALLOW_FILE_STORE is set)."""
     uri = given or environment.text("MLFLOW_TRACKING_URI")
-    return uri or Path("mlruns").resolve().as_uri()
+    return uri or f"sqlite:///{Path(LOCAL_STORE).resolve().as_posix()}"
 
 
 def without_password(uri: str) -> str:
@@ -56,6 +59,10 @@ class MlflowBackend:
         self.experiment = experiment or environment.text("MLFLOW_EXPERIMENT_NAME") or "bv"
         self.client = MlflowClient(tracking_uri=self.uri)
         self.run_id: str | None = None
+        if urlsplit(self.uri).scheme in ("", "file", "sqlite"):  # a local store: made now, not in a call
+            for name in ("alembic", "mlflow.store.db.utils"):  # the schema's upgrades, line by line
+                logging.getLogger(name).setLevel(logging.WARNING)
+            self.client.search_experiments(max_results=1)
 
     def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str:
         if run_id is not None:

@@ -1,8 +1,8 @@
 """`--track mlflow` against a real MLflow tracking server the test starts (SQLite backend, on
 loopback), read back through MLflow's own client: what `bv eval` and `bv optimize` logged, a
-resumed run continuing its tracker run, a URI's password in none of it, and a server that is down
-or hostile (tests/support/trackerserver.py) costing only a warning and seconds. Skipped where
-mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
+resumed run continuing its tracker run, a URI's password in none of it, the default local store,
+and a server that is down or hostile (tests/support/trackerserver.py) costing only a warning and
+seconds. Skipped where mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,23 @@ def test_a_uri_password_is_in_no_file_artifact_or_output(tmp_path, sample_dir, s
     ]
     holding = [str(p) for p in written if password.encode() in p.read_bytes()]
     assert not holding, f"the password in {holding}"
+
+
+def test_the_default_store_is_the_local_sqlite_one_the_installed_mlflow_takes(tmp_path, sample_dir):
+    """MLflow 3 refuses the file store ./mlruns ("maintenance mode"): `--track mlflow` logged nothing."""
+    from mlflow.tracking import MlflowClient
+
+    result = sh(eval_line(sample_dir, tmp_path / "run", "mlflow", "default-test"), cwd=tmp_path, env=QUIET)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr, result.stderr
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = store.search_runs([store.get_experiment_by_name("default-test").experiment_id])
+    assert [r.info.status for r in runs] == ["FINISHED"] and runs[0].data.metrics["rows"] == 24
+    assert {a.path for a in store.list_artifacts(runs[0].info.run_id)} == {
+        "report.md",
+        "report.html",
+        "config.json",
+    }
 
 
 @pytest.mark.parametrize(
