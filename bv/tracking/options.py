@@ -44,8 +44,8 @@ class TrackOptions:
         convert=targets,
         metavar="mlflow[:URI]|wandb",
         help="Log the run to an experiment tracker (repeatable): mlflow (at URI, else"
-        " $MLFLOW_TRACKING_URI, else ./mlflow.db) or wandb (WANDB_MODE=offline honoured); needs"
-        " pip install 'babyvision-bv[mlflow]' or '[wandb]' (docs/tracking.md).",
+        " $MLFLOW_TRACKING_URI, else ./mlflow.db) or wandb (offline with WANDB_MODE=offline or"
+        " without a W&B key); needs pip install 'babyvision-bv[mlflow]' or '[wandb]' (docs/tracking.md).",
     )
     track_project: str | None = setting(
         None,

@@ -1,7 +1,8 @@
 """Weights & Biases through `wandb.init` (WANDB_MODE=offline honoured: the run is written under
 ./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; it runs in the
 tracker's own process (bv.tracking.worker), whose command line holds none of bv's options (W&B
-records the command line)."""
+records the command line) and which has no terminal to prompt on. Without a W&B key the run is
+written offline, said once, instead of W&B asking for one."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from typing import Any
 from bv.core import environment
 
 EXIT_CODES = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
+NO_KEY = (
+    "no W&B key (`wandb login`, or WANDB_API_KEY): the run is written offline under ./wandb"
+    " (or $WANDB_DIR); `wandb sync` it there to upload it"
+)
+
+
+def has_key(wandb: Any) -> bool:
+    """Whether W&B finds a key (WANDB_API_KEY, its settings, ~/.netrc) without asking for one."""
+    try:
+        return bool(wandb.login(prompt=False, verify=False))
+    except TypeError:  # a wandb before login's `prompt` (0.2x): its own lookup, which never asks
+        return bool(getattr(getattr(wandb, "api", None), "api_key", None))
 
 
 class WandbBackend:
@@ -24,9 +37,11 @@ class WandbBackend:
         self.wandb = wandb
         self.project = project or environment.text("WANDB_PROJECT") or "bv"
         self.entity = entity or environment.text("WANDB_ENTITY")
-        mode = environment.text("WANDB_MODE") or "online"
+        self.mode = environment.text("WANDB_MODE") or "online"
         self.note: str | None = None
-        self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({mode})"
+        if self.mode == "online" and not has_key(wandb):
+            self.mode, self.note = "offline", NO_KEY
+        self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({self.mode})"
         self.run: Any = None
 
     def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str:
@@ -38,6 +53,7 @@ class WandbBackend:
             name=name,
             id=run_id,
             resume="allow" if run_id else None,
+            mode=self.mode,
             tags=[f"{k}:{v}"[:64] for k, v in tags.items()],
             settings=settings,
         )
