@@ -9,7 +9,7 @@ caller passes; the command line's `[env: BV_MODEL]`-style option defaults are cl
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 
@@ -31,7 +31,7 @@ def replays() -> bool:
 
 def number(name: str, default: float) -> float:
     """A numeric limit: BV_MAX_WAIT_S, BV_RETRY_BASE_S, BV_PROGRESS_EVERY_S (docs/rollout.md),
-    BV_BATCH_POLL_S (docs/batch.md)."""
+    BV_BATCH_POLL_S (docs/batch.md), BV_TRACKER_WAIT_S (docs/tracking.md)."""
     return float(os.environ.get(name, default))
 
 
@@ -206,3 +206,15 @@ def default_for_library(name: str, value: str) -> None:
     """Set a third party's variable unless the user set it: how long MLflow's client retries a
     tracking server that is down (MLFLOW_HTTP_REQUEST_MAX_RETRIES, docs/tracking.md)."""
     os.environ.setdefault(name, value)
+
+
+def set_for_library(name: str, value: str) -> None:
+    """Set a third party's variable in this process, whatever it was: in a tracker's process, the
+    credentials MLflow sends and the password-free URI it reads (bv.tracking.mlflow_backend)."""
+    os.environ[name] = value
+
+
+def for_child(keep: Callable[[str], bool]) -> dict[str, str]:
+    """The environment for a process bv starts, without the variables whose value `keep` refuses:
+    a tracker's process gets none holding a key of the run's (bv.tracking.remote)."""
+    return {name: value for name, value in os.environ.items() if keep(value)}

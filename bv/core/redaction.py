@@ -36,6 +36,8 @@ def redact(text: str) -> str:
 def public_url(url: str) -> str:
     """A URL fit to print: without user:password and without its query string."""
     parts = urlsplit(url)
+    if not (parts.netloc or parts.query or parts.fragment):
+        return url  # sqlite:////abs/mlflow.db: nothing to hide, and rebuilt it would lose two slashes
     if parts.username or parts.password:
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host

@@ -30,6 +30,7 @@ class Limits:
     max_wait_s: float = 300.0  # BV_MAX_WAIT_S: the longest wait before one retry, whatever a server asks
     retry_base_s: float = 1.0  # BV_RETRY_BASE_S: the first backoff step
     html_max_items: int = 500  # BV_HTML_MAX_ITEMS: item cards on one HTML page
+    tracker_wait_s: float = 10.0  # BV_TRACKER_WAIT_S: the longest a tracker may take to answer one call
 
     @classmethod
     def from_environment(cls) -> Limits:
@@ -38,6 +39,7 @@ class Limits:
             max_wait_s=environment.number("BV_MAX_WAIT_S", cls.max_wait_s),
             retry_base_s=environment.number("BV_RETRY_BASE_S", cls.retry_base_s),
             html_max_items=environment.integer("BV_HTML_MAX_ITEMS", cls.html_max_items),
+            tracker_wait_s=environment.number("BV_TRACKER_WAIT_S", cls.tracker_wait_s),
         )
 
 

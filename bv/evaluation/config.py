@@ -21,7 +21,7 @@ from bv.stages.prompt import PromptOptions
 from bv.stages.request_params import RequestParams
 from bv.stages.request_settings import SENDING
 from bv.stages.rollout_config import RolloutConfig
-from bv.tracking.options import TrackOptions, targets
+from bv.tracking.options import TrackOptions, public_target, targets
 
 
 class BadOption(BadConfig):
@@ -144,6 +144,8 @@ def options_record(config: EvalConfig) -> dict[str, Any]:
             record["params"] = _plain(value.recorded)  # what every request carries; `-p api_key=…`: ***
         elif f.name == "judge_params":
             record[f.name] = _plain(redaction.public_params(value))
+        elif f.name == "track":  # a tracking URI's user:password is never recorded
+            record[f.name] = [public_target(target) for target in value]
         else:
             record[f.name] = _plain(value)
     return json.loads(redaction.redact(json.dumps(record)))  # a key pasted into another option

@@ -6,9 +6,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bv.core.errors import BadConfig
+from bv.core.redaction import public_url
 from bv.core.settings import setting
 
 KINDS = ("mlflow", "wandb")
+
+
+def public_target(text: str) -> str:
+    """A target fit to record or print: its URI without user:password (nor query)."""
+    kind, sep, uri = text.partition(":")
+    return f"{kind}{sep}{public_url(uri)}" if uri else text
 
 
 def targets(given: str | Iterable[str]) -> tuple[str, ...]:
@@ -19,7 +26,7 @@ def targets(given: str | Iterable[str]) -> tuple[str, ...]:
     for text in texts:
         kind, sep, uri = text.partition(":")
         if kind not in KINDS or (kind == "wandb" and sep) or (sep and not uri):
-            raise BadConfig(f"{text!r} is not mlflow, mlflow:URI or wandb")
+            raise BadConfig(f"{public_target(text)!r} is not mlflow, mlflow:URI or wandb")
         if kind in seen:
             raise BadConfig(f"{kind} is named twice")
         seen.add(kind)
@@ -37,8 +44,8 @@ class TrackOptions:
         convert=targets,
         metavar="mlflow[:URI]|wandb",
         help="Log the run to an experiment tracker (repeatable): mlflow (at URI, else"
-        " $MLFLOW_TRACKING_URI, else ./mlruns) or wandb (WANDB_MODE=offline honoured); needs"
-        " pip install 'babyvision-bv[mlflow]' or '[wandb]' (docs/tracking.md).",
+        " $MLFLOW_TRACKING_URI, else ./mlflow.db) or wandb (offline with WANDB_MODE=offline or"
+        " without a W&B key); needs pip install 'babyvision-bv[mlflow]' or '[wandb]' (docs/tracking.md).",
     )
     track_project: str | None = setting(
         None,

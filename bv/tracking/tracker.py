@@ -1,53 +1,45 @@
 """One run's trackers: opened on its run folder, continued by a re-run, never its failure.
 
 The tracker runs' ids are kept in the run folder's tracker.json, so a resumed `bv eval` or
-`bv optimize` logs into the run it started instead of opening a second. Every call to a tracker
-is guarded: a package that is missing, a server that is down, a key refused, costs one warning
-on stderr and that tracker for the rest of the run, never the evaluation.
+`bv optimize` logs into the run it started instead of opening a second. Each tracker runs in a
+process of its own (bv.tracking.remote), every call to it bounded in time; a package that is
+missing, a server that is down or hung, a key refused, costs one warning on stderr and that
+tracker for the rest of the run, never the evaluation.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bv.core import environment
 from bv.core.atomic import atomic_output
 from bv.core.outcome import say
-from bv.core.redaction import redact
+from bv.core.redaction import redact, register_url
 from bv.core.terminal import printable
 from bv.tracking.options import TrackOptions
+from bv.tracking.remote import Missing, TrackerFailed, TrackerProcess, valid_run_id
 
 STATE = "tracker.json"
 EXTRA = {"mlflow": "mlflow", "wandb": "wandb"}  # the extra of babyvision-bv that installs each
+STOPPED_WAIT_S = 5.0  # the longest a tracker may take to hear that a stopped run was KILLED
 
 
 class Backend(Protocol):
-    """A tracker's side of a run (bv.tracking.mlflow_backend, bv.tracking.wandb_backend)."""
+    """A tracker's side of a run (bv.tracking.remote.TrackerProcess)."""
 
     kind: str
     where: str  # where it logs, key-free (a tracking URI, a W&B project), said and recorded
 
-    def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str: ...
-    def params(self, values: Mapping[str, str]) -> None: ...
-    def metrics(self, values: Mapping[str, float], step: int | None) -> None: ...
+    def start(self, name: str, run_id: str | None, tags: dict[str, str]) -> str: ...
+    def params(self, values: dict[str, str]) -> None: ...
+    def metrics(self, values: dict[str, float], step: int | None) -> None: ...
     def artifact(self, path: Path, folder: str | None) -> None: ...
-    def finish(self, status: str) -> None: ...
-
-
-def make_backend(target: str, options: TrackOptions) -> Backend:
-    """The backend a `--track` target names; its package imported here, only now."""
-    kind, _, uri = target.partition(":")
-    if kind == "mlflow":
-        from bv.tracking.mlflow_backend import MlflowBackend
-
-        return MlflowBackend(uri or None, options.track_project)
-    from bv.tracking.wandb_backend import WandbBackend
-
-    return WandbBackend(options.track_project, options.track_entity)
+    def finish(self, status: str, wait_s: float | None = None) -> None: ...
+    def close(self, wait_s: float = ...) -> None: ...
+    def kill(self) -> None: ...
 
 
 class Tracking:
@@ -62,13 +54,14 @@ class Tracking:
         """The call's result (True for none), or None when the tracker failed: said once, and
         the tracker dropped for the rest of the run."""
         try:
-            with contextlib.redirect_stdout(sys.stderr):  # stdout is bv's data, never a tracker's
-                result = call(*args)
+            result = call(*args)
             return True if result is None else result
-        except Exception as exc:  # a third party's failure, of any class: never the run's
+        except Exception as exc:  # a tracker's failure, of any class: never the run's
             if backend in self.backends:
                 self.backends.remove(backend)
-                reason = printable(redact(f"{type(exc).__name__}: {exc}"))[:300]
+                backend.kill()
+                said = str(exc) if isinstance(exc, TrackerFailed) else f"{type(exc).__name__}: {exc}"
+                reason = printable(redact(said))[:300]
                 say(
                     f"warning: tracker {backend.kind} ({backend.where}) failed to {what}: {reason};"
                     " the run goes on without it"
@@ -80,7 +73,8 @@ class Tracking:
         for backend in list(self.backends):
             before = self.state.get(backend.kind) or {}
             resume = before.get("run_id") if before.get("where") == backend.where else None
-            run_id = self._guard(backend, "start a run", backend.start, name, resume, tags)
+            resume = resume if valid_run_id(resume) else None  # tracker.json is a file: anything
+            run_id = self._guard(backend, "start a run", backend.start, name, resume, dict(tags))
             if run_id is None:
                 continue
             if run_id != resume:
@@ -91,11 +85,11 @@ class Tracking:
 
     def params(self, values: Mapping[str, str]) -> None:
         for backend in list(self.backends):
-            self._guard(backend, "log parameters", backend.params, values)
+            self._guard(backend, "log parameters", backend.params, dict(values))
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         for backend in list(self.backends):
-            self._guard(backend, "log metrics", backend.metrics, values, step)
+            self._guard(backend, "log metrics", backend.metrics, dict(values), step)
 
     def steps(
         self,
@@ -127,9 +121,13 @@ class Tracking:
                     self._guard(backend, f"log {path.name}", backend.artifact, path, folder)
 
     def finish(self, status: str) -> None:
-        """FINISHED, FAILED or KILLED (a run stopped before its end, to be resumed)."""
+        """FINISHED, FAILED or KILLED (a run stopped before its end, to be resumed), each tracker
+        then closed: after a stop, a tracker gets a few seconds to hear it, not a call's wait."""
+        wait_s = STOPPED_WAIT_S if status == "KILLED" else None
         for backend in list(self.backends):
-            self._guard(backend, "end the run", backend.finish, status)
+            if self._guard(backend, "end the run", backend.finish, status, wait_s) is not None:
+                backend.close()
+        self.backends.clear()
 
     def _save(self) -> None:
         if not self.state:
@@ -156,15 +154,34 @@ def _read_state(path: Path) -> dict[str, Any]:
 
 
 def open_tracking(folder: Path, options: TrackOptions | None) -> Tracking:
-    """The run's trackers, each package imported only now; one that cannot be had is a warning."""
-    tracking = Tracking(folder, [])
+    """The run's trackers, each started in its own process (all at once, then each awaited); one
+    that cannot be had is a warning."""
+    opening: list[TrackerProcess] = []
     for target in options.track if options is not None else ():
-        kind = target.partition(":")[0]
+        kind, _, uri = target.partition(":")
+        if kind == "mlflow":  # the URI sent, not left in the environment, where its password is a key
+            uri = uri or environment.text("MLFLOW_TRACKING_URI") or ""
+            register_url(uri)
+            target = f"mlflow:{uri}" if uri else kind
         try:
-            tracking.backends.append(make_backend(target, options))  # type: ignore[arg-type]
-        except ImportError as exc:
-            install = f"pip install 'babyvision-bv[{EXTRA[kind]}]'"
-            say(f"warning: `track` {kind} needs {exc.name or kind}: {install}; the run goes on without it")
-        except Exception as exc:  # a tracker's own set-up failing (a bad URI): never the run's
+            opening.append(TrackerProcess(target, options.track_project, options.track_entity))  # type: ignore[union-attr]
+        except OSError as exc:
             say(f"warning: tracker {kind}: {printable(redact(str(exc)))[:300]}; the run goes on without it")
+    tracking = Tracking(folder, [])
+    for backend in opening:
+        try:
+            backend.ready()
+        except Missing as exc:
+            install = f"pip install 'babyvision-bv[{EXTRA[backend.kind]}]'"
+            say(f"warning: `track` {backend.kind} needs {exc.name}: {install}; the run goes on without it")
+            backend.kill()
+            continue
+        except TrackerFailed as exc:  # a tracker's own set-up failing (a bad URI, a store refused)
+            reason = printable(redact(str(exc)))[:300]
+            say(f"warning: tracker {backend.kind}: {reason}; the run goes on without it")
+            backend.kill()
+            continue
+        if backend.note:
+            say(f"tracker {backend.kind}: {printable(str(backend.note))[:300]}")
+        tracking.backends.append(backend)
     return tracking

@@ -1,6 +1,8 @@
 """Weights & Biases through `wandb.init` (WANDB_MODE=offline honoured: the run is written under
-./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; its console
-capture is off, as stdout is bv's data."""
+./wandb, or $WANDB_DIR, to sync later). The only importer of the optional `wandb`; it runs in the
+tracker's own process (bv.tracking.worker), whose command line holds none of bv's options (W&B
+records the command line) and which has no terminal to prompt on. Without a W&B key the run is
+written offline, said once, instead of W&B asking for one."""
 
 from __future__ import annotations
 
@@ -12,6 +14,18 @@ from typing import Any
 from bv.core import environment
 
 EXIT_CODES = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
+NO_KEY = (
+    "no W&B key (`wandb login`, or WANDB_API_KEY): the run is written offline under ./wandb"
+    " (or $WANDB_DIR); `wandb sync` it there to upload it"
+)
+
+
+def has_key(wandb: Any) -> bool:
+    """Whether W&B finds a key (WANDB_API_KEY, its settings, ~/.netrc) without asking for one."""
+    try:
+        return bool(wandb.login(prompt=False, verify=False))
+    except TypeError:  # a wandb before login's `prompt` (0.2x): its own lookup, which never asks
+        return bool(getattr(getattr(wandb, "api", None), "api_key", None))
 
 
 class WandbBackend:
@@ -23,18 +37,23 @@ class WandbBackend:
         self.wandb = wandb
         self.project = project or environment.text("WANDB_PROJECT") or "bv"
         self.entity = entity or environment.text("WANDB_ENTITY")
-        mode = environment.text("WANDB_MODE") or "online"
-        self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({mode})"
+        self.mode = environment.text("WANDB_MODE") or "online"
+        self.note: str | None = None
+        if self.mode == "online" and not has_key(wandb):
+            self.mode, self.note = "offline", NO_KEY
+        self.where = f"{self.entity + '/' if self.entity else ''}{self.project} ({self.mode})"
         self.run: Any = None
 
     def start(self, name: str, run_id: str | None, tags: Mapping[str, str]) -> str:
-        settings = self.wandb.Settings(console="off", silent=True, init_timeout=60)
+        # No code, no git state (a remote's URL may hold a token), the console left alone.
+        settings = self.wandb.Settings(console="off", silent=True, disable_code=True, disable_git=True)
         self.run = self.wandb.init(
             project=self.project,
             entity=self.entity,
             name=name,
             id=run_id,
             resume="allow" if run_id else None,
+            mode=self.mode,
             tags=[f"{k}:{v}"[:64] for k, v in tags.items()],
             settings=settings,
         )
@@ -50,10 +69,10 @@ class WandbBackend:
         else:
             self.run.log(dict(values), step=step)
 
-    def artifact(self, path: Path, folder: str | None) -> None:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{path.name}")[:128]
+    def artifact(self, path: str, folder: str | None) -> None:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{Path(path).name}")[:128]
         artifact = self.wandb.Artifact(name, type=folder or "file")
-        artifact.add_file(str(path))
+        artifact.add_file(path)
         self.run.log_artifact(artifact)
 
     def finish(self, status: str) -> None:

@@ -1,20 +1,28 @@
 """`--track mlflow` against a real MLflow tracking server the test starts (SQLite backend, on
 loopback), read back through MLflow's own client: what `bv eval` and `bv optimize` logged, a
-resumed run continuing its tracker run, and a server that is down costing only a warning.
-Skipped where mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
+resumed run continuing its tracker run, a URI's password in none of it, the default local store,
+and a server that is down or hostile (tests/support/trackerserver.py) costing only a warning and
+seconds. Skipped where mlflow is not installed (`make test-trackers` installs it into .venv-trackers)."""
 
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mlflow", reason="needs mlflow: pip install 'babyvision-bv[mlflow]' (make test-trackers)")
 
-from support.commands import sh
+from support.commands import BIN, sh
 from support.optimizing import Models, command
-from support.trackerserver import QUIET, SECRET, MlflowServer, eval_line, free_port, history
+from support.trackerserver import QUIET, SECRET, HostileTracker, MlflowServer, eval_line, free_port, history
+
+PASSWORD = "Pa55-URIPASSWORD-5e6f"
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +142,100 @@ def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
     assert run.data.metrics["test_best_accuracy"] == pytest.approx(test["best"]["accuracy"])
     assert run.info.status == "FINISHED" and run.data.params["target"]
     assert "sk-test-target" not in json.dumps(run.data.params)
+
+
+@pytest.mark.parametrize("given", ["track", "environment"])
+def test_a_uri_password_is_in_no_file_artifact_or_output(tmp_path, sample_dir, server, client, given):
+    """Given in `--track mlflow:URI` (a password too short to redact: it must never be given to
+    MLflow in the URI) or MLFLOW_TRACKING_URI; MLflow itself prints "View run … at: URI"."""
+    out = tmp_path / "run"
+    password, uri = ("bob:pw@", server.url.replace("//", "//bob:pw@"))
+    if given == "environment":
+        password, uri = (PASSWORD, server.url.replace("//", f"//bob:{PASSWORD}@"))
+    track, env = (
+        (f"mlflow:{uri}", QUIET) if given == "track" else ("mlflow", {**QUIET, "MLFLOW_TRACKING_URI": uri})
+    )
+    result = sh(eval_line(sample_dir, out, track, "password-test"), env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "View run" in result.stderr and f"({server.url})" in result.stderr  # said, without the password
+    rid = json.loads((out / "tracker.json").read_text())["mlflow"]["run_id"]
+    assert client.get_run(rid).info.status == "FINISHED"
+    artifact = Path(client.download_artifacts(rid, "config.json", str(tmp_path / "artifact"))).read_bytes()
+    assert json.loads(artifact)["options"]["track"] == [
+        f"mlflow:{server.url}" if given == "track" else "mlflow"
+    ]
+    assert password not in result.stdout + result.stderr
+    written = [
+        p for folder in (out, tmp_path / "artifact", server.folder) for p in folder.rglob("*") if p.is_file()
+    ]
+    holding = [str(p) for p in written if password.encode() in p.read_bytes()]
+    assert not holding, f"the password in {holding}"
+
+
+def test_the_default_store_is_the_local_sqlite_one_the_installed_mlflow_takes(tmp_path, sample_dir):
+    """MLflow 3 refuses the file store ./mlruns ("maintenance mode"): `--track mlflow` logged nothing."""
+    from mlflow.tracking import MlflowClient
+
+    result = sh(eval_line(sample_dir, tmp_path / "run", "mlflow", "default-test"), cwd=tmp_path, env=QUIET)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr, result.stderr
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = store.search_runs([store.get_experiment_by_name("default-test").experiment_id])
+    assert [r.info.status for r in runs] == ["FINISHED"] and runs[0].data.metrics["rows"] == 24
+    assert {a.path for a in store.list_artifacts(runs[0].info.run_id)} == {
+        "report.md",
+        "report.html",
+        "config.json",
+    }
+
+
+@pytest.mark.parametrize(
+    ("spoil", "on", "said"),
+    [
+        ("huge", "get-by-name", "failed to start a run"),  # 2 GiB of body
+        ("empty-id", "runs/create", "failed to start a run: it gave no valid run id ('')"),
+        ("hang", "get-by-name", "failed to start a run: did not answer in 3 s"),
+    ],
+)
+def test_a_hostile_tracker_costs_a_warning_and_seconds_never_the_run(tmp_path, sample_dir, spoil, on, said):
+    tracker = HostileTracker(spoil, on)
+    out = tmp_path / "run"
+    began = time.monotonic()
+    try:
+        result = sh(
+            eval_line(sample_dir, out, f"mlflow:{tracker.url}", "hostile"),
+            env={**QUIET, "BV_TRACKER_WAIT_S": "3"},
+        )
+    finally:
+        tracker.stop()
+    took = time.monotonic() - began
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # bv's or its tracker's
+    print(f"{spoil}: {took:.1f} s, peak {peak_mb:.0f} MB; {result.stderr.splitlines()[0][:200]}")
+    assert result.returncode == 0, result.stderr
+    assert tracker.hit.is_set() and f"tracker mlflow ({tracker.url}) {said}" in result.stderr
+    assert "the run goes on without it" in result.stderr and "Traceback" not in result.stderr
+    assert (out / "report.md").exists() and not (out / "tracker.json").exists()
+    assert took < 40 and peak_mb < 1000
+
+
+def test_sigterm_while_a_tracker_hangs_ends_the_run_in_seconds(tmp_path, sample_dir):
+    """The results written, the tracker hangs on their metrics: SIGTERM waited 93 s while bv told
+    the hung server the run was killed."""
+    tracker = HostileTracker("hang", "accuracy_ci95_low")
+    line = eval_line(sample_dir, tmp_path / "run", f"mlflow:{tracker.url}", "signal").split()
+    env = {**os.environ, **QUIET, "BV_TRACKER_WAIT_S": "60", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    bv = subprocess.Popen(line, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert tracker.hit.wait(120), "bv never logged the metrics"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        bv.send_signal(signal.SIGTERM)
+        stderr = bv.communicate(timeout=60)[1]
+        took = time.monotonic() - sent
+    finally:
+        bv.kill()
+        tracker.stop()
+    print(f"SIGTERM to exit: {took:.1f} s")
+    assert bv.returncode == 143, stderr
+    assert (tmp_path / "run" / "results.jsonl").exists()
+    assert "failed to end the run: did not answer in 5 s" in stderr and took < 10

@@ -1,6 +1,7 @@
 """`--track wandb` in offline mode (WANDB_MODE=offline), the run read back from the file W&B
 writes (tests/support/wandbfile.py): the same figures `bv eval` logs to MLflow, every `bv optimize` step
-at its step number, and no key. Skipped where wandb is not installed (`make test-trackers`)."""
+at its step number, no key in any file W&B writes, and no prompt for a W&B key. Skipped where wandb
+is not installed (`make test-trackers`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,15 @@ import pytest
 
 pytest.importorskip("wandb", reason="needs wandb: pip install 'babyvision-bv[wandb]' (make test-trackers)")
 
-from support.commands import sh
+from support.commands import BIN, sh
+from support.evaluating import SECRET as API_KEY
+from support.evaluating import eval_command, respond
 from support.optimizing import Models, command
+from support.terminal import on_terminal
 from support.trackerserver import SECRET, eval_line, history
 from support.wandbfile import read_run
+
+PARAM_KEY = "sk-test-PLANTEDPARAMKEY-77aa88bb"  # given as -p api_key=…
 
 
 def offline(folder: Path) -> dict[str, str]:
@@ -76,3 +82,40 @@ def test_bv_optimize_offline_run_has_every_step(tmp_path, data_dir):
     skills = sorted(f for a in run["artifacts"] if a["type"] == "skills" for f in a["files"])
     assert skills == sorted(p.name for p in (out / "skills").iterdir())
     assert run["exit"] == 0
+
+
+def test_no_key_given_to_bv_reaches_a_file_wandb_writes(tmp_path, sample_dir, server):
+    """W&B records the command line of the process it runs in: bv's holds --api-key and the rest."""
+    server.responder = respond
+    out = tmp_path / "run"
+    line = eval_command(
+        sample_dir, server, out, f"--judge-api-key {SECRET} -p api_key={PARAM_KEY} --track wandb"
+    )
+    result = sh(line, env=offline(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr
+    files = [p for p in (tmp_path / "wandb").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in files), files
+    for key in (API_KEY, SECRET, PARAM_KEY):
+        assert key not in result.stdout + result.stderr
+        holding = [str(p.relative_to(tmp_path)) for p in files if key.encode() in p.read_bytes()]
+        assert not holding, f"{key} in {holding}"
+
+
+def test_without_a_wandb_key_on_a_terminal_the_run_is_written_offline_never_prompted(
+    tmp_path, sample_dir, monkeypatch
+):
+    """No WANDB_MODE, no key anywhere W&B looks, a terminal on stdin that gives end-of-file: W&B
+    asked "Enter your choice:" and the run ended as if by Ctrl-C."""
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "NETRC", "WANDB_CONFIG_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "run"
+    env = {"HOME": str(tmp_path), "WANDB_DIR": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    argv = [BIN / "bv", "eval", sample_dir / "meta_data.jsonl", "--backend", "chance", "--mode", "rules",
+            "-o", out, "--no-cache", "--track", "wandb"]  # fmt: skip
+    status, shown, _ = on_terminal(argv, 200, input_bytes=b"", env=env, timeout=120)
+    assert status == 0, shown
+    assert "Enter your choice" not in shown
+    assert "no W&B key (`wandb login`, or WANDB_API_KEY): the run is written offline" in shown
+    state = json.loads((out / "tracker.json").read_text())["wandb"]
+    assert state["where"] == "bv (offline)"
+    assert the_run(tmp_path, state["run_id"])["exit"] == 0
