@@ -29,8 +29,11 @@ from typing import Any
 from bv.core import run_folder
 from bv.core.atomic import atomic_output
 from bv.core.errors import BadRecord, Fatal
+from bv.core.json_values import read_json_file
 from bv.core.run_folder import FolderRefused
 from bv.optimize.results import OptimizeError
+
+MAX_RECORD_BYTES = 64 * 2**20  # run.json, split.json, test.json: a few kB to a few MB
 
 MAX_HISTORY_LINE = 64 * 1024 * 1024  # a history row, written or read (the JSONL line limit)
 STOPPED = "stopped"  # the kind of a history row that says where and why a run stopped early
@@ -115,9 +118,9 @@ class RunFolder:
         path = self.path / name
         if not path.exists():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
+        try:  # bounded in bytes and nesting: a run folder's files are data a user or a tool may edit
+            return read_json_file(path, MAX_RECORD_BYTES)
+        except (OSError, BadRecord) as exc:
             raise BadRecord(f"{path}: unreadable ({exc}); remove it or use another `out`") from None
 
     def skill_file(self, step: int, sha: str) -> str:
@@ -174,7 +177,7 @@ class RunFolder:
                 raise BadRecord(f"{path}:{number}: a history row over {MAX_HISTORY_LINE >> 20} MiB")
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise BadRecord(
                     f"{path}:{number}: not a history row; remove the run folder to start over"
                 ) from None

@@ -204,3 +204,27 @@ def test_a_run_whose_edits_cannot_help_hands_back_the_seed_as_typed(tmp_path, se
     assert "start a new run folder (--out)" in again.stderr
     same = bv_inproc(f"{base} --out {out} --steps 4 --refresh 1")  # the same command: its result again
     assert same.returncode == 0 and same.stdout == done.stdout
+
+
+def test_a_run_folder_s_record_nested_too_deep_is_refused_in_words(tmp_path):
+    """A test.json edited to nest 200k deep (issue 43, finding 15's kin) is a message, not a
+    RecursionError."""
+    import pytest
+
+    from bv.core.errors import BadRecord
+    from bv.optimize.rundir import RunFolder
+
+    (tmp_path / "test.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(BadRecord, match="test.json: unreadable"):
+        RunFolder(tmp_path).read_json("test.json")
+
+
+def test_a_history_row_nested_too_deep_is_named_by_its_line(tmp_path):
+    import pytest
+
+    from bv.core.errors import BadRecord
+    from bv.optimize.rundir import RunFolder
+
+    (tmp_path / "history.jsonl").write_text("[" * 200_000 + "]" * 200_000 + "\n")
+    with pytest.raises(BadRecord, match="history.jsonl:1: not a history row"):
+        RunFolder(tmp_path).history()
