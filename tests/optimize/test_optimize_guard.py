@@ -215,7 +215,7 @@ def test_a_run_folder_s_record_nested_too_deep_is_refused_in_words(tmp_path):
     from bv.optimize.rundir import RunFolder
 
     (tmp_path / "test.json").write_text("[" * 200_000 + "]" * 200_000)
-    with pytest.raises(BadRecord, match="test.json: unreadable"):
+    with pytest.raises(BadRecord, match=r"test\.json: unreadable"):
         RunFolder(tmp_path).read_json("test.json")
 
 
@@ -226,5 +226,5 @@ def test_a_history_row_nested_too_deep_is_named_by_its_line(tmp_path):
     from bv.optimize.rundir import RunFolder
 
     (tmp_path / "history.jsonl").write_text("[" * 200_000 + "]" * 200_000 + "\n")
-    with pytest.raises(BadRecord, match="history.jsonl:1: not a history row"):
+    with pytest.raises(BadRecord, match=r"history\.jsonl:1: not a history row"):
         RunFolder(tmp_path).history()
