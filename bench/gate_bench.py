@@ -133,7 +133,7 @@ def main() -> int:
         selected = sum(1 in r["selected_notes"] for r in power)
         gain = sum(r["true_gain"] for r in power) / n
         lines.append(
-            f"power ({POWER_WORLD}, the first note +{POWER_POINTS:g} points on every item): the handed-back "
+            f"power ({POWER_WORLD}, the first note's true gain +{POWER_POINTS:g} points): the handed-back "
             f"skill held it in {found}/{n} runs: {found / n:.1%} [{low:.1%}, {high:.1%}] "
             f"(limit {POWER_LIMIT:.0%}): {verdict}; the best on selection held it in {selected}/{n}; "
             f"mean true gain {gain:+.2f} points ({power_s:.0f} s, {power_s / n:.1f} s a run)"
