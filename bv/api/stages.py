@@ -263,4 +263,4 @@ def report(
         for name, rows in report_inputs(results)
     ]
     built, _ = build_report(inputs)
-    return Report(report_json(built))
+    return Report(report_json(built), inputs=tuple(inputs))
