@@ -29,6 +29,13 @@ def records_of(given: Any, what: str) -> Iterable[Any]:
     return given
 
 
+def path_of(given: Any, what: str) -> Path:
+    """A file or folder given as a str or a Path, or a BadConfig naming what was expected."""
+    if not isinstance(given, PathLike):
+        raise BadConfig(f"`{what}` must be a path (a str or a Path), not a {_kind(given)}", option=what)
+    return Path(given)
+
+
 def file_rows(path: PathLike) -> list[Any]:
     """A JSONL file's records, read as the commands read them (bounded lines); a bad line a
     BadRecord naming the file and line, a missing file a BadConfig naming it."""

@@ -37,7 +37,10 @@ def evaluate(items: str | Path, out: str | Path, **settings: Unpack[EvalKeywords
 
     if loop_running():  # a notebook's, an async app's: this one runs on a thread of its own
         return beside_loop("evaluate", lambda: evaluate(items, out, **settings))
-    result = run_eval(_config(EvalConfig, {**settings, "items": items, "out": out}))
+    from bv.api.inputs import path_of
+
+    given = {"items": path_of(items, "items"), "out": path_of(out, "out")}
+    result = run_eval(_config(EvalConfig, {**settings, **given}))
     if result.fatal is not None:
         raise Fatal(result.fatal)
     return result
@@ -134,5 +137,7 @@ def _optimize_settings(items: str | Path, settings: Mapping[str, Any]) -> Optimi
     missing = sorted({"skill", "out", "optimizer_model"} - set(settings))
     if missing:
         raise TypeError(f"missing keyword(s): {', '.join(missing)}")
-    made: OptimizeSettings = _config(OptimizeSettings, {**settings, "items": items})
+    from bv.api.inputs import path_of
+
+    made: OptimizeSettings = _config(OptimizeSettings, {**settings, "items": path_of(items, "items")})
     return made

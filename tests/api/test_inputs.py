@@ -63,6 +63,9 @@ def test_rollout_judge_and_merge_take_files(sample_dir, tmp_path):
         (lambda: api.rollout([], backend="chance", jobs=None), BadConfig, "`jobs` must be a number"),
         (lambda: api.judge(None, mode="rules"), BadConfig, "rows: give a JSONL file"),
         (lambda: api.merge(3), BadConfig, "input 1: give a JSONL file"),
+        (lambda: api.evaluate(5, "out", backend="chance"), BadConfig, "`items` must be a path"),
+        (lambda: api.evaluate("i.jsonl", None, backend="chance"), BadConfig, "`out` must be a path"),
+        (lambda: api.plan_optimize(5, skill="s.md", out="o", optimizer_model="m"), BadConfig, "`items` must"),
     ],
 )
 def test_bad_input_raises_a_bv_error_in_the_commands_words(call, kind, words, tmp_path, monkeypatch):
