@@ -15,10 +15,12 @@ the requests in flight have finished and been cached. No call ends the process, 
 a run context of its own (bv.core.run_context): its secrets, notes and limits are its own, so
 calls on several threads do not see each other's.
 
-Inside a running event loop (a notebook, an async harness) `asyncio.run` cannot be nested: await
-`api.arollout` / `api.ajudge` there, which run the same stage on a thread of its own with its own
-loop. Cancelling the awaiting task (`task.cancel()`, a timeout of `asyncio.wait_for`) stops the run
-as Ctrl-C stops the command: nothing new is sent, the requests in flight finish (within the grace
+Inside a running event loop (a Jupyter cell, an async harness) `asyncio.run` cannot be nested, so
+every function that runs a stage runs it there on a thread of its own with its own loop, the
+caller waiting: the same call works in a notebook as in a script. Async code that must not block
+awaits `api.arollout`, `api.ajudge`, `api.aevaluate` or `api.aoptimize` instead. Cancelling the
+awaiting task (`task.cancel()`, a timeout of `asyncio.wait_for`) stops the run as Ctrl-C stops
+the command: nothing new is sent, the requests in flight finish (within the grace
 period, 10 s) and are cached, then the await raises CancelledError, the thread gone; calling again
 resumes from the cache.
 
@@ -38,14 +40,16 @@ from bv.api.stages import (
     report,
     rollout,
 )
-from bv.api.workflows import evaluate, optimize, plan_optimize
+from bv.api.workflows import aevaluate, aoptimize, evaluate, optimize, plan_optimize
 from bv.reporting.report_view import Report
 from bv.stages.request_settings import DEFAULT_CACHE
 
 __all__ = [
     "DEFAULT_CACHE",
     "Report",
+    "aevaluate",
     "ajudge",
+    "aoptimize",
     "arollout",
     "evaluate",
     "judge",

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from bv.api.inputs import PathLike, checked, checked_one, records_of, report_inputs
 from bv.core.errors import BadRecord, Fatal, Interrupted
 from bv.core.records import (
     Item,
@@ -19,9 +20,14 @@ from bv.core.records import (
 )
 from bv.reporting.report_view import Report
 
+if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
+    from typing import Unpack
+
+    from bv.api.keywords import JudgeKeywords, RolloutKeywords
+
 
 def prompt(
-    items: Iterable[Mapping[str, Any]],
+    items: Iterable[Mapping[str, Any]] | str | Path,
     *,
     skill: str | Path | Any = None,
     style: str | None = None,  # None: bv prompt's default (PromptOptions declares both)
@@ -30,7 +36,8 @@ def prompt(
     templates: Any = None,
     allow_any_path: bool = False,
 ) -> Iterator[PromptRecord]:
-    """Prompt records for items (official or bv form), lazily, as `bv prompt` writes them.
+    """Prompt records for items (official or bv form), lazily, as `bv prompt` writes them: a
+    list of items, or an items file (a str or a Path), whose images are found beside it.
 
     `skill`: a Markdown file, or a `bv.stages.prompt.Skill(name, text)`; `image_root`: the folder the
     items' image paths are relative to (default: the current folder); `templates`: a
@@ -49,43 +56,17 @@ def prompt(
         allow_any_path=allow_any_path,
     )
 
+    beside = Path(items).parent if isinstance(items, PathLike) and image_root is None else None
+    given = records_of(items, "items")
+
     def parsed() -> Iterator[tuple[int, Item]]:
-        for index, item in enumerate(items):
-            try:
-                yield index, parse_item(dict(item))
-            except BadRecord as exc:
-                raise BadRecord(f"item {index}: {exc}") from None
+        for index, item in enumerate(given):
+            yield index, checked_one(item, parse_item, f"item {index}")
 
     def bad(index: int, exc: BadRecord) -> None:
         raise BadRecord(f"item {index}: {exc}") from None
 
-    yield from prompt_records(parsed(), lambda _: None, options, bad)
-
-
-def _file_rows(rows: Iterable[Mapping[str, Any]] | str | Path) -> Iterable[Mapping[str, Any]]:
-    """Rows as given, or a results file's rows, read as bv report reads them (bounded lines)."""
-    if not isinstance(rows, str | Path):
-        return rows
-    from bv.core.jsonl import Problems, read_json_lines
-
-    class Raising(Problems):
-        def report(self, where: Any, why: str) -> None:
-            raise BadRecord(f"{where}: {why}")
-
-        def cannot_open(self, path: str, exc: OSError) -> None:
-            raise exc
-
-    return [value for _, value in read_json_lines([str(rows)], Raising())]
-
-
-def _checked(records: Iterable[Mapping[str, Any]], check: Any, what: str) -> list[Any]:
-    checked = []
-    for index, record in enumerate(records):
-        try:
-            checked.append(check(dict(record)))
-        except BadRecord as exc:
-            raise BadRecord(f"{what} {index}: {exc}") from None
-    return checked
+    yield from prompt_records(parsed(), lambda _: beside, options, bad)
 
 
 def _ended(outcome: Any, rows: list[Any]) -> list[Any]:
@@ -104,22 +85,13 @@ def _ended(outcome: Any, rows: list[Any]) -> list[Any]:
     return rows
 
 
-def _no_running_loop(name: str) -> None:
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise RuntimeError(
-        f"bv.api.{name} cannot run inside a running event loop: use `await bv.api.a{name}(...)`"
-    )
-
-
-def rollout(prompts: Iterable[Mapping[str, Any]], **settings: Any) -> list[RolloutRow]:
-    """Rollout rows for prompt records, in input order (each record `repeats` times), as
-    `bv rollout --ordered` writes them; every keyword is the command's option of the same name,
-    at the same default (bv.stages.rollout_config.RolloutConfig declares both). `backend`: openai,
+def rollout(
+    prompts: Iterable[Mapping[str, Any]] | str | Path, **settings: Unpack[RolloutKeywords]
+) -> list[RolloutRow]:
+    """Rollout rows for prompt records (a list, or a prompts file as a str or a Path), in input
+    order (each record `repeats` times), as `bv rollout --ordered` writes them; every keyword is
+    the command's option of the same name, at the same default (bv.stages.rollout_config.
+    RolloutConfig declares both; bv.api.keywords.RolloutKeywords types them). `backend`: openai,
     azure, exec or chance; the endpoint comes from `base_url`/`api_key` or the environment, as
     for the command (OPENAI_BASE_URL, OPENAI_API_KEY). `seed` is sent with every request (and
     seeds the chance backend's guesses); `params`: further request parameters, `extra_body`
@@ -131,14 +103,18 @@ def rollout(prompts: Iterable[Mapping[str, Any]], **settings: Any) -> list[Rollo
     (USD, needs `prices`) stops starting requests once the run has spent it, as Ctrl-C would
     (Interrupted). `batch=True` sends the requests as batch jobs and waits for them
     (docs/batch.md). Settings that cannot work raise BadConfig."""
-    _no_running_loop("rollout")
+    from bv.engine.on_thread import beside_loop, loop_running
+
+    if loop_running():  # a notebook's, an async app's: this one runs on a thread of its own
+        return beside_loop("rollout", lambda: rollout(prompts, **settings))
     from bv.core.run_context import own_run
 
     with own_run("rollout"):
         from bv.stages.rollout import run_rollout
 
         config = _rollout_config(**settings)
-        records: list[PromptRecord] = _checked(prompts, check_prompt_record, "prompt record")
+        given = _until_stopped(records_of(prompts, "prompts"))
+        records: list[PromptRecord] = _until_stopped(checked(given, check_prompt_record, "prompt record"))
         rows: list[RolloutRow] = []
         outcome = run_rollout(records, config, lambda row: rows.append(cast(RolloutRow, dict(row))))
         return _ended(outcome, rows)
@@ -178,34 +154,50 @@ def api_keywords(config_type: Any) -> list[str]:
 _NOT_KEYWORDS = ("ordered", "dry_run", "spent_before")
 
 
-async def arollout(prompts: Iterable[Mapping[str, Any]], **options: Any) -> list[RolloutRow]:
+def _until_stopped(records: Iterable[Any]) -> list[Any]:
+    """The records, read only until a stop is asked when the run is an async variant's (its
+    checks too, and the rules judge, which has no event loop to tell)."""
+    from bv.core.outcome import STOP_REQUEST
+    from bv.engine.on_thread import UntilStopped
+
+    request = STOP_REQUEST.get()
+    return list(records) if request is None else UntilStopped(list(records), request)
+
+
+async def arollout(
+    prompts: Iterable[Mapping[str, Any]] | str | Path, **settings: Unpack[RolloutKeywords]
+) -> list[RolloutRow]:
     """`rollout` for code inside a running event loop: the same run on a thread of its own.
     Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
     from bv.engine.on_thread import on_thread
 
-    return await on_thread(rollout, list(prompts), options)
+    given = records_of(prompts, "prompts")
+    records = given if isinstance(given, list) else list(given)
+    return await on_thread("rollout", lambda: rollout(records, **settings))
 
 
-def judge(rows: Iterable[Mapping[str, Any]], **settings: Any) -> list[JudgedRow]:
-    """Judged rows for rollout rows, in input order, as `bv judge` writes them; every keyword is
+def judge(
+    rows: Iterable[Mapping[str, Any]] | str | Path, **settings: Unpack[JudgeKeywords]
+) -> list[JudgedRow]:
+    """Judged rows for rollout rows (a list, or a rollout file as a str or a Path), in input
+    order, as `bv judge` writes them; every keyword is
     the command's option of the same name, at the same default (bv.stages.judge_config.JudgeConfig
     declares both). `mode`: rules, llm (every row to the LLM judge) or auto (rules, then the LLM
     judge when one is given). `judge_params`: extra fields of the judge's request body, sent as
     written. `prices` and `max_cost` as for `rollout`, for the LLM judge's replies
     (`judge_cost_usd`). `batch=True` sends the LLM judge's requests as batch jobs (docs/batch.md)."""
-    _no_running_loop("judge")
+    from bv.engine.on_thread import beside_loop, loop_running
+
+    if loop_running():  # a notebook's, an async app's: this one runs on a thread of its own
+        return beside_loop("judge", lambda: judge(rows, **settings))
     from bv.core.run_context import own_run
 
     with own_run("judge"):
-        from bv.core.outcome import STOP_REQUEST
-        from bv.engine.on_thread import UntilStopped
         from bv.stages.judge import run_judge
 
         config = _judge_config(**settings)
-        records: list[RolloutRow] = _checked(rows, check_rollout_record, "rollout row")
-        request = STOP_REQUEST.get()
-        if request is not None:  # ajudge
-            records = UntilStopped(records, request)
+        given = _until_stopped(records_of(rows, "rows"))
+        records: list[RolloutRow] = _until_stopped(checked(given, check_rollout_record, "rollout row"))
         judged: list[JudgedRow] = []
         outcome = run_judge(records, config, lambda row: judged.append(cast(JudgedRow, dict(row))))
         return _ended(outcome, judged)
@@ -218,16 +210,21 @@ def _judge_config(**keywords: Any) -> Any:
     return _config(JudgeConfig, keywords)
 
 
-async def ajudge(rows: Iterable[Mapping[str, Any]], **options: Any) -> list[JudgedRow]:
+async def ajudge(
+    rows: Iterable[Mapping[str, Any]] | str | Path, **settings: Unpack[JudgeKeywords]
+) -> list[JudgedRow]:
     """`judge` for code inside a running event loop: the same run on a thread of its own.
     Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
     from bv.engine.on_thread import on_thread
 
-    return await on_thread(judge, list(rows), options)
+    given = records_of(rows, "rows")
+    records = given if isinstance(given, list) else list(given)
+    return await on_thread("judge", lambda: judge(records, **settings))
 
 
-def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict[str, Any]]:
-    """One row per (id, run) from several sets of rows (runs, shards), a later input winning, as
+def merge(*inputs: Iterable[Mapping[str, Any]] | str | Path, sort: bool = False) -> list[dict[str, Any]]:
+    """One row per (id, run) from several sets of rows (runs, shards; each a list or a file as a str
+    or a Path), a later input winning, as
     `bv merge` does; `sort` orders them by (id, run) naturally. A row replacing one made by
     another model or judge version is warned about (warnings.warn), as the command says it."""
     import warnings
@@ -238,7 +235,7 @@ def merge(*inputs: Iterable[Mapping[str, Any]], sort: bool = False) -> list[dict
 
     def sourced() -> Iterator[tuple[Source, dict[str, Any]]]:
         for number, rows in enumerate(inputs, 1):
-            for row in _checked(rows, check_row, f"input {number}: row"):
+            for row in checked(records_of(rows, f"input {number}"), check_row, f"input {number}: row"):
                 yield Source(f"input {number}", 0, None), row
 
     result = merge_rows(sourced())
@@ -253,19 +250,17 @@ def report(
     | str
     | Path,
 ) -> Report:
-    """The report of judged rows: one input (an iterable of rows, or a results file as a str or a
-    Path), or several by name (`{"v1": rows, "v2": "v2.jsonl"}`), compared on the rows they all
-    have, as `bv report` does. A bad line of a file raises BadRecord naming the file and line."""
+    """The report of judged rows: one input (an iterable of rows, a results file or a `bv eval`
+    run folder as a str or a Path), or several by name (`{"v1": rows, "v2": "runs/v2"}`), compared
+    on the rows they all have, as `bv report` does. A bad line of a file raises BadRecord naming
+    the file and line; no input, or one of another kind, BadConfig."""
     from bv.core.records import check_judged_row
     from bv.reporting.render import report_json
     from bv.reporting.report import build_report
 
-    if isinstance(results, str | Path):
-        results = {Path(results).stem: results}
-    named = results.items() if isinstance(results, Mapping) else [("results", results)]
     inputs = [
-        (str(name), _checked(_file_rows(rows), check_judged_row, f"{name}: judged row"))
-        for name, rows in named
+        (name, checked(rows, check_judged_row, f"{name}: judged row"))
+        for name, rows in report_inputs(results)
     ]
     built, _ = build_report(inputs)
-    return Report(report_json(built))
+    return Report(report_json(built), inputs=tuple(inputs))

@@ -7,16 +7,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bv.api.stages import _no_running_loop
-
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
+    from typing import Unpack
+
+    from bv.api.keywords import EvalKeywords, OptimizeKeywords
     from bv.evaluation.evaluate import EvalResult
     from bv.optimize.gepa_adapter import GepaResult
     from bv.optimize.loop import OptimizeResult, Plan
     from bv.optimize.setup import OptimizeSettings
 
 
-def evaluate(items: str | Path, out: str | Path, **settings: Any) -> EvalResult:
+def evaluate(items: str | Path, out: str | Path, **settings: Unpack[EvalKeywords]) -> EvalResult:
     """What `bv eval` does: prompt, rollout, judge and report for one model, into the run folder
     `out` (results.jsonl, config.json, report.md, report.html, logs/). The keywords are bv eval's
     options by their names, at their defaults (bv.evaluation.config.EvalConfig declares both): model,
@@ -30,18 +31,34 @@ def evaluate(items: str | Path, out: str | Path, **settings: Any) -> EvalResult:
     `bv eval -q` prints."""
     from bv.api.stages import _config
     from bv.core.errors import Fatal
+    from bv.engine.on_thread import beside_loop, loop_running
     from bv.evaluation.config import EvalConfig
     from bv.evaluation.evaluate import run_eval
 
-    _no_running_loop("evaluate")
-    result = run_eval(_config(EvalConfig, {**settings, "items": items, "out": out}))
+    if loop_running():  # a notebook's, an async app's: this one runs on a thread of its own
+        return beside_loop("evaluate", lambda: evaluate(items, out, **settings))
+    from bv.api.inputs import path_of
+
+    given = {"items": path_of(items, "items"), "out": path_of(out, "out")}
+    result = run_eval(_config(EvalConfig, {**settings, **given}))
     if result.fatal is not None:
         raise Fatal(result.fatal)
     return result
 
 
+async def aevaluate(items: str | Path, out: str | Path, **settings: Unpack[EvalKeywords]) -> EvalResult:
+    """`evaluate` for code inside a running event loop, awaited: the same run on a thread of its
+    own. Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
+    from bv.engine.on_thread import on_thread
+
+    return await on_thread("evaluate", lambda: evaluate(items, out, **settings))
+
+
 def optimize(
-    items: str | Path, *, progress: Callable[[str], None] | None = None, **settings: Any
+    items: str | Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    **settings: Unpack[OptimizeKeywords],
 ) -> OptimizeResult | GepaResult:
     """Improve `skill` (a path, or a bv.stages.prompt.Skill) on the items of `items` (a
     meta_data.jsonl) as `bv optimize` does, in the run folder `out` (resumed when it holds the
@@ -66,7 +83,10 @@ def optimize(
     (docs/tracking.md): a tracker that fails is a warning, never the run's end. Raises
     bv.optimize.results.OptimizeError for unusable settings or a run folder of another run, and
     what `rollout` and `judge` raise (docs/optimize.md)."""
-    _no_running_loop("optimize")
+    from bv.engine.on_thread import beside_loop, loop_running
+
+    if loop_running():  # a notebook's, an async app's: this one runs on a thread of its own
+        return beside_loop("optimize", lambda: optimize(items, progress=progress, **settings))
     from bv.optimize.gepa_adapter import search as gepa_search
     from bv.optimize.loop import optimize as run
     from bv.optimize.setup import loop_inputs
@@ -78,7 +98,20 @@ def optimize(
     return run(*loop_inputs(given), say=say, track=given.tracking)
 
 
-def plan_optimize(items: str | Path, **settings: Any) -> Plan:
+async def aoptimize(
+    items: str | Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    **settings: Unpack[OptimizeKeywords],
+) -> OptimizeResult | GepaResult:
+    """`optimize` for code inside a running event loop, awaited: the same run on a thread of its
+    own. Cancelled, it stops as after Ctrl-C (what finished is cached), then raises CancelledError."""
+    from bv.engine.on_thread import on_thread
+
+    return await on_thread("optimize", lambda: optimize(items, progress=progress, **settings))
+
+
+def plan_optimize(items: str | Path, **settings: Unpack[OptimizeKeywords]) -> Plan:
     """What `optimize` with the same keywords would do, sending and writing nothing (`--dry-run`):
     a `bv.optimize.loop.Plan` (split sizes, steps, the most requests by role)."""
     from bv.optimize.loop import dry_run
@@ -104,5 +137,7 @@ def _optimize_settings(items: str | Path, settings: Mapping[str, Any]) -> Optimi
     missing = sorted({"skill", "out", "optimizer_model"} - set(settings))
     if missing:
         raise TypeError(f"missing keyword(s): {', '.join(missing)}")
-    made: OptimizeSettings = _config(OptimizeSettings, {**settings, "items": items})
+    from bv.api.inputs import path_of
+
+    made: OptimizeSettings = _config(OptimizeSettings, {**settings, "items": path_of(items, "items")})
     return made

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,10 @@ def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
     given = dict(values)
     for name, value in given.items():
         decl = decls.get(name)
-        if decl is None or value is None:
+        if decl is None:
+            continue
+        _check_kind(name, decl, value, default_of(config_type, name))
+        if value is None:
             continue
         if decl.convert is not None:
             try:
@@ -170,6 +173,20 @@ def converted(config_type: Any, given: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def _check_kind(name: str, decl: Setting, value: Any, default: Any) -> None:
+    """A number where the setting is a number (None only where that is its default), or
+    BadConfig naming it, as the command line refuses a text for a number; never a TypeError
+    from deep inside."""
+    if decl.kind not in (int, float) or decl.convert is not None:
+        return
+    if value is None and default is not None:
+        raise BadConfig(f"`{name}` must be a number, not None", option=name)
+    kinds = (int,) if decl.kind is int else (int, float)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+        what = "a whole number" if decl.kind is int else "a number"
+        raise BadConfig(f"`{name}` must be {what}, not {value!r}", option=name)
+
+
 def share(given: float) -> float:
     """A share in [0, 1] (a `convert`): NaN refused, and a percentage named as one (BadConfig)."""
     if 0 <= given <= 1:  # NaN compares false with everything: refused
@@ -178,7 +195,7 @@ def share(given: float) -> float:
     raise BadConfig(f"{given:g} is not a share between 0 and 1{hint}")
 
 
-def body_fields(given: Any) -> dict[str, Any]:
+def body_fields(given: Mapping[str, Any] | Iterable[str]) -> dict[str, Any]:
     """Request body fields: a mapping as given, or KEY=VALUE texts (the command line's), VALUE as
     JSON when it parses. `extra_body={...}` (the openai SDK's habit) is unwrapped into its
     fields, as the SDK merges them into the body; `model` and `messages` are bv's to set."""

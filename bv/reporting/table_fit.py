@@ -124,12 +124,14 @@ def print_table(report: Built, notes: list[str], stream: Any, verdicts: list[str
     summaries = summaries_of(report)
     terminal = stream.isatty()
     if terminal:
-        console = QuietConsole(file=stream, emoji=False)
+        console = QuietConsole(file=stream, emoji=False, force_jupyter=False)
         blocks, left_out = shape(report, fits_in(console.width))
     else:
         headers, rows, levels = grid(report)
         width = max(240, natural_width(headers, rows, levels))
-        console = QuietConsole(file=stream, emoji=False, width=width)
+        # force_jupyter=False: in a notebook's kernel rich would display the table itself and
+        # write nothing to `stream` (bv.api.Report.render returned no table there)
+        console = QuietConsole(file=stream, emoji=False, width=width, force_jupyter=False)
         blocks, left_out = shape(report, lambda *_: True)
     for line in verdicts:  # the answer first
         console.print(Text(printable(line), style="bold"), soft_wrap=not terminal)

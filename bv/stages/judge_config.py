@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ MODES = ("auto", "rules", "llm")
 PANEL_RULES = ("majority", "unanimous", "any")
 
 
-def several(given: Any) -> tuple[str, ...]:
+def several(given: str | Iterable[str] | None) -> tuple[str, ...]:
     """A judge setting as either face gives it: one text, several (a panel), or none."""
     if given is None:
         return ()

@@ -31,7 +31,7 @@ WAITS = ("rate_limit_patience", "connect_timeout", "first_byte_timeout", "read_t
 SENDING = ("jobs", "retries", "timeout", *WAITS, "cache", "cache_scope", "prices", "max_cost")
 
 
-def reply_cache(given: Any) -> Path | None:
+def reply_cache(given: str | Path) -> Path | None:
     """A `cache` as either face gives it: DEFAULT_CACHE (the commands' default cache), or a path."""
     if given == DEFAULT_CACHE:
         from bv.engine.cache import default_path
