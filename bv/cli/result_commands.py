@@ -206,8 +206,9 @@ def report(
     Exits 1 too when rows failed or input lines were bad (and with --strict, when the report
     is incomplete). docs/reports.md states the method of every number.
 
-    A folder of bv eval run folders (bv report runs/), three or more run folders, or run folders
-    one of which has no results yet, give a table of runs: one row per run (its model, skill
+    A folder of bv eval run folders (bv report runs/), three or more run folders (without --html,
+    --by, --power, --cluster, --exclude-failed, --fail-under), or run folders one of which has no
+    results yet, give a table of runs: one row per run (its model, skill
     hash, items, accuracy with its 95% interval, errors, cost, and whether it is finished,
     running or stopped), each finished run compared per item with the first (or --baseline)
     where both ran the same items file. Name two run folders (NAME=DIR) for the side-by-side report.
@@ -231,11 +232,21 @@ def report(
     from bv.reporting.report import CompareOptions, build_report, input_names, notices
     from bv.reporting.runs import runs_asked
 
-    table = runs_asked(inputs)
+    not_for_runs = {
+        "--html": html_path,
+        "--by": by,
+        "--power": power,
+        "--cluster": cluster,
+        "--exclude-failed": exclude_failed,
+        "--fail-under": fail_under,
+    }
+    given = [
+        name
+        for name, value in not_for_runs.items()
+        if value is not None and value is not False and value != ()
+    ]
+    table = runs_asked(inputs, side_by_side=bool(given))
     if table is not None:
-        not_for_runs = {"--html": html_path, "--by": by, "--power": power, "--cluster": cluster,
-                   "--exclude-failed": exclude_failed, "--fail-under": fail_under}  # fmt: skip
-        given = [name for name, value in not_for_runs.items() if value]
         if given:
             raise click.UsageError(
                 f"{', '.join(given)}: not for a table of runs; give the runs' folders by name (NAME=DIR)"

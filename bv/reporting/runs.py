@@ -60,17 +60,19 @@ def is_eval_folder(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG))
 
 
-def runs_asked(inputs: tuple[str, ...]) -> list[Path] | None:
+def runs_asked(inputs: tuple[str, ...], side_by_side: bool = False) -> list[Path] | None:
     """The run folders to table, or None for a report as before: one folder holding run folders,
-    or bv eval run folders given by path (not NAME=PATH) when there are three or more, or one of
-    them has no results yet (stopped, or still running)."""
+    or bv eval run folders given by path (not NAME=PATH) when one of them has no results yet
+    (stopped, or still running), or there are three or more and no option of a side-by-side
+    report (`side_by_side`: an HTML page, `by`, ...) is given."""
     if len(inputs) == 1 and os.path.isdir(inputs[0]) and not _is_run(inputs[0]):
         inside = sorted(entry.path for entry in os.scandir(inputs[0]) if is_eval_folder(entry.path))
         return [Path(path) for path in inside] or None
     if not inputs or not all(is_eval_folder(path) for path in inputs):
         return None
     unfinished = any(not os.path.isfile(os.path.join(path, RESULTS)) for path in inputs)
-    return [Path(path) for path in inputs] if len(inputs) >= 3 or unfinished else None
+    wanted = unfinished or (len(inputs) >= 3 and not side_by_side)
+    return [Path(path) for path in inputs] if wanted else None
 
 
 def _is_run(path: str) -> bool:

@@ -111,7 +111,7 @@ def render_runs(rows: list[RunRow], verdicts: list[Verdict], fmt: str, stream: I
         table = [[cell for i, cell in enumerate(line) if costs or i != COST] for line in [HEADERS, *body]]
         stream.write("\n".join(_text_table(table, width)) + "\n")
     methods = sorted({row.interval for row in rows if row.interval})
-    notes: list[str] = [f"[ ] {'; '.join(methods)}."] if methods else []
+    notes: list[str] = [f"accuracy: Avg@k over runs; {'; '.join(methods)}."] if methods else []
     notes += [v.line for v in verdicts]
     stream.write("\n")
     for note in notes:
