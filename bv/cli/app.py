@@ -57,7 +57,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "report": (
         "bv.cli.result_commands:report",
-        "Accuracy overall, by type and by subtype; several inputs side by side.",
+        "Accuracy overall, by type and by subtype; several inputs side by side; a table of runs.",
     ),
     "rollout": (
         "bv.cli.request_commands:rollout",

@@ -70,8 +70,9 @@ def eval_(items: Path | None, out: Path | None, dry_run: bool, **settings: Any) 
     """Evaluate one model: prompt, rollout, judge and report, into one run folder.
 
     ITEMS is a meta_data.jsonl (default: the set `bv data` wrote). The folder gets
-    results.jsonl, config.json (every option, the endpoints, bv's version; never a key),
-    report.md, report.html and logs/ (what each stage said). Options are those of bv prompt,
+    results.jsonl, config.json (every option, the endpoints, bv's version, the items' and the
+    skill's SHA-256; never a key), summary.json (the figures bv report runs/ reads, kept as
+    the run goes), report.md, report.html and logs/ (what each stage said). Options are those of bv prompt,
     bv rollout and bv judge (--mode is the judge's); --max-cost bounds the rollout's and the
     judge's spend together, --batch sends both as batch jobs. Stopped (Ctrl-C, SIGTERM, a
     kill, a failed request, --max-cost), re-run the same command: finished replies come from

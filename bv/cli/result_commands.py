@@ -164,6 +164,13 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, strict: bool
     help="Exit 1 when runs cover different items, inputs have different rows, or inputs differ"
     " in more than the one thing compared (for CI).",
 )
+@click.option(
+    "--sort",
+    type=click.Choice(["accuracy", "name", "model"]),
+    default="accuracy",
+    show_default=True,
+    help="A table of runs (a folder of runs): order its finished runs by this (accuracy: highest first).",
+)
 @SKIP_BAD
 def report(
     inputs: tuple[str, ...],
@@ -180,9 +187,10 @@ def report(
     cluster: str | None,
     power: bool,
     strict: bool,
+    sort: str,
     skip_bad: bool,
 ) -> None:
-    """Accuracy overall, by type and by subtype; several inputs side by side.
+    """Accuracy overall, by type and by subtype; several inputs side by side; a table of runs.
 
     The accuracy counts every row: rollout errors, judge errors and undecided rows are not
     correct (each is also counted in its own column, and a warning says how to fix them).
@@ -198,9 +206,17 @@ def report(
     Exits 1 too when rows failed or input lines were bad (and with --strict, when the report
     is incomplete). docs/reports.md states the method of every number.
 
+    A folder of bv eval run folders (bv report runs/), three or more run folders (without --html,
+    --by, --power, --cluster, --exclude-failed, --fail-under), or run folders one of which has no
+    results yet, give a table of runs: one row per run (its model, skill
+    hash, items, accuracy with its 95% interval, errors, cost, and whether it is finished,
+    running or stopped), each finished run compared per item with the first (or --baseline)
+    where both ran the same items file. Name two run folders (NAME=DIR) for the side-by-side report.
+
     \b
     Examples:
       bv report results.jsonl
+      bv report runs/ --baseline chance-seed --sort name
       bv report runs/skill-v1 runs/skill-v2 --baseline skill-v1 --html compare.html
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
       bv report base=a.jsonl v2=b.jsonl v3=c.jsonl --baseline base --power
@@ -214,7 +230,29 @@ def report(
     from bv.reporting.grid import comparison_of, summaries_of
     from bv.reporting.render import render_as
     from bv.reporting.report import CompareOptions, build_report, input_names, notices
+    from bv.reporting.runs import runs_asked
 
+    not_for_runs = {
+        "--html": html_path,
+        "--by": by,
+        "--power": power,
+        "--cluster": cluster,
+        "--exclude-failed": exclude_failed,
+        "--fail-under": fail_under,
+    }
+    given = [
+        name
+        for name, value in not_for_runs.items()
+        if value is not None and value is not False and value != ()
+    ]
+    table = runs_asked(inputs, side_by_side=bool(given))
+    if table is not None:
+        if given:
+            raise click.UsageError(
+                f"{', '.join(given)}: not for a table of runs; give the runs' folders by name (NAME=DIR)"
+            )
+        _report_runs(table, fmt, output, baseline, sort, adjust)
+        return
     stdin_notice(inputs, "judged rows")
     problems = Problems()
     sources = input_names(inputs or ("-",))
@@ -290,6 +328,45 @@ def report(
         or (strict and incomplete)
         or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
     ):
+        sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result
+
+
+def _report_runs(
+    folders: list[Path], fmt: str, output: Path | None, baseline: str | None, sort: str, adjust: str
+) -> None:
+    """One row per run, its verdict against the baseline under the table (bv.reporting.runs)."""
+    import shutil
+
+    from bv.reporting.runs import FINISHED, compare_runs, read_run, sort_rows, unique_names
+    from bv.reporting.runs_render import render_runs
+
+    rows = [read_run(folder) for folder in folders]
+    unique_names(rows)
+    verdicts = compare_runs(rows, baseline, adjust)
+    rows = sort_rows(rows, sort)
+    order = {row.name: n for n, row in enumerate(rows)}
+    verdicts.sort(key=lambda v: order[v.run])  # in the table's order
+    width = shutil.get_terminal_size((80, 24)).columns if output is None else 80
+    if output is not None:
+        from bv.core.atomic import atomic_output
+
+        with atomic_output(output, newline="" if fmt == "csv" else None) as stream:
+            render_runs(rows, verdicts, fmt, stream, width)
+        click.echo(f"bv report: wrote {output}", err=True)
+    else:
+        with reader_may_leave():
+            render_runs(rows, verdicts, fmt, sys.stdout, width)
+    for row in rows:
+        if row.state != FINISHED:
+            hint = (
+                "its bv eval is writing into it now"
+                if row.state == "running"
+                else "re-run its bv eval to finish it"
+            )
+            click.echo(f"bv report: {row.name} ({row.folder}) is {row.state}: {hint}", err=True)
+        elif row.problem:
+            click.echo(f"bv report: error: {row.name}: {cli_words(row.problem)}", err=True)
+    if any(row.problem or (row.state == FINISHED and row.errors) for row in rows):
         sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result
 
 

@@ -55,6 +55,24 @@ def check(path: Path, kind: str) -> None:
     )
 
 
+def running(path: Path) -> bool:
+    """Whether a bv run holds `path`'s lock now (its writer is alive): a shared lock is tried
+    and let go at once; a folder with no lock file, or one that cannot be opened, is not running."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the shared lock, if it was taken
+    return False
+
+
 @contextlib.contextmanager
 def owned(path: Path, kind: str) -> Iterator[None]:
     """The folder checked (`check`), made, and held for this run alone until the block ends."""

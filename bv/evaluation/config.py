@@ -193,13 +193,19 @@ def read_config(path: Path) -> dict[str, Any] | None:
 
 
 def run_record(
-    config: EvalConfig, endpoint: str | None, judge_endpoint: str | None, items_sha256: str
+    config: EvalConfig,
+    endpoint: str | None,
+    judge_endpoint: str | None,
+    items_sha256: str,
+    skill_sha256: str | None,
 ) -> dict[str, Any]:
-    """config.json: bv's version, the options, where requests went, and which items file."""
+    """config.json: bv's version, the options, where requests went, and which items file and
+    skill text (their SHA-256: a skill edited under the same file name is another run)."""
     return {
         "bv_version": __version__,
         "options": options_record(config),
         "endpoint": endpoint,
         "judge_endpoint": judge_endpoint,
         "items_sha256": items_sha256,
+        "skill_sha256": skill_sha256,
     }

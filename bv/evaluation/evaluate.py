@@ -1,6 +1,7 @@
 """`bv eval`: prompt → rollout → judge → report for one model, into one run folder.
 
-    DIR/config.json    every option, the endpoints, bv's version, the items' SHA-256 (no key)
+    DIR/config.json    every option, the endpoints, bv's version, the items' and the skill's SHA-256 (no key)
+    DIR/summary.json   the run's overall figures, for a table of runs (bv.core.run_summary), kept as it goes
     DIR/results.jsonl  the judged rows (written whole once the judge has finished)
     DIR/report.md      the report, as `bv report --format markdown` writes it
     DIR/report.html    the viewer of every item, as `bv report --html` writes it
@@ -44,6 +45,7 @@ from bv.evaluation.config import (
 from bv.evaluation.logs import logged
 
 if TYPE_CHECKING:
+    from bv.evaluation.summary import SummaryFile
     from bv.reporting.report_types import Summary
     from bv.stages.judge_config import JudgeConfig
     from bv.stages.rollout_config import RolloutConfig
@@ -176,6 +178,8 @@ def _open_folder(config: EvalConfig, record: dict[str, Any]) -> None:
         changed = what_changed(before.get("options", {}), record["options"])
         if before.get("items_sha256") != record["items_sha256"]:
             changed.append("the items file's content")
+        if "skill_sha256" in before and before["skill_sha256"] != record["skill_sha256"]:
+            changed.append("the skill file's content")
         if changed:
             raise BadOption(
                 f"{config.out} holds a run with other options ({'; '.join(changed)}): give another"
@@ -196,32 +200,44 @@ def run_eval(config: EvalConfig) -> EvalResult:
 
 
 def _run(config: EvalConfig, checked: _Plan) -> EvalResult:
+    from bv import __version__
     from bv.core.images import content_hash
+    from bv.evaluation.summary import SummaryFile
     from bv.tracking.figures import params_of
     from bv.tracking.tracker import open_tracking
 
     endpoint, judge = checked.rollout.backend_config.get("endpoint"), checked.judge.endpoint
+    skill = checked.prompt_options.skill
     record = run_record(
         config,
         endpoint.public if endpoint is not None else None,
         judge.public if judge is not None else None,
         content_hash(config.items),
+        skill.sha256 if skill and skill.text else None,
     )
     _open_folder(config, record)
+    label = config.label or config.out.resolve().name
+    summary = SummaryFile.start(config, label, skill, judge is not None, record["items_sha256"])
     tracking = open_tracking(config.out, config.tracking)  # none asked: nothing imported, no call
-    tracking.start(config.label or config.out.resolve().name, {"bv.command": "eval"})
-    tracking.params(params_of(record["options"], HOW_IT_RUNS))
+    tracking.start(label, {"bv.command": "eval", "bv.version": __version__})
+    hashes = {name: record[name] for name in ("skill_sha256", "items_sha256")}
+    tracking.params(params_of(record["options"] | hashes, HOW_IT_RUNS))
+    if config.skill is not None:
+        tracking.artifacts([config.skill], "skill")  # the text the skill_sha256 names
     try:
-        result = _stages(config, checked, tracking)
+        result = _stages(config, checked, tracking, summary)
     except BaseException:
+        summary.stopped()
         tracking.finish("KILLED")
         raise
+    if result.stopped is not None:
+        summary.stopped()
     finished = result.stopped is None and result.status == outcomes.OK
     tracking.finish("FINISHED" if finished else "KILLED" if result.stopped else "FAILED")
     return result
 
 
-def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResult:
+def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking, summary: SummaryFile) -> EvalResult:
     """prompt, rollout, judge and report into the folder; the report's figures and files to the
     trackers."""
     from bv.tracking.figures import eval_metrics
@@ -233,6 +249,7 @@ def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResul
     with logged(logs / "prompt.log", config.quiet):
         prompts, status = prompt_records(config, checked)
     result.status = status
+    summary.stage("rollout", items=len({prompt["id"] for prompt in prompts}))
     if not prompts:
         result.stopped = "no items to evaluate (see logs/prompt.log)"
         result.status = outcomes.ROWS_FAILED
@@ -248,6 +265,7 @@ def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResul
         result.fatal = _fatal(outcome)
         return result
 
+    summary.stage("judge", cost_usd=result.spent_usd)
     current().stage = "judge"
     with logged(logs / "judge.log", config.quiet):
         outcome = _judge(rows, config, dataclasses.replace(checked.judge, spent_before=outcome.spent_usd))
@@ -258,16 +276,20 @@ def _stages(config: EvalConfig, checked: _Plan, tracking: Tracking) -> EvalResul
         return result
     result.written.append(RESULTS)
     result.row_count = len(rows)
+    summary.stage("report", cost_usd=result.spent_usd)
 
     current().stage = "report"
     with logged(logs / "report.log", config.quiet):
-        reported, summary = _report(config)
+        reported, report = _report(config)
     result.status = worst(result.status, reported)
-    result.accuracy = summary["overall"]["accuracy"]
-    result.written += ["report.md", "report.html"]
+    result.accuracy = report["overall"]["accuracy"]
+    result.written += ["report.md", "report.html", "summary.json"]
+    summary.finish(report)
     current().stage = "eval"
-    tracking.metrics(eval_metrics(summary))
-    tracking.artifacts([config.out / name for name in ("report.md", "report.html", "config.json")])
+    tracking.metrics(eval_metrics(report))
+    tracking.artifacts(
+        [config.out / name for name in ("report.md", "report.html", "config.json", "summary.json")]
+    )
     return result
 
 

@@ -3,6 +3,7 @@ same way in MLflow and W&B. Group names come from the data (hostile): made safe 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -30,6 +31,24 @@ def params_of(options: Mapping[str, Any], leave_out: tuple[str, ...] = ()) -> di
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
         out[metric_name(name)] = text[:MAX_PARAM]
     return out
+
+
+def flat_params(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested settings as one parameter each (`options.gate`, `target.model`), not one JSON blob,
+    so that a tracker filters runs by any one of them."""
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        if isinstance(value, Mapping) and value:
+            out |= flat_params(value, f"{prefix}{name}.")
+        else:
+            out |= params_of({f"{prefix}{name}": value})
+    return out
+
+
+def json_sha256(value: Any) -> str:
+    """The SHA-256 of a JSON value as sorted, compact JSON (a split's ids, as run.json holds them)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _number(value: Any) -> float | None:

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bv.tracking.figures import history_metrics, params_of, test_metrics
+from bv import __version__
+from bv.tracking.figures import flat_params, history_metrics, json_sha256, test_metrics
 from bv.tracking.options import TrackOptions
 from bv.tracking.tracker import Tracking, open_tracking
 
@@ -16,11 +17,13 @@ OPTIMIZE_FILES = ("best.md", "report.md", "report.html", "test.json")
 
 def open_optimize(out: Path, track: TrackOptions | None, identity: Mapping[str, Any]) -> Tracking:
     """The trackers of a `bv optimize` run (none asked: nothing imported, no call), started or
-    continued, with run.json's settings (not the split's ids, nor where the models are served)."""
+    continued, with run.json's settings one parameter each (`options.steps`, `target.model`), the
+    split as its SHA-256 (not its ids), never where the models are served."""
     tracking = open_tracking(out, track)
     if tracking.backends:
-        tracking.start(out.resolve().name, {"bv.command": "optimize"})
-        tracking.params(params_of({k: v for k, v in identity.items() if k not in ("split", "endpoints")}))
+        tracking.start(out.resolve().name, {"bv.command": "optimize", "bv.version": __version__})
+        kept = {k: v for k, v in identity.items() if k not in ("split", "endpoints")}
+        tracking.params(flat_params(kept | {"split_sha256": json_sha256(identity.get("split"))}))
     return tracking
 
 

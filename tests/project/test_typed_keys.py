@@ -181,3 +181,17 @@ def test_keys_read_by_name_at_run_time_are_typed_keys():
         Figures.__annotations__
     )
     assert set(render.DIFFERENCE) - {"vs", "diff_low", "diff_high"} <= set(Difference.__annotations__)
+
+
+def test_formats_md_lists_exactly_the_run_summary_fields():
+    """summary.json's table in docs/formats.md names exactly RunSummary's fields, in its order."""
+    from bv.core.run_summary import RunSummary
+
+    text = (ROOT / "docs" / "formats.md").read_text().split("## A run's summary", 1)[1].split("\n## ", 1)[0]
+    named = [
+        name
+        for line in text.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`(\w+)`", line.split("|")[1])
+    ]
+    assert tuple(named) == tuple(RunSummary.__annotations__)

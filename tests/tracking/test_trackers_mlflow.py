@@ -44,6 +44,35 @@ def run_id(folder: Path) -> str:
     return json.loads((folder / "tracker.json").read_text())["mlflow"]["run_id"]
 
 
+def test_two_evals_of_one_skill_file_name_with_different_texts_are_told_apart_by_the_skill_hash(
+    tmp_path, sample_dir, server, client
+):
+    from bv import __version__
+
+    runs = {}
+    for n, text in enumerate(("Count the objects twice.", "Check whether the figure is symmetric.")):
+        where = tmp_path / f"edit{n}"
+        where.mkdir()
+        (where / "hint1.md").write_text(text + "\n")
+        out = tmp_path / f"run{n}"
+        line = eval_line(sample_dir, out, f"mlflow:{server.url}", "skill-hash-test") + " --skill hint1.md"
+        done = sh(line, cwd=where, env=QUIET, timeout=300)
+        assert done.returncode == 0, done.stderr
+        config = json.loads((out / "config.json").read_text())
+        runs[config["skill_sha256"]] = (run_id(out), text, config["items_sha256"])
+    assert len(runs) == 2
+    experiment = client.get_experiment_by_name("skill-hash-test")
+    for sha, (rid, text, items_sha) in runs.items():
+        found = client.search_runs([experiment.experiment_id], filter_string=f"params.skill_sha256 = '{sha}'")
+        assert [run.info.run_id for run in found] == [rid]
+        params, tags = found[0].data.params, found[0].data.tags
+        assert params["skill"] == "hint1.md" and params["items_sha256"] == items_sha
+        assert params["model"] == "null" and params["mode"] == "rules"  # the chance backend: no model named
+        assert tags["bv.version"] == __version__ and tags["bv.command"] == "eval"
+        logged = Path(client.download_artifacts(rid, "skill/hint1.md", str(tmp_path / rid)))
+        assert logged.read_text().strip() == text
+
+
 def test_bv_eval_logs_its_config_figures_and_reports_and_a_rerun_continues_the_run(
     tmp_path, sample_dir, server, client
 ):
@@ -72,7 +101,7 @@ def test_bv_eval_logs_its_config_figures_and_reports_and_a_rerun_continues_the_r
         assert metrics[f"type/{name}/accuracy"] == pytest.approx(figures["accuracy"]), name
         assert metrics[f"type/{name}/accuracy_ci95_low"] == pytest.approx(figures["ci95"][0]), name
     artifacts = {a.path for a in client.list_artifacts(rid)}
-    assert artifacts == {"report.md", "report.html", "config.json"}
+    assert artifacts == {"report.md", "report.html", "config.json", "summary.json"}
     fetched = Path(client.download_artifacts(rid, "report.md", str(tmp_path)))
     assert fetched.read_bytes() == (out / "report.md").read_bytes()
     config = Path(client.download_artifacts(rid, "config.json", str(tmp_path))).read_text()
@@ -140,7 +169,10 @@ def test_bv_optimize_logs_every_step_and_skill_and_a_resumed_run_continues_it(
     run = client.get_run(rid)
     test = json.loads((out / "test.json").read_text())
     assert run.data.metrics["test_best_accuracy"] == pytest.approx(test["best"]["accuracy"])
-    assert run.info.status == "FINISHED" and run.data.params["target"]
+    assert run.info.status == "FINISHED" and run.data.params["target.model"]
+    identity = json.loads((out / "run.json").read_text())  # one parameter per setting, and the split's hash
+    assert run.data.params["options.alpha"] == json.dumps(identity["options"]["alpha"])
+    assert len(run.data.params["split_sha256"]) == 64 and run.data.tags["bv.version"]
     assert "sk-test-target" not in json.dumps(run.data.params)
 
 

@@ -53,6 +53,7 @@ def test_bv_eval_offline_run_holds_the_reports_figures(tmp_path, sample_dir):
         "config.json",
         "report.html",
         "report.md",
+        "summary.json",
     ]
     assert SECRET not in json.dumps(run) and "wandb:" not in result.stdout
     again = sh(eval_line(sample_dir, out, "wandb", "eval-test"), env=offline(tmp_path), timeout=300)
