@@ -25,8 +25,8 @@ period, 10 s) and are cached, then the await raises CancelledError, the thread g
 resumes from the cache.
 
 The functions live by what they are: bv/api/stages.py the stages over records (prompt, rollout,
-judge, merge, report), bv/api/workflows.py the whole runs into a folder (evaluate, optimize); this
-module is the one name to import them by.
+judge, merge, report; runs, the table across run folders), bv/api/workflows.py the whole runs
+into a folder (evaluate, optimize); this module is the one name to import them by.
 """
 
 from bv.api.stages import _judge_config as _judge_config  # the configs the functions build
@@ -39,14 +39,17 @@ from bv.api.stages import (
     prompt,
     report,
     rollout,
+    runs,
 )
 from bv.api.workflows import aevaluate, aoptimize, evaluate, optimize, plan_optimize
 from bv.reporting.report_view import Report
+from bv.reporting.runs_view import RunsTable
 from bv.stages.request_settings import DEFAULT_CACHE
 
 __all__ = [
     "DEFAULT_CACHE",
     "Report",
+    "RunsTable",
     "aevaluate",
     "ajudge",
     "aoptimize",
@@ -59,4 +62,5 @@ __all__ = [
     "prompt",
     "report",
     "rollout",
+    "runs",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bv.api.inputs import PathLike, checked, checked_one, records_of, report_inputs
-from bv.core.errors import BadRecord, Fatal, Interrupted
+from bv.core.errors import BadConfig, BadRecord, Fatal, Interrupted
 from bv.core.records import (
     Item,
     JudgedRow,
@@ -19,6 +19,7 @@ from bv.core.records import (
     check_rollout_record,
 )
 from bv.reporting.report_view import Report
+from bv.reporting.runs_view import RunsTable
 
 if TYPE_CHECKING:  # for the checker only: `import bv.api` stays cheap
     from typing import Unpack
@@ -264,3 +265,36 @@ def report(
     ]
     built, _ = build_report(inputs)
     return Report(report_json(built), inputs=tuple(inputs))
+
+
+def runs(
+    folders: str | Path | Iterable[str | Path],
+    *,
+    baseline: str | None = None,
+    sort: str = "accuracy",
+    adjust: str = "holm",
+) -> RunsTable:
+    """The table across runs that `bv report runs/` prints: a folder of `bv eval` run folders (or
+    the run folders themselves), one row per run (finished, running or stopped) and each finished
+    run's paired verdict against `baseline` (by default the first finished run) where the items
+    match. Bad input raises BadConfig."""
+    from bv.reporting.runs import SORTS, is_eval_folder, runs_table
+
+    given = [folders] if isinstance(folders, (str, Path)) else list(folders)
+    paths: list[Path] = []
+    for entry in given:
+        if not isinstance(entry, (str, Path)):
+            raise BadConfig(f"runs: {type(entry).__name__} is not a folder (give a str or a Path)")
+        path = Path(entry)
+        if is_eval_folder(str(path)):
+            paths.append(path)
+        elif path.is_dir():
+            paths += sorted(p for p in path.iterdir() if is_eval_folder(str(p)))
+        else:
+            raise BadConfig(f"runs: {path} is not a folder")
+    if not paths:
+        raise BadConfig("runs: no bv eval run folder in " + ", ".join(map(str, given)))
+    if sort not in SORTS:
+        raise BadConfig(f"runs: `sort` is one of {', '.join(SORTS)}, not {sort!r}")
+    rows, verdicts = runs_table(paths, baseline, sort, adjust)
+    return RunsTable(tuple(rows), tuple(verdicts))

@@ -14,6 +14,7 @@ from bv.cli.common import cli_words, error, reader_may_leave
 from bv.cli.ending import finish_rows
 from bv.cli.options import SKIP_BAD, share
 from bv.core.terminal import stdin_notice
+from bv.reporting.runs import SORTS
 
 if TYPE_CHECKING:
     from bv.reporting.report import Input
@@ -166,8 +167,8 @@ def merge(inputs: tuple[str, ...], output: Path | None, sort: bool, strict: bool
 )
 @click.option(
     "--sort",
-    type=click.Choice(["accuracy", "name", "model"]),
-    default="accuracy",
+    type=click.Choice(SORTS),
+    default=SORTS[0],
     show_default=True,
     help="A table of runs (a folder of runs): order its finished runs by this (accuracy: highest first).",
 )
@@ -337,15 +338,10 @@ def _report_runs(
     """One row per run, its verdict against the baseline under the table (bv.reporting.runs)."""
     import shutil
 
-    from bv.reporting.runs import FINISHED, compare_runs, read_run, sort_rows, unique_names
+    from bv.reporting.runs import FINISHED, runs_table
     from bv.reporting.runs_render import render_runs
 
-    rows = [read_run(folder) for folder in folders]
-    unique_names(rows)
-    verdicts = compare_runs(rows, baseline, adjust)
-    rows = sort_rows(rows, sort)
-    order = {row.name: n for n, row in enumerate(rows)}
-    verdicts.sort(key=lambda v: order[v.run])  # in the table's order
+    rows, verdicts = runs_table(folders, baseline, sort, adjust)
     width = shutil.get_terminal_size((80, 24)).columns if output is None else 80
     if output is not None:
         from bv.core.atomic import atomic_output

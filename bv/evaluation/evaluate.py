@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from bv.core import outcome as outcomes
 from bv.core.atomic import atomic_output
-from bv.core.errors import BadRecord, MissingPackage, StdoutClosed
+from bv.core.errors import BadRecord, StdoutClosed
 from bv.core.jsonl import JsonlWriter, Problems, read_records, silence_stdout
 from bv.core.outcome import Outcome, finish, say
 from bv.core.records import JudgedRow, PromptRecord, RolloutRow
@@ -80,15 +80,12 @@ class EvalResult:
             yield row
 
     def to_pandas(self) -> Any:
-        """The judged rows as a pandas DataFrame, one line per (item, run); pandas is imported only
-        here, and MissingPackage says to install it when it is not."""
-        import importlib
+        """The judged rows as a pandas DataFrame, one line per (item, run), in the plain columns
+        of bv.api.Report.to_pandas (`correct`, not `hard`: bv.reporting.report_frame); pandas is
+        imported only here, and MissingPackage says to install it when it is not."""
+        from bv.reporting.report_frame import frame_records, to_pandas
 
-        try:
-            pandas = importlib.import_module("pandas")  # optional: not a dependency of bv
-        except ImportError:
-            raise MissingPackage("EvalResult.to_pandas needs pandas: pip install pandas") from None
-        return pandas.DataFrame.from_records(list(self.rows()))
+        return to_pandas(frame_records([(self.folder.name, self.rows())]), "EvalResult")
 
 
 class _Raising(Problems):

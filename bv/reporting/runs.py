@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bv.reporting.report_types import Paired
 
 FINISHED, RUNNING, STOPPED = "finished", "running", "stopped"
+SORTS = ("accuracy", "name", "model")  # what the table may be sorted by
 
 
 @dataclass
@@ -250,3 +251,17 @@ def _paired(base: RunRow, row: RunRow) -> Verdict:
         return Verdict(row.name, base.name, f"{row.name}: no rows in common with {base.name}")
     pair = comparison["pairs"][0]
     return Verdict(row.name, base.name, pair["verdict"] + ".", pair)
+
+
+def runs_table(
+    folders: list[Path], baseline: str | None = None, sort: str = "accuracy", adjust: str = "holm"
+) -> tuple[list[RunRow], list[Verdict]]:
+    """The runs' rows, sorted, and each finished run's verdict against the baseline, in the
+    table's order: what `bv report runs/` prints and bv.api.runs returns."""
+    rows = [read_run(folder) for folder in folders]
+    unique_names(rows)
+    verdicts = compare_runs(rows, baseline, adjust)
+    rows = sort_rows(rows, sort)
+    order = {row.name: n for n, row in enumerate(rows)}
+    verdicts.sort(key=lambda v: order[v.run])
+    return rows, verdicts

@@ -114,6 +114,7 @@ def test_importing_the_api_is_cheap():
         "bv.stages.request_settings",
         "bv.reporting",
         "bv.reporting.report_view",  # bv.api.Report: a dataclass, its renderers loaded when called
+        "bv.reporting.runs_view",  # bv.api.RunsTable: the same for a table of runs
     }
     assert not loaded & {"asyncio", "aiohttp", "openai", "PIL", "rich", "click", "jsonlines"}
     assert callable(api.rollout) and api.Report.__name__ == "Report"
@@ -431,7 +432,8 @@ def test_evaluate_s_result_carries_its_rows_and_names_a_missing_pandas(tmp_path,
 
     if importlib.util.find_spec("pandas") is not None:  # pandas is no dependency of bv's
         frame = result.to_pandas()
-        assert len(frame) == 6 and list(frame["hard"]) == [r["hard"] for r in rows]
+        assert len(frame) == 6 and list(frame["correct"]) == [r["hard"] == 1 for r in rows]
+        assert "hard" not in frame.columns and set(frame["name"]) == {"run"}
 
 
 def test_evaluate_raises_a_fatal_cause_and_a_stopped_run_has_no_rows(tmp_path, sample_dir):

@@ -1,6 +1,7 @@
 """bv.api in a Jupyter notebook, executed by nbclient on a real ipykernel (its cells run inside
 the kernel's running event loop): two skills evaluated offline, their comparison shown as HTML,
-a DataFrame of the rows; with no thread or loop workaround in the notebook."""
+a DataFrame of the rows, the folder of runs as a table; with no thread or loop workaround in the
+notebook."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ CELLS = [
                  mode="rules", cache=None, limit=6, repeats=2)""",
     'report = api.report({"v1": "runs/v1", "v2": "runs/v2"})\nreport',
     'frame = report.to_pandas()\nframe.groupby("name")["correct"].mean().to_dict()',
+    'api.runs("runs")',  # the folder of runs, one row per run, as `bv report runs/` prints it
 ]
 
 
@@ -46,3 +48,5 @@ def test_a_notebook_evaluates_two_skills_and_shows_their_comparison(sample_dir, 
     means = notebook.cells[3].outputs[0]["data"]["text/plain"]
     assert set(json.loads(means.replace("'", '"'))) == {"v1", "v2"}
     assert (tmp_path / "runs" / "v1" / "results.jsonl").is_file()
+    runs = notebook.cells[4].outputs[0]["data"]["text/html"]
+    assert '<pre class="bv-runs"' in runs and "v1" in runs and "v2" in runs and "finished" in runs

@@ -98,3 +98,26 @@ def test_a_finished_run_s_summary_json_holds_what_the_table_reads(sample_dir, tm
     runs = {run["name"]: run for run in json.loads(both.stdout)["runs"]}
     assert runs["gpt-4o-mini-seed"]["accuracy"] == summary["accuracy"]
     assert runs["gpt-4o-mini-seed"]["skill"] == f"gpt-4o-mini-seed@{config['skill_sha256'][:8]}"
+
+
+def test_the_api_gives_the_table_a_notebook_shows(sample_dir, tmp_path):
+    """bv.api.runs: the table `bv report runs/` prints, shown in a notebook as that text (escaped),
+    one record per run; bad input is BadConfig in words."""
+    import pytest
+
+    from bv import api
+    from bv.core.errors import BadConfig
+
+    _finished_runs(sample_dir, tmp_path)
+    folder = tmp_path / "runs"
+    table = api.runs(folder)
+    assert [r["name"] for r in table.records()] == [r.name for r in table.rows] and len(table.rows) == 4
+    assert all(r["state"] == "finished" for r in table.records())
+    shown = bv_inproc(f"bv report {folder}").stdout
+    assert table.render(width=80).splitlines()[0] == shown.splitlines()[0]  # the header, as printed
+    assert table._repr_html_().startswith("<pre") and "<script" not in table._repr_html_()
+    assert api.runs(sorted(folder.iterdir())).records() == table.records()
+    with pytest.raises(BadConfig, match="no bv eval run folder"):
+        api.runs(tmp_path)
+    with pytest.raises(BadConfig, match="`sort` is one of"):
+        api.runs(folder, sort="speed")
