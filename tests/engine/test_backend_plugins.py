@@ -77,3 +77,9 @@ def test_an_unknown_backend_lists_the_installed_plugins(plugged):
     done = plugged.sh("bv prompt data/meta_data.jsonl | bv rollout --backend nope")
     assert done.returncode == 2
     assert "unknown backend 'nope'; known: openai, azure, exec, chance, broken, echo" in done.stderr
+
+
+def test_bv_eval_runs_a_plugin_backend(plugged):
+    plugged.ok("bv eval data/meta_data.jsonl --backend echo -m echo-1 --mode rules -o run")
+    rows = jsonl((plugged.home / "run" / "results.jsonl").read_text())
+    assert len(rows) == 6 and {(r["backend"], r["model"]) for r in rows} == {("echo", "echo-1")}
