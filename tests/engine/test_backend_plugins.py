@@ -1,7 +1,7 @@
 """A backend from a package of its own: docs/backends.md's plugin, its code and entry point taken
 from the page, built into a wheel and installed with bv's wheel in a fresh venv outside the checkout
 (support/installing.py), and run as a user types it. A second entry point of the same package
-fails to import: bv names it, and shows no traceback."""
+fails to import, a third is no backend: bv names each, and shows no traceback."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def plugged(bv_dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Installe
     source = tmp_path_factory.mktemp("bv-echo")
     (source / "bv_echo.py").write_text(PLUGIN[1])
     (source / "bv_broken.py").write_text("raise ImportError('the broken plugin needs torch')\n")
-    broken = 'broken = "bv_broken:BrokenBackend"\n'
+    broken = 'broken = "bv_broken:BrokenBackend"\nhalf = "bv_echo:Reply"\n'  # Reply: not a backend
     (source / "pyproject.toml").write_text(PYPROJECT + ENTRY_POINTS[1] + broken)
     wheel = build("build_wheel", source, tmp_path_factory.mktemp("plugin-dist"))
     installed = install(
@@ -71,12 +71,17 @@ def test_a_plugin_that_fails_to_import_is_named_without_a_traceback(plugged):
         "backend plugin 'broken' (bv_broken:BrokenBackend, from bv-echo 0.1) failed to import" in done.stderr
     )
     assert "ImportError: the broken plugin needs torch" in done.stderr and "Traceback" not in done.stderr
+    done = plugged.sh("bv prompt data/meta_data.jsonl | bv rollout --backend half")
+    assert (
+        done.returncode == 2
+        and "backend plugin 'half' (bv_echo:Reply, from bv-echo 0.1) lacks name" in done.stderr
+    )
 
 
 def test_an_unknown_backend_lists_the_installed_plugins(plugged):
     done = plugged.sh("bv prompt data/meta_data.jsonl | bv rollout --backend nope")
     assert done.returncode == 2
-    assert "unknown backend 'nope'; known: openai, azure, exec, chance, broken, echo" in done.stderr
+    assert "unknown backend 'nope'; known: openai, azure, exec, chance, broken, echo, half" in done.stderr
 
 
 def test_bv_eval_runs_a_plugin_backend(plugged):
