@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from hypothesis import HealthCheck, settings
 from support.commands import BIN, bv_inproc
 from support.fakeopenai import FakeOpenAI
+from support.installing import Dist, build_bv
 from support.optimizing import SEED_SKILL
 
 # Several suites on two cores (or make test's workers) can slow the making of an example past
@@ -75,3 +76,9 @@ def server():
     fake.start()
     yield fake
     fake.stop()
+
+
+@pytest.fixture(scope="session")
+def bv_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """bv's sdist and the wheel built from it (support/installing.py), built once per worker."""
+    return build_bv(tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("unpacked"))

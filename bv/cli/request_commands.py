@@ -115,9 +115,9 @@ def rollout_config(settings: Mapping[str, Any], dry_run: bool) -> RolloutConfig:
 def unused_from_environment(ctx: click.Context, backend: str) -> list[str]:
     """The backend-only settings that came from the environment (BV_MODEL) and that `backend` does
     not use: a default for the backends that take them, not a request to the others."""
-    from bv.stages.rollout_config import BACKEND_ONLY, BACKEND_SETTINGS
+    from bv.stages.rollout_config import BACKEND_ONLY, backend_settings
 
-    unused = [name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS.get(backend, BACKEND_ONLY)]
+    unused = [name for name in BACKEND_ONLY if name not in backend_settings(backend)]
     environment = click.core.ParameterSource.ENVIRONMENT
     return [name for name in unused if ctx.get_parameter_source(name) is environment]
 

@@ -11,22 +11,40 @@ from typing import Any
 from bv.core.errors import BadConfig
 from bv.core.settings import check, part, setting
 from bv.core.templates import BV_TEMPLATES, Templates
+from bv.engine.backends.plugins import BUILT_IN, backend_class
 from bv.engine.caller import RunSettings
 from bv.engine.prices import check_priced, first_url, price_book
 from bv.stages.request_params import RequestParams
 from bv.stages.request_settings import RequestSettings
 
-# The settings of a rollout that only some backends use; giving one to another backend is refused
-# (never dropped in silence). Every other setting means the same for every backend: the request
-# parameters are sent (or, for exec and chance, recorded in each row and its cache key) alike.
-_HTTP = ("model", "base_url", "api_key", "connect_timeout", "first_byte_timeout", "read_timeout")
-BACKEND_SETTINGS: dict[str, tuple[str, ...]] = {
-    "openai": _HTTP,
-    "azure": _HTTP,
-    "exec": ("model", "api_key", "exec_cmd", "keep_workdirs"),
-    "chance": (),
-}
-BACKEND_ONLY = tuple(dict.fromkeys(name for names in BACKEND_SETTINGS.values() for name in names))
+# The settings of a rollout that only some backends use: each backend class names those it uses
+# (its `settings`), and giving one to another backend is refused (never dropped in silence). Every
+# other setting means the same for every backend: the request parameters are sent (or, for exec
+# and chance, recorded in each row and its cache key) alike.
+BACKEND_ONLY = (
+    "model",
+    "base_url",
+    "api_key",
+    "connect_timeout",
+    "first_byte_timeout",
+    "read_timeout",
+    "exec_cmd",
+    "keep_workdirs",
+)
+
+
+def backend_settings(name: str) -> tuple[str, ...]:
+    """The backend-only settings the backend called `name` uses (its class imported now);
+    BadConfig for an unknown backend, a plugin that cannot load, or one naming another setting."""
+    used: tuple[str, ...] = tuple(backend_class(name).settings)
+    others = [setting for setting in used if setting not in BACKEND_ONLY]
+    if others:
+        raise BadConfig(
+            f"the {name} backend names {', '.join(others)} among its `settings`; a backend may use"
+            f" {', '.join(BACKEND_ONLY)}",
+            option="backend",
+        )
+    return used
 
 
 def urls(given: str | Iterable[str]) -> tuple[str, ...]:
@@ -55,12 +73,12 @@ class RolloutConfig(RequestSettings):
     backend: str = setting(
         "openai",
         "--backend",
-        choices=tuple(BACKEND_SETTINGS),
+        metavar="[" + "|".join(BUILT_IN) + "|PLUGIN]",
         show_default=True,
         envvar="BV_BACKEND",
         show_envvar=True,
         help="Where requests go: an OpenAI-compatible API, Azure OpenAI, an external agent CLI (exec),"
-        " or the offline chance baseline.",
+        " the offline chance baseline, or a backend an installed plugin package provides (docs/backends.md).",
     )
     model: str | None = setting(
         None, "-m", "--model", envvar="BV_MODEL", show_envvar=True, help="Model name (Azure: the deployment)."
@@ -131,13 +149,8 @@ class RolloutConfig(RequestSettings):
     backend_config: dict[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKEND_SETTINGS:
-            raise BadConfig(
-                f"unknown backend {self.backend!r}; known: {', '.join(BACKEND_SETTINGS)}", option="backend"
-            )
-        unused = [
-            name for name in BACKEND_ONLY if name not in BACKEND_SETTINGS[self.backend] and self._given(name)
-        ]
+        used = backend_settings(self.backend)
+        unused = [name for name in BACKEND_ONLY if name not in used and self._given(name)]
         if unused:
             names = ", ".join(f"`{name}`" for name in unused)
             raise BadConfig(f"the {self.backend} backend does not use {names}", option=unused[0])
@@ -151,42 +164,15 @@ class RolloutConfig(RequestSettings):
 
             check_batchable(self.backend, self.cache)
         object.__setattr__(self, "base_url", tuple(self.base_url))
-        object.__setattr__(self, "backend_config", self._backend_config())
-        if self.backend in ("openai", "azure"):  # exec agents and chance say their own usage, or none
-            endpoint = self.backend_config["endpoint"]
+        object.__setattr__(self, "backend_config", backend_class(self.backend).config_from(self))
+        endpoint = self.backend_config.get("endpoint")
+        if endpoint is not None:  # an HTTP endpoint's tokens are priced; other backends say their own usage
             check_priced(book, self.max_cost, endpoint.model, first_url(endpoint.public), self.batch)
 
     def _given(self, name: str) -> bool:
         """Whether a setting differs from its default (an empty one counts as not given)."""
         value, default = getattr(self, name), type(self).__dataclass_fields__[name].default
         return bool(value) and value != default
-
-    def _backend_config(self) -> dict[str, Any]:
-        """What bv.engine.backends.make_backend takes for this backend (an endpoint resolved now)."""
-        if self.backend in ("openai", "azure"):
-            from bv.engine.endpoints import resolve
-
-            endpoint = resolve(
-                self.backend,
-                model=self.model,
-                base_url=self.base_url,
-                api_key=self.api_key,
-                **self.endpoint_waits(),
-                sending=not self.dry_run,
-            )
-            return {"endpoint": endpoint}
-        if self.backend == "exec":
-            from bv.engine.backends.exec_agent import agent_argv
-
-            agent_argv(self.exec_cmd, self.model)  # a template that cannot run: BadConfig now
-            return {
-                "exec_cmd": self.exec_cmd,
-                "model": self.model,
-                "timeout": self.timeout,
-                "api_key": self.api_key,
-                "keep_workdirs": self.keep_workdirs,
-            }
-        return {"seed": self.request.seed}
 
     @property
     def settings(self) -> RunSettings:

@@ -119,3 +119,10 @@ def test_the_table_starts_without_statistics_or_emoji_codes(tmp_path, judged):
         [sys.executable, "-m", "bv", "report", str(named)], capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0 and "bv report: a:smile:b" in shown.stdout
+
+
+def test_bv_own_backends_read_no_plugin_metadata(tmp_path, prompts):
+    """Installed packages' `bv.backends` entry points are read only for a backend that is not bv's
+    own (bv.engine.backends.plugins): reading every package's metadata costs start-up time."""
+    for args in (["--help"], ["rollout", "--help"], ["rollout", "--backend", "chance", str(prompts)]):
+        assert "importlib.metadata" not in modules_loaded_by(args, tmp_path), args

@@ -1,29 +1,22 @@
 """What a user installs: the sdist, the wheel built from it, installed (not editable) in a fresh venv
-outside the checkout, and every command run from there; the metadata read as an index reads it.
+outside the checkout (support/installing.py), and every command run from there; the metadata read as
+an index reads it.
 
 `make test` runs against an editable install, which finds any module of the checkout whether the
 wheel carries it or not: a hand-kept package list once left out bv/evaluation/ and the installed `bv eval`
-failed with ModuleNotFoundError while every other test passed. Offline and quick: the build
-requirements are in the test extra, and the fresh venv borrows this venv's dependencies (a .pth
-file naming its site-packages; a .pth there, such as the editable install's finder, is not read)."""
+failed with ModuleNotFoundError while every other test passed."""
 
 from __future__ import annotations
 
 import email.parser
 import email.policy
 import json
-import os
-import site
-import subprocess
-import sys
 import tarfile
-import venv
 import zipfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from support.commands import jsonl
+from support.installing import Dist, Installed, install
 from support.paths import ROOT
 from support.sources import sample_parquet
 
@@ -35,98 +28,19 @@ COMMANDS = ["cache", "data", "eval", "export", "import", "judge", "merge", "mode
             "prompt", "report", "rollout", "synth", "templates"]  # fmt: skip
 
 
-def _build(hook: str, source: Path, out: Path) -> Path:
-    """Call setuptools' PEP 517 hook in `source`, as a frontend (pip, build) does."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; from setuptools import build_meta; print(build_meta.{hook}(sys.argv[1]))",
-            str(out),
-        ],
-        cwd=source,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return out / done.stdout.splitlines()[-1]
-
-
-@dataclass
-class Installed:
-    sdist: Path
-    wheel: Path
-    venv: Path
-    home: Path  # the user's folder: every command runs here, far from the checkout
-
-    def sh(self, command: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-        """A command line as a user of the installed bv types it: the venv's bin first on PATH."""
-        clean = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("OPENAI_", "AZURE_OPENAI_", "BV_", "PYTHON", "VIRTUAL_ENV"))
-        }
-        return subprocess.run(
-            ["bash", "-o", "pipefail", "-c", command],
-            cwd=self.home,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={
-                **clean,
-                "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-                "XDG_CACHE_HOME": str(self.home / ".cache"),
-                "XDG_DATA_HOME": str(self.home / ".local" / "share"),
-                **env,
-            },
-        )
-
-    def ok(self, command: str, **env: str) -> subprocess.CompletedProcess:
-        done = self.sh(command, **env)
-        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stderr}"
-        return done
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    dist = tmp_path_factory.mktemp("dist")
-    sdist = _build("build_sdist", ROOT, dist)
-    unpacked = tmp_path_factory.mktemp("unpacked")
-    with tarfile.open(sdist) as tar:
-        tar.extractall(unpacked, filter="data")
-    # The wheel is built from the sdist, as `python -m build` does: what the sdist lacks, it lacks.
-    wheel = _build("build_wheel", next(unpacked.iterdir()), dist)
-    env_dir = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
-    done = subprocess.run(
-        [*pip, "install", "-q", "--no-index", "--no-deps", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    borrowed = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (Path(purelib) / "bv_test_dependencies.pth").write_text("\n".join(borrowed) + "\n")
-    home = tmp_path_factory.mktemp("home")
-    return Installed(sdist, wheel, env_dir, home)
+def installed(bv_dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    return install([bv_dist.wheel], tmp_path_factory.mktemp("venv"), tmp_path_factory.mktemp("home"))
 
 
-def test_the_sdist_carries_the_tree(installed):
-    names = {n.partition("/")[2] for n in tarfile.open(installed.sdist).getnames()}
+def test_the_sdist_carries_the_tree(bv_dist):
+    names = {n.partition("/")[2] for n in tarfile.open(bv_dist.sdist).getnames()}
     wanted = {*PACKAGE_FILES, *(f"prompts/{p}" for p in PROMPTS), "README.md", "setup.cfg", "pyproject.toml"}
     assert wanted - names == set()
 
 
-def test_the_wheel_carries_every_module_prompt_and_the_entry_point(installed):
-    archive = zipfile.ZipFile(installed.wheel)
+def test_the_wheel_carries_every_module_prompt_and_the_entry_point(bv_dist):
+    archive = zipfile.ZipFile(bv_dist.wheel)
     names = set(archive.namelist())
     assert "bv/evaluation/evaluate.py" in names  # the module the hand-kept list left out
     assert {*PACKAGE_FILES, *(f"bv/prompts/{p}" for p in PROMPTS)} - names == set()
@@ -135,10 +49,10 @@ def test_the_wheel_carries_every_module_prompt_and_the_entry_point(installed):
     assert archive.read(entry_points).decode().split() == ["[console_scripts]", "bv", "=", "bv.cli.app:main"]
 
 
-def test_the_metadata_as_an_index_reads_it(installed):
+def test_the_metadata_as_an_index_reads_it(bv_dist):
     from readme_renderer.markdown import render
 
-    archive = zipfile.ZipFile(installed.wheel)
+    archive = zipfile.ZipFile(bv_dist.wheel)
     text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     meta = email.parser.Parser(policy=email.policy.compat32).parsestr(text)  # as packaging.metadata does
     assert (meta["Name"], meta["Requires-Python"]) == ("babyvision-bv", ">=3.11")

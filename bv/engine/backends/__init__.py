@@ -8,10 +8,9 @@ each module is imported only when chosen, so `bv --help` never loads an HTTP cli
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from bv.core.records import ReplyFields
 
@@ -105,25 +104,43 @@ def endpoint_of(backend: Backend) -> str:
     return backend.endpoint or backend.name
 
 
-BACKENDS = {
-    "openai": "bv.engine.backends.openai_compat:OpenAIBackend",
-    "azure": "bv.engine.backends.openai_compat:AzureBackend",
-    "exec": "bv.engine.backends.exec_agent:ExecBackend",
-    "chance": "bv.engine.backends.chance:ChanceBackend",
-}
+class BackendBase:
+    """What a backend class carries beside `complete`: its `name` (what `--backend` takes), the
+    rollout `settings` it uses of those only some backends use (any other given is refused), and
+    how it is built from a rollout's config. A third-party backend subclasses it (docs/backends.md)."""
+
+    name: ClassVar[str]
+    settings: ClassVar[tuple[str, ...]] = ("model",)
+    model: str
+    endpoint: str | None = None
+    cache_scope: str | None = None
+    cacheable: bool = True  # its replies go to the reply cache, keyed by name, model and cache_scope
+
+    @classmethod
+    def config_from(cls, rollout: Any) -> dict[str, Any]:
+        """The keywords the class (or its `from_config`) is built with, from a rollout's config (a
+        bv.stages.rollout_config.RolloutConfig, typed Any: the engine stands below the stages);
+        BadConfig for settings that cannot work here."""
+        return {name: getattr(rollout, name) for name in cls.settings}
+
+    async def aclose(self) -> None:
+        pass
 
 
 def make_backend(name: str, **config: Any) -> Backend:
-    """Build the backend called `name` from its configuration (see each backend's `from_config`;
+    """Build the backend called `name` from its configuration (what its `config_from` gives;
     bv.stages.rollout_config.RolloutConfig builds it from settings). A key the backend does not
     take is refused, never dropped in silence."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     import inspect
 
-    module_name, _, class_name = BACKENDS[name].partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    unknown = sorted(set(config) - set(inspect.signature(cls.from_config).parameters))
-    if unknown:
-        raise ValueError(f"backend {name!r} takes no {', '.join(unknown)}")
-    return cls.from_config(**config)
+    from bv.engine.backends.plugins import backend_class
+
+    cls = backend_class(name)
+    build = getattr(cls, "from_config", cls)
+    parameters = inspect.signature(build).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        unknown = sorted(set(config) - set(parameters))
+        if unknown:
+            raise ValueError(f"backend {name!r} takes no {', '.join(unknown)}")
+    backend: Backend = build(**config)
+    return backend

@@ -15,7 +15,7 @@ from typing import Any
 
 from bv.core.images import map_image_urls
 from bv.core.records import CHOICE_LINE, OFFICIAL_CHOICE_LINE, message_text
-from bv.engine.backends import Reply
+from bv.engine.backends import BackendBase, Reply
 
 
 def _user_text(messages: list[dict[str, Any]]) -> str:
@@ -38,15 +38,18 @@ def _labels(messages: list[dict[str, Any]]) -> list[str]:
     return []
 
 
-class ChanceBackend:
+class ChanceBackend(BackendBase):
     name = "chance"
-    endpoint = None
-    cache_scope = None
+    settings = ()
     cacheable = False
 
     def __init__(self, seed: int = 0) -> None:
         self.model = "chance"
         self.seed = seed
+
+    @classmethod
+    def config_from(cls, rollout: Any) -> dict[str, Any]:
+        return {"seed": rollout.request.seed}
 
     @classmethod
     def from_config(cls, seed: int | None = None) -> ChanceBackend:
@@ -70,6 +73,3 @@ class ChanceBackend:
             finish_reason="stop",
             model=self.model,
         )
-
-    async def aclose(self) -> None:
-        pass

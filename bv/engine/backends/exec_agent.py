@@ -38,7 +38,7 @@ from bv.core.errors import BadConfig, Fatal, ItemFailure, NoReply, Refused
 from bv.core.images import ImageError, ImageOptions, encode_image, image_paths
 from bv.core.records import message_text
 from bv.core.terminal import printable
-from bv.engine.backends import Reply
+from bv.engine.backends import BackendBase, Reply
 from bv.engine.backends.exec_names import program_index, program_name, template_model
 from bv.engine.backends.exec_transcript import Transcript, read_transcript
 from bv.engine.defaults import TIMEOUT_S
@@ -79,8 +79,9 @@ class Workspace:
         return self.images[0] if self.images else None
 
 
-class ExecBackend:
+class ExecBackend(BackendBase):
     name = "exec"
+    settings = ("model", "api_key", "exec_cmd", "keep_workdirs")
     cacheable = True  # an agent run is slow and costly; the key covers messages, params and template
 
     def __init__(
@@ -100,6 +101,17 @@ class ExecBackend:
         # The agent's name (not `env`'s), and a hash of the whole template (its flags change the replies).
         self.endpoint = f"{program_name(argv)} template:{digest}"
         self.cache_scope = self.endpoint  # another command template is another agent
+
+    @classmethod
+    def config_from(cls, rollout: Any) -> dict[str, Any]:
+        agent_argv(rollout.exec_cmd, rollout.model)  # a template that cannot run: BadConfig now
+        return {
+            "exec_cmd": rollout.exec_cmd,
+            "model": rollout.model,
+            "timeout": rollout.timeout,
+            "api_key": rollout.api_key,
+            "keep_workdirs": rollout.keep_workdirs,
+        }
 
     @classmethod
     def from_config(
@@ -234,9 +246,6 @@ class ExecBackend:
             if transcript is not None and transcript.reply is not None:
                 return transcript.reply.strip(), transcript
             return _tail(out, MAX_REPLY_BYTES).strip(), transcript  # JSON, but no answer in it: as printed
-
-    async def aclose(self) -> None:
-        pass
 
 
 def prepare_workspace(

@@ -22,7 +22,7 @@ import orjson
 from bv.core.errors import Fatal, ItemFailure, NoReply, RateLimited, Refused, Transient, Unreachable
 from bv.core.images import EncodedImages, ImageError, ImageOptions, inline_images_async
 from bv.core.terminal import printable
-from bv.engine.backends import Reply
+from bv.engine.backends import BackendBase, Reply
 from bv.engine.backends.replies import (
     clean_text,
     content_filter_error,
@@ -70,8 +70,10 @@ class Replica:
     hung: str = ""  # why the replica is taken for hung (`_watch_silence`), once it is
 
 
-class OpenAIBackend:
+class OpenAIBackend(BackendBase):
     name = "openai"
+    endpoint: str
+    settings = ("model", "base_url", "api_key", "connect_timeout", "first_byte_timeout", "read_timeout")
     cacheable = True
 
     def __init__(self, endpoint: Endpoint) -> None:
@@ -91,6 +93,19 @@ class OpenAIBackend:
         self._images = EncodedImages()  # an item's repeats and turns send its image again
         self._first_byte = Deadlines(endpoint.first_byte_timeout or endpoint.timeout)
         self._read = Deadlines(endpoint.read_timeout or endpoint.timeout)
+
+    @classmethod
+    def config_from(cls, rollout: Any) -> dict[str, Any]:
+        """The endpoint, resolved now (a missing key or URL is refused before any work)."""
+        endpoint = resolve(
+            cls.name,
+            model=rollout.model,
+            base_url=rollout.base_url,
+            api_key=rollout.api_key,
+            **rollout.endpoint_waits(),
+            sending=not rollout.dry_run,
+        )
+        return {"endpoint": endpoint}
 
     @classmethod
     def from_config(
