@@ -26,7 +26,9 @@ def base_item(
         raise BadRecord(f"unknown answer type {kind!r} (choice or blank)")
     if not gold.strip():
         raise BadRecord("the ground truth is empty")
-    if kind == "choice" and gold not in LABELS[: max(len(options), 1)]:
+    if kind == "choice" and not options:
+        raise BadRecord("a choice item without its options")
+    if kind == "choice" and gold not in LABELS[: len(options)]:
         raise BadRecord(f"choice answer {gold!r} is not the label of one of the {len(options)} options")
     return {
         "id": id_text(item_id, key),

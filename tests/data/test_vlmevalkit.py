@@ -99,13 +99,18 @@ def test_records_that_cannot_be_mapped_are_refused_with_file_and_line(tmp_path):
     text = GPT_JUDGED.read_text()
     bad = text.replace('"False"\t"False"\t"You are', '"maybe"\t"False"\t"You are', 1)  # record 3's verdict
     bad = bad.replace('"blank"', '"sketch"', 1)  # record 1's answer type
+    bad = bad.replace(
+        '"[""A piece"", ""B piece"", ""C piece"", ""D piece""]"', '"[]"', 1
+    )  # record 5's options
     path = tmp_path / "M_BabyVision_j_judge.tsv"
     path.write_text(bad)
     result = bv_inproc(f"bv import {path}")
     assert result.returncode == 1
-    assert [r["id"] for r in jsonl(result.stdout)] == ["2", "4", "5", "6"]
+    assert [r["id"] for r in jsonl(result.stdout)] == ["2", "4", "6"]
     assert f"{path}:2: unknown answer type 'sketch'" in result.stderr  # record 1 starts on line 2
     third = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith('"3"'))
     assert third > 4  # records span lines: the message names the line record 3 starts on
     assert f"{path}:{third}: 'LLMJudgeResult' must be True or False, not 'maybe'" in result.stderr
+    fifth = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith('"5"'))
+    assert f"{path}:{fifth}: a choice item without its options" in result.stderr
     assert "Traceback" not in result.stderr
