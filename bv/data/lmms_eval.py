@@ -56,29 +56,29 @@ def sample_row(record: dict[str, Any], run: int, model: str | None) -> dict[str,
     """One lmms-eval BabyVision sample as a judged bv row, its `correct` kept as `hard`."""
     result = record.get(METRIC)
     if not isinstance(result, dict):
-        others = [k for k, v in record.items() if isinstance(v, dict) and k != "doc"]
+        others = [k for k, v in record.items() if isinstance(v, dict)]
         found = f" (its results: {', '.join(others)})" if others else ""
         raise BadRecord(f"no {METRIC!r}: not a sample of lmms-eval's babyvision task{found}")
-    doc: dict[str, Any] = record["doc"] if isinstance(record.get("doc"), dict) else {}
-    item_id, key = (doc["taskId"], "doc.taskId") if "taskId" in doc else (record["doc_id"], "doc_id")
     gold = _text(result, "groundtruth") or _text(record, "target")
     error = result.get("error")
     correct = result.get("correct")
     if error is None and not isinstance(correct, bool):
         raise BadRecord(f"{METRIC}.correct must be true or false, not {correct!r}")
-    kind = doc.get("ansType") or ("choice" if "\nChoices:\n" in _text(record, "input") else "blank")
-    options = doc.get("options") or []
-    if kind == "choice" and not options:  # the prompt lists them as "(A) text" lines
+    kind = "choice" if "\nChoices:\n" in _text(record, "input") else "blank"
+    options = []
+    if kind == "choice":  # the prompt lists them as "(A) text" lines
         lines = _text(record, "input").split("\nChoices:\n", 1)[-1].splitlines()
         options = [
             ln[4:] for ln in lines if len(ln) > 3 and ln[0] == "(" and ln[1] in LABELS and ln[2] == ")"
         ]
-    base = base_item(item_id, key, gold, kind, options, _text(result, "task_type"), _text(result, "subtype"))
+    base = base_item(
+        record["doc_id"], "doc_id", gold, kind, options, _text(result, "task_type"), _text(result, "subtype")
+    )
     parsed = _text(result, "parsed_pred") if "parsed_pred" in result else None
     hard = None if error is not None else int(correct)  # type: ignore[arg-type]
     row = judged_row(
         base,
-        question=str(doc.get("question") or _question(_text(record, "input"))),
+        question=_question(_text(record, "input")),
         run=run,
         model=model,
         response=_reply(record),

@@ -75,3 +75,21 @@ def test_a_sample_that_cannot_be_mapped_is_refused_with_file_and_line(tmp_path):
     assert "mme_percetion_score" in result.stderr
     assert f"{path}:3: 'filtered_resps' holds 2 replies" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_list_form_written_before_lmms_eval_0_7_imports_alike(tmp_path):
+    """lmms-eval before 0.7 (its babyvision task's first release, a0648f26) kept `filtered_resps`
+    as a list of one reply and `resps` beside it."""
+    older = []
+    for sample in jsonl(QWEN.read_text()):
+        sample["filtered_resps"] = [sample["filtered_resps"]]
+        sample["resps"] = [sample["filtered_resps"]]
+        older.append(json.dumps(sample))
+    path = tmp_path / "qwen2_5_vl" / "20260122_samples_babyvision.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(older) + "\n")
+    result = bv_inproc(
+        f"bv import {path} > {tmp_path}/older.jsonl && bv import {QWEN} > {tmp_path}/now.jsonl"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "older.jsonl").read_text() == (tmp_path / "now.jsonl").read_text()
