@@ -141,7 +141,7 @@ def synth(count: int, seed: int, out: Path) -> None:
     "--items",
     "items_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="meta_data.jsonl, to give imported results their answer type, choices and images.",
+    help="meta_data.jsonl: official results get their answer type, choices and images; VLMEvalKit's, images.",
 )
 @SKIP_BAD
 def import_(

@@ -4,12 +4,14 @@ its records)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadRecord
 from bv.core.items import parse_item
 from bv.core.jsonl import Problems
+from bv.core.records import Item
 from bv.data import lmms_eval, vlmevalkit
 
 
@@ -39,10 +41,17 @@ def is_table_file(path: Path) -> bool:
 
 
 def write_table(
-    path: Path, records: Any, writer: Any, problems: Problems, run: int | None, model: str | None
+    path: Path,
+    records: Any,
+    writer: Any,
+    problems: Problems,
+    run: int | None,
+    model: str | None,
+    items: Mapping[str, Item],
 ) -> None:
     """Write the bv rows of a VLMEvalKit file's records (`records`: (where, record) pairs, or
-    None to read `path` as tsv or xlsx); a record that cannot be mapped costs its line."""
+    None to read `path` as tsv or xlsx); a record that cannot be mapped costs its line. Its ids
+    are the official ones, so `items` (from `--items`) gives each row its item's images."""
     named_model, judge = vlmevalkit.names(path)
     model = model or named_model
     try:
@@ -56,7 +65,10 @@ def write_table(
         return
     for where, record in records:
         try:
-            writer.write(vlmevalkit.table_row(record, first_run(run), model, judge))
+            row = vlmevalkit.table_row(record, first_run(run), model, judge)
+            if row["id"] in items:
+                row["images"] = items[row["id"]]["images"]
+            writer.write(row)
         except BadRecord as exc:
             problems.report(
                 f"{shown(path)}:{where}" if isinstance(where, int) else f"{shown(path)}: {where}", str(exc)

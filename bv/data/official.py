@@ -185,7 +185,7 @@ def import_files(
             items[item["id"]] = item
     for path in paths:
         if foreign.is_table_file(path):
-            foreign.write_table(path, None, writer, problems, run, model)
+            foreign.write_table(path, None, writer, problems, run, model, items)
             continue
         if not is_result_file(path):
             read_line = partial(foreign.line_record, path=path, run=run, model=model)
@@ -199,7 +199,7 @@ def import_files(
             continue
         if vlmevalkit.is_table(records):
             numbered = [(f"record {n}", record) for n, record in enumerate(records, 1)]
-            foreign.write_table(path, numbered, writer, problems, run, model)
+            foreign.write_table(path, numbered, writer, problems, run, model, items)
             continue
         file_run = run_from_name(path)
         if file_run is None and run is not None:

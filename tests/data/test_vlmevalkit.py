@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
-from support.commands import bv_inproc, jsonl
+from support.commands import bv_inproc, jsonl, read_items
 from support.paths import FIXTURES
 
 from bv.data.imported import MAPPING_VERSION
@@ -114,3 +114,14 @@ def test_records_that_cannot_be_mapped_are_refused_with_file_and_line(tmp_path):
     fifth = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith('"5"'))
     assert f"{path}:{fifth}: a choice item without its options" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_items_give_a_judge_file_its_images(sample_dir, tmp_path):
+    """VLMEvalKit's index is the official taskId, so --items meta_data.jsonl finds each row's image."""
+    result = bv_inproc(f"bv import --items {sample_dir}/meta_data.jsonl {GPT_JUDGED}")
+    assert result.returncode == 0, result.stderr
+    rows = jsonl(result.stdout)
+    assert len(rows) == 6 and all(r["images"] and r["images"][0].startswith("/") for r in rows)
+    image = {str(i["taskId"]): i["image"] for i in read_items(sample_dir)}["4"]
+    assert rows[3]["images"] == [str((sample_dir / image).resolve())]
+    assert rows[3]["subtype"] == "Count 3D blocks"  # the rest is VLMEvalKit's
