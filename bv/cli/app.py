@@ -34,7 +34,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "import": (
         "bv.cli.item_commands:import_",
-        "Import official BabyVision files (or stdin) into bv records.",
+        "Import BabyVision results (official, lmms-eval, VLMEvalKit) and items into bv records.",
     ),
     "judge": ("bv.cli.request_commands:judge", "Extract each reply's answer and decide whether it is right."),
     "merge": (

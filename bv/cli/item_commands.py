@@ -131,23 +131,30 @@ def synth(count: int, seed: int, out: Path) -> None:
 @click.argument(
     "inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path)
 )
-@click.option("--run", type=click.IntRange(1), help="K of a result file whose name has no run_K (1-based).")
+@click.option(
+    "--run",
+    type=click.IntRange(1),
+    help="K (1-based) of a result file whose name has no run_K, or of an lmms-eval or VLMEvalKit file.",
+)
 @click.option("--model", help="Model name recorded on imported result rows.")
 @click.option(
     "--items",
     "items_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="meta_data.jsonl, to give imported results their answer type, choices and images.",
+    help="meta_data.jsonl: official results get their answer type, choices and images; VLMEvalKit's, images.",
 )
 @SKIP_BAD
 def import_(
     inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
 ) -> None:
-    """Import official BabyVision files (or stdin) into bv records.
+    """Import BabyVision results (official, lmms-eval, VLMEvalKit) and items into bv records.
 
     Result files (model_results_run_K.json) become judged rows with run K-1 and the official
     verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
-    `bv judge` can re-judge them; meta_data.jsonl becomes bv items.
+    `bv judge` can re-judge them; meta_data.jsonl becomes bv items. lmms-eval's
+    *_samples_babyvision.jsonl and VLMEvalKit's *_BabyVision_*_judge.tsv/json/xlsx become judged
+    rows with their verdicts kept; VLMEvalKit's *_BabyVision.tsv/json/xlsx, rows for `bv judge`
+    (docs/formats.md lists each mapping).
 
     \b
     Examples:
@@ -155,11 +162,13 @@ def import_(
       bv import model_results_run_*.json | bv judge --mode rules | bv report
       bv import data/meta_data.jsonl > data/items.jsonl
       cat results.json | bv import --run 1 | bv report
+      bv import logs/qwen/*_samples_babyvision.jsonl > qwen.jsonl && bv report qwen.jsonl llava.jsonl
+      bv import GPT4o_BabyVision_openai_gpt-5.2_judge.tsv | bv report
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.data.official import import_files
 
-    stdin_notice([str(path) for path in inputs], "official results or items")
+    stdin_notice([str(path) for path in inputs], "results to import or items")
     problems = Problems()
     paths = list(inputs) or [Path("-")]
     import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path)

@@ -13,6 +13,7 @@ import json
 import re
 import sys
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from bv.core.images import resolve_image
 from bv.core.items import id_text, parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item
+from bv.data import foreign, vlmevalkit
+from bv.data.foreign import shown
+from bv.data.imported import judged_row
 
 RESULT_FIELDS = ("Id", "Question", "ModelResult", "GroundTruth", "LLMJudgeResult")
 # Every field an official result may hold, and the JSON types it may have (None: null allowed).
@@ -94,31 +98,19 @@ def result_row(record: Any, run: int, model: str | None, items: Mapping[str, Ite
         "subtype": record.get("Subtype") or "unknown",
     }
     extracted = official_extracted(record.get("ExtractedAnswer"))
-    return {
-        **base,
-        "question": record["Question"],
-        "run": run,
-        "backend": "imported",
-        "model": model,
-        "response": record["ModelResult"],
-        "error": None,
-        "extracted": extracted,
-        "hard": int(verdict),
-        "decided_by": "imported",
-        "undecided": False,
-        "judge_reason": "the official LLMJudgeResult",
-        "judge_model": None,
-        "judge_params": None,
-        "judge_reply": None,
-        "judge_error": None,
-        "judge_version": "official",
-        "official": {"extracted": extracted, "hard": int(verdict), "ground_truth": gold},
-    }
-
-
-def shown(path: Path) -> str:
-    """A path as messages name it (`-`: stdin)."""
-    return "<stdin>" if str(path) == "-" else str(path)
+    row = judged_row(
+        dict(base),
+        question=record["Question"],
+        run=run,
+        model=model,
+        response=record["ModelResult"],
+        extracted=extracted,
+        hard=int(verdict),
+        reason="the official LLMJudgeResult",
+        judge_version="official",
+    )
+    row["official"] = {"extracted": extracted, "hard": int(verdict), "ground_truth": gold}
+    return row
 
 
 def _stdin_head(size: int) -> bytes:
@@ -192,20 +184,28 @@ def import_files(
                 continue
             items[item["id"]] = item
     for path in paths:
+        if foreign.is_table_file(path):
+            foreign.write_table(path, None, writer, problems, run, model, items)
+            continue
         if not is_result_file(path):
-            for _, item in read_records([str(path)], problems, parse_item):
-                writer.write(item)
+            read_line = partial(foreign.line_record, path=path, run=run, model=model)
+            for _, record in read_records([str(path)], problems, read_line):
+                writer.write(record)
+            continue
+        try:
+            records = read_official_results(path)
+        except BadRecord as exc:
+            problems.report(shown(path), str(exc))
+            continue
+        if vlmevalkit.is_table(records):
+            numbered = [(f"record {n}", record) for n, record in enumerate(records, 1)]
+            foreign.write_table(path, numbered, writer, problems, run, model, items)
             continue
         file_run = run_from_name(path)
         if file_run is None and run is not None:
             file_run = run - 1
         if file_run is None:
             problems.report(shown(path), "no run number: name it model_results_run_K.json or give `run` K")
-            continue
-        try:
-            records = read_official_results(path)
-        except BadRecord as exc:
-            problems.report(shown(path), str(exc))
             continue
         for number, record in enumerate(records, 1):
             try:

@@ -56,7 +56,8 @@ def test_the_metadata_as_an_index_reads_it(bv_dist):
     text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     meta = email.parser.Parser(policy=email.policy.compat32).parsestr(text)  # as packaging.metadata does
     assert (meta["Name"], meta["Requires-Python"]) == ("babyvision-bv", ">=3.11")
-    assert set(meta.get_all("Provides-Extra")) == {"data", "prices", "gepa", "mlflow", "wandb", "test"}
+    extras = {"data", "prices", "xlsx", "gepa", "mlflow", "wandb", "test"}
+    assert set(meta.get_all("Provides-Extra")) == extras
     classifiers = meta.get_all("Classifier")
     for wanted in (
         "Programming Language :: Python :: 3.11",
