@@ -165,8 +165,16 @@ class _Loop:
 
     def detection(self, gate: str | None) -> tuple[str, ...]:
         """What the split can detect (bv.optimize.detect); gate None for a GEPA search."""
+        o = self.options
         sizes = len(self.split.selection), len(self.split.test)
-        return tuple(detection_lines(*sizes, self.options.repeats, gate, self.options.alpha))
+        lines = detection_lines(*sizes, o.repeats, gate, o.alpha)
+        if gate is not None and self.total == 0 and o.steps is None and o.epochs is None:
+            fixed = (sizes[0] + 2 * sizes[1]) * o.repeats
+            lines.append(
+                f"warning: a `budget` of {o.budget} target rollouts leaves no step after the seed's"
+                f" score and the test comparison ({fixed}): give a larger `budget`"
+            )
+        return tuple(lines)
 
     # --- the run folder -----------------------------------------------------------------------
     def open_folder(self) -> list[dict[str, Any]]:

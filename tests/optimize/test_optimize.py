@@ -175,6 +175,9 @@ def test_dry_run_estimates_and_sends_nothing(data_dir, models, tmp_path):
     # best on test; one optimizer request a step (8 attempts fit one minibatch)
     assert "target: at most 1080 requests" in done.stderr and "optimizer: at most 9 requests" in done.stderr
     assert "detects: the test split (36 items x 2 runs) confirms a +5-point gain with" in done.stderr
+    tiny = bv_inproc("bv " + command(data_dir, models, out, "--dry-run").replace("--epochs 3", "--budget 50"))
+    assert tiny.returncode == 0 and "steps: 0 " in tiny.stderr
+    assert "a --budget of 50 target rollouts leaves no step" in tiny.stderr
     assert models.answered() == 0 and not out.exists()
 
 
