@@ -48,8 +48,8 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "optimize": (
         "bv.cli.optimize_command:optimize",
         "Improve a skill: roll out train batches, have the optimizer model propose edits from the"
-        " failures, keep a candidate only when a paired per-item test on the selection split finds it"
-        " better, and compare the best skill with the seed on the test split at the end.",
+        " failures, keep a candidate that scores higher on the selection split, and hand back the best"
+        " skill only when the untouched test split confirms it (else the seed).",
     ),
     "prompt": (
         "bv.cli.item_commands:prompt",

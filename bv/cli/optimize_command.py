@@ -72,8 +72,8 @@ from bv.tracking.options import TrackOptions
 @options(RolloutConfig, "quiet")
 def optimize(items: Path, no_cache: bool, dry_run: bool, quiet: bool, **settings: Any) -> None:
     """Improve a skill: roll out train batches, have the optimizer model propose edits from the
-    failures, keep a candidate only when a paired per-item test on the selection split finds it
-    better, and compare the best skill with the seed on the test split at the end.
+    failures, keep a candidate that scores higher on the selection split, and hand back the best
+    skill only when the untouched test split confirms it (else the seed).
 
     Re-run the same command after a crash, Ctrl-C or kill: it goes on from the last finished
     step, and the reply cache answers every request already paid for (docs/optimize.md).
