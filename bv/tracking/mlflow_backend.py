@@ -94,6 +94,10 @@ class MlflowBackend:
         for start in range(0, len(items), 10 * BATCH):
             self.client.log_batch(self._run(), metrics=items[start : start + 10 * BATCH])
 
+    def last_step(self, key: str) -> int | None:
+        history = self.client.get_metric_history(self._run(), key)
+        return max((m.step for m in history), default=None)
+
     def artifact(self, path: str, folder: str | None) -> None:
         self.client.log_artifact(self._run(), path, folder)
 

@@ -95,6 +95,11 @@ class TrackerProcess:
     def metrics(self, values: dict[str, float], step: int | None) -> None:
         self.call("metrics", values, step)
 
+    def last_step(self, key: str) -> int | None:
+        """The last step the tracker's store holds of metric `key` (None: none, or unknown)."""
+        step = self.call("last_step", key)
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+
     def artifact(self, path: Any, folder: str | None) -> None:
         self.call("artifact", str(path), folder)
 

@@ -36,6 +36,7 @@ class Backend(Protocol):
     def start(self, name: str, run_id: str | None, tags: dict[str, str]) -> str: ...
     def params(self, values: dict[str, str]) -> None: ...
     def metrics(self, values: dict[str, float], step: int | None) -> None: ...
+    def last_step(self, key: str) -> int | None: ...
     def artifact(self, path: Path, folder: str | None) -> None: ...
     def finish(self, status: str, wait_s: float | None = None) -> None: ...
     def close(self, wait_s: float = ...) -> None: ...
@@ -49,6 +50,7 @@ class Tracking:
         self.folder = folder
         self.backends = backends
         self.state: dict[str, Any] = _read_state(folder / STATE)
+        self._read_back: set[str] = set()  # the trackers asked which steps their store holds
 
     def _guard(self, backend: Backend, what: str, call: Callable[..., Any], *args: Any) -> Any:
         """The call's result (True for none), or None when the tracker failed: said once, and
@@ -98,8 +100,9 @@ class Tracking:
         files: Callable[[Mapping[str, Any]], list[Path]] = lambda row: [],
     ) -> None:
         """Each step (a history row's `step`: its metrics, and its `files` as artifacts under
-        skills/) each tracker has not logged yet, and which it has then, recorded: a re-run, or
-        a tracker that was down, catches up without logging a step twice."""
+        skills/) each tracker has not logged yet, and which it has then, recorded after each: a
+        re-run, or a tracker that was down, catches up without logging a step twice. A step
+        logged when a stop came before tracker.json said so is found in the tracker's own store."""
         figures: list[dict[str, float]] | None = None
         for backend in list(self.backends):
             done = int((self.state.get(backend.kind) or {}).get("steps", -1))
@@ -107,11 +110,21 @@ class Tracking:
                 if row["step"] <= done:
                     continue
                 figures = figures or metrics(rows)
+                if backend.kind not in self._read_back and figures[index]:
+                    self._read_back.add(backend.kind)
+                    stored = self._guard(backend, "read its steps", backend.last_step, min(figures[index]))
+                    if stored is None:
+                        break
+                    if isinstance(stored, int) and not isinstance(stored, bool) and stored >= row["step"]:
+                        self.state[backend.kind]["steps"] = done = stored
+                        if row["step"] <= done:
+                            continue
                 if self._guard(backend, "log a step", backend.metrics, figures[index], row["step"]) is None:
                     break
                 for path in files(row):
                     self._guard(backend, f"log {path.name}", backend.artifact, path, "skills")
                 self.state[backend.kind]["steps"] = done = row["step"]
+                self._save()
             self._save()
 
     def artifacts(self, paths: list[Path], folder: str | None = None) -> None:

@@ -69,6 +69,14 @@ class WandbBackend:
         else:
             self.run.log(dict(values), step=step)
 
+    def last_step(self, key: str) -> int | None:
+        """W&B's own step counter of a resumed run (its summary's `_step`): the last step logged."""
+        try:
+            step = self.run.summary.get("_step") if key in self.run.summary.keys() else None
+        except Exception:  # an offline run's summary is not fetched: W&B drops a step it has itself
+            return None
+        return step if isinstance(step, int) else None
+
     def artifact(self, path: str, folder: str | None) -> None:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.run.id}-{folder or 'run'}-{Path(path).name}")[:128]
         artifact = self.wandb.Artifact(name, type=folder or "file")

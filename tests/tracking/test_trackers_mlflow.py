@@ -280,3 +280,33 @@ def test_sigterm_while_a_tracker_hangs_ends_the_run_in_seconds(tmp_path, sample_
     assert bv.returncode == 143, stderr
     assert (tmp_path / "run" / "results.jsonl").exists()
     assert "failed to end the run: did not answer in 5 s" in stderr and took < 10
+
+
+def test_a_step_logged_before_a_stop_could_record_it_is_not_logged_again(tmp_path, server, client):
+    """A stop between the tracker taking a step and tracker.json saying so (the window CI once hit):
+    the re-run asks the store which steps it holds instead of logging that step a second time."""
+    from bv.tracking.options import TrackOptions
+    from bv.tracking.tracker import STATE, open_tracking
+
+    rows = [{"step": n, "accuracy": n / 10} for n in range(4)]
+
+    def figures(rows):
+        return [{"selection_accuracy": row["accuracy"]} for row in rows]
+
+    options = TrackOptions(track=(f"mlflow:{server.url}",), track_project="window-test")
+    first = open_tracking(tmp_path, options)
+    first.start("window", {})
+    first.steps(rows[:3], figures)
+    first.finish("KILLED")
+    state = json.loads((tmp_path / STATE).read_text())
+    assert state["mlflow"]["steps"] == 2
+    state["mlflow"]["steps"] = 0  # steps 1 and 2 were logged; the stop came before they were recorded
+    (tmp_path / STATE).write_text(json.dumps(state))
+    again = open_tracking(tmp_path, options)
+    again.start("window", {})
+    again.steps(rows, figures)
+    again.finish("FINISHED")
+    rid = state["mlflow"]["run_id"]
+    logged = client.get_metric_history(rid, "selection_accuracy")
+    assert sorted(m.step for m in logged) == [0, 1, 2, 3]
+    assert json.loads((tmp_path / STATE).read_text())["mlflow"]["steps"] == 3
