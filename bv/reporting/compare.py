@@ -243,13 +243,20 @@ def provenance_of(summary: Summary) -> dict[str, str]:
         "style": made_by.get("style", ""),
         "prompts": made_by.get("prompts", ""),
         "params": ", ".join(made.get("params") or []),
-        "judge": ", ".join(made.get("judge_models") or []) or "rules",
+        "judge": ", ".join(made.get("judge_models") or []) or _verdicts_of(made.get("backends") or []),
         "judge_version": made_by.get("judge_version", ""),
         "bv_version": ", ".join(made.get("bv_versions") or []),
     }
     started = made.get("started_at")
     fields["dates"] = f"{started['first']} to {started['last']}" if started else ""
     return fields
+
+
+def _verdicts_of(backends: Sequence[str]) -> str:
+    """Who judged rows without a judge model: bv's rules, or the tool whose rows `bv import` read."""
+    if "imported" not in backends:
+        return "rules"
+    return "the imported tool's verdicts" + (" and rules" if len(backends) > 1 else "")
 
 
 def differences(summaries: Sequence[Summary]) -> dict[str, list[str]]:

@@ -93,3 +93,9 @@ def test_the_list_form_written_before_lmms_eval_0_7_imports_alike(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "older.jsonl").read_text() == (tmp_path / "now.jsonl").read_text()
+
+
+def test_the_report_says_the_imported_tools_verdicts_judged_not_bvs_rules(tmp_path):
+    result = bv_inproc(f"bv import {QWEN} > {tmp_path}/qwen.jsonl && bv report {tmp_path}/qwen.jsonl")
+    assert "judge the imported tool's verdicts" in result.stdout, result.stdout[-800:]
+    assert "judge rules" not in result.stdout
