@@ -4,9 +4,10 @@ file holds its judged rows, what the run is called, and where its images are.
 A `bv eval` folder holds results.jsonl beside config.json; the run is called by its `--label`,
 else by the folder's name (the default folder, runs/<model>-<skill>, already says which model
 and skill), and its images are under its items file's folder, which config.json records. A `bv
-optimize` folder gives its best skill's judged rows on the test split (test-best.jsonl; the
-seed's are in test-seed.jsonl beside it), named after the folder, checked against the figures
-its test.json records (a row edited since the run wrote it is said, not reported silently).
+optimize` folder gives the judged test-split rows of the skill it handed back as best.md: the
+best skill's (test-best.jsonl) when the test split confirmed it, else the seed's (test-seed.jsonl),
+named after the folder, checked against the figures its test.json records (a row edited since
+the run wrote it is said, not reported silently).
 Every text from config.json is data: only a string is taken as a name or a path, and the file is
 read bounded (size and nesting).
 """
@@ -61,13 +62,14 @@ def run_folder(path: str) -> RunInput | None:
     folder = Path(path)
     if not (folder / RESULTS).is_file():
         if (folder / "run.json").is_file():
-            best = folder / TEST_ROWS["best"]
-            if best.is_file():
+            handed_back = _handed_back(folder / TEST_RECORD)
+            rows = folder / TEST_ROWS[handed_back]
+            if rows.is_file():
                 return RunInput(
-                    str(best), folder.resolve().name or "run", None, unconfirmed=_unconfirmed(best)
+                    str(rows), folder.resolve().name or "run", None, unconfirmed=_unconfirmed(rows, handed_back)
                 )
             raise Fatal(
-                f"{path}: a bv optimize run folder with no {TEST_ROWS['best']} yet (its judged rows on"
+                f"{path}: a bv optimize run folder with no {TEST_ROWS[handed_back]} yet (its judged rows on"
                 " the test split, written when the run ends): re-run its bv optimize to finish it"
             )
         if (folder / CONFIG).is_file():
@@ -82,9 +84,21 @@ def run_folder(path: str) -> RunInput | None:
     return RunInput(str(folder / RESULTS), name, root, mode == "rules")
 
 
-def _unconfirmed(rows: Path) -> str | None:
-    """Why a bv optimize folder's best rows are not the ones its test.json describes (the best
-    skill's accuracy over items, finished rows only, and how many items), or None when they agree.
+def _handed_back(record_path: Path) -> str:
+    """`seed` when test.json says the test split did not confirm the best skill (best.md is then
+    the seed), else `best` (a record that cannot be read is said by `_unconfirmed`)."""
+    try:
+        record = read_json_file(record_path, MAX_CONFIG_BYTES)
+    except (OSError, BadRecord):
+        return "best"
+    handed = record.get("handed_back") if isinstance(record, dict) else None
+    return "seed" if isinstance(handed, dict) and handed.get("skill") == "seed" else "best"
+
+
+def _unconfirmed(rows: Path, skill: str = "best") -> str | None:
+    """Why a bv optimize folder's rows of `skill` (best or seed) are not the ones its test.json
+    describes (that skill's accuracy over items, finished rows only, and how many items), or None
+    when they agree.
     The folder records these figures, not the rows' hash: a row edited since the run wrote them
     (a wrong answer made right) changes them, and the report says so rather than print it."""
     from bv.core.jsonl import Problems, read_json_lines
@@ -98,9 +112,9 @@ def _unconfirmed(rows: Path) -> str | None:
     except (OSError, BadRecord) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return f"{record_path} cannot be read ({why}), so the rows of {rows} cannot be checked"
-    best = record.get("best") if isinstance(record, dict) else None
+    best = record.get(skill) if isinstance(record, dict) else None
     if not isinstance(best, dict):
-        return f"{record_path} records no figures of the best skill, so the rows of {rows} cannot be checked"
+        return f"{record_path} records no figures of the {skill} skill, so the rows of {rows} cannot be checked"
     scores: dict[str, list[float]] = {}
     for _, row in read_json_lines([str(rows)], Problems(stream=io.StringIO()), fast=True):
         if isinstance(row, dict) and not row.get("error") and row.get("hard") is not None:
@@ -116,7 +130,7 @@ def _unconfirmed(rows: Path) -> str | None:
     if same and items == len(means):
         return None
     return (
-        f"{rows}: its rows give the best skill {_share(accuracy)} over {len(means)} items, but"
+        f"{rows}: its rows give the {skill} skill {_share(accuracy)} over {len(means)} items, but"
         f" {record_path} records {_share(recorded)} over {items} items: the rows were changed"
         " after bv optimize wrote them (re-run its bv optimize to write them again)"
     )

@@ -123,3 +123,28 @@ def test_a_run_folder_s_own_files_are_read_bounded_and_its_rows_checked(walk, tm
         in report.stderr
     )
     assert f"{opt}/test.json records {accuracy:.2%} over 40 items" in report.stderr
+
+
+def test_an_optimize_folder_whose_test_split_did_not_confirm_gives_the_seeds_rows(walk, tmp_path):
+    """best.md is then the seed: `bv report FOLDER` reports what the run handed back, never the
+    rejected candidate's test rows."""
+    rows = [json.loads(line) for line in (walk / "runs/a/results.jsonl").read_text().splitlines()]
+    seed = [row for row in rows if row["run"] == 0]
+    best = [{**row, "hard": 1} for row in seed]
+    opt = tmp_path / "opt"
+    opt.mkdir()
+    (opt / "run.json").write_text("{}")
+    figures = {
+        "seed": {"accuracy": sum(r["hard"] for r in seed) / len(seed), "n_items": len(seed)},
+        "best": {"accuracy": 1.0, "n_items": len(best)},
+    }
+    for skill, skill_rows in (("seed", seed), ("best", best)):
+        (opt / f"test-{skill}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in skill_rows))
+    for handed_back in ("seed", "best"):
+        (opt / "test.json").write_text(json.dumps({**figures, "handed_back": {"skill": handed_back}}))
+        done = sh(f"bv report {opt} --format json", cwd=walk)
+        assert done.returncode == 0, done.stderr
+        [run] = json.loads(done.stdout)["inputs"]
+        assert run["overall"]["accuracy"] == pytest.approx(figures[handed_back]["accuracy"])
+        merged = sh(f"bv merge {opt}", cwd=walk)
+        assert merged.stdout == (opt / f"test-{handed_back}.jsonl").read_text()

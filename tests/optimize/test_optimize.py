@@ -83,16 +83,17 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
     assert page.index('<section class="report">') < page.index("<svg")
     assert '<text class="step"' in page and ">0</text>" in page
     assert "sk-test" not in "".join(p.read_text() for p in out.rglob("*") if p.is_file())
-    # the folder is an input of bv report, export and merge: the best skill's judged test rows
+    # the folder is an input of bv report, export and merge: the handed-back skill's judged test rows
+    handed_back = result["handed_back"]["skill"]
     folder = bv_inproc(f"bv report {out} --format json")
     assert folder.returncode == 0, folder.stderr
     [best] = json.loads(folder.stdout)["inputs"]
-    assert best["name"] == "run" and best["overall"]["accuracy"] == pytest.approx(result["best"]["accuracy"])
+    assert best["name"] == "run" and best["overall"]["accuracy"] == pytest.approx(result[handed_back]["accuracy"])
     both = bv_inproc(f"bv report seed={out / 'test-seed.jsonl'} best={out} --baseline seed --format json")
     [pair] = json.loads(both.stdout)["comparison"]["pairs"]
     assert pair["diff"] == pytest.approx(result["comparison"]["diff"])  # test.json's figure
     assert bv_inproc(f"bv export {out} --format csv").returncode == 0
-    assert bv_inproc(f"bv merge {out}").stdout == (out / "test-best.jsonl").read_text()
+    assert bv_inproc(f"bv merge {out}").stdout == (out / f"test-{handed_back}.jsonl").read_text()
 
 
 def test_a_second_run_of_the_same_command_sends_nothing(data_dir, models, tmp_path):
