@@ -65,9 +65,8 @@ def run_folder(path: str) -> RunInput | None:
             handed_back = _handed_back(folder / TEST_RECORD)
             rows = folder / TEST_ROWS[handed_back]
             if rows.is_file():
-                return RunInput(
-                    str(rows), folder.resolve().name or "run", None, unconfirmed=_unconfirmed(rows, handed_back)
-                )
+                name = folder.resolve().name or "run"
+                return RunInput(str(rows), name, None, unconfirmed=_unconfirmed(rows, handed_back))
             raise Fatal(
                 f"{path}: a bv optimize run folder with no {TEST_ROWS[handed_back]} yet (its judged rows on"
                 " the test split, written when the run ends): re-run its bv optimize to finish it"
@@ -114,7 +113,9 @@ def _unconfirmed(rows: Path, skill: str = "best") -> str | None:
         return f"{record_path} cannot be read ({why}), so the rows of {rows} cannot be checked"
     best = record.get(skill) if isinstance(record, dict) else None
     if not isinstance(best, dict):
-        return f"{record_path} records no figures of the {skill} skill, so the rows of {rows} cannot be checked"
+        return (
+            f"{record_path} records no figures of the {skill} skill,  so the rows of {rows} cannot be checked"
+        )
     scores: dict[str, list[float]] = {}
     for _, row in read_json_lines([str(rows)], Problems(stream=io.StringIO()), fast=True):
         if isinstance(row, dict) and not row.get("error") and row.get("hard") is not None:

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from bv.core import environment
 from bv.core.atomic import atomic_output
+from bv.core.errors import BadRecord
+from bv.core.json_values import read_json_file
 from bv.core.outcome import say
 from bv.core.redaction import redact, register_url
 from bv.core.terminal import printable
@@ -24,6 +26,7 @@ from bv.tracking.remote import Missing, TrackerFailed, TrackerProcess, valid_run
 
 STATE = "tracker.json"
 EXTRA = {"mlflow": "mlflow", "wandb": "wandb"}  # the extra of babyvision-bv that installs each
+MAX_STATE_BYTES = 1024 * 1024  # tracker.json holds a run id and a step per tracker: a few hundred bytes
 STOPPED_WAIT_S = 5.0  # the longest a tracker may take to hear that a stopped run was KILLED
 
 
@@ -157,11 +160,12 @@ class Tracking:
 def _read_state(path: Path) -> dict[str, Any]:
     """tracker.json, or nothing when it is absent or not bv's (a re-run then opens new runs)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, MAX_STATE_BYTES)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):
-        say(f"warning: {path} cannot be read; new tracker runs are opened")
+    except (OSError, BadRecord) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        say(f"warning: {path} cannot be read ({why}); new tracker runs are opened")
         return {}
     return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 

@@ -88,7 +88,8 @@ def test_the_loop_lifts_test_accuracy_and_gates_out_the_harmful_edit(data_dir, m
     folder = bv_inproc(f"bv report {out} --format json")
     assert folder.returncode == 0, folder.stderr
     [best] = json.loads(folder.stdout)["inputs"]
-    assert best["name"] == "run" and best["overall"]["accuracy"] == pytest.approx(result[handed_back]["accuracy"])
+    assert best["name"] == "run"
+    assert best["overall"]["accuracy"] == pytest.approx(result[handed_back]["accuracy"])
     both = bv_inproc(f"bv report seed={out / 'test-seed.jsonl'} best={out} --baseline seed --format json")
     [pair] = json.loads(both.stdout)["comparison"]["pairs"]
     assert pair["diff"] == pytest.approx(result["comparison"]["diff"])  # test.json's figure

@@ -71,3 +71,15 @@ def test_a_panels_agreement_and_a_judges_calibration_are_metrics_too():
     metrics = eval_metrics(summary)
     assert metrics["judge_panel/kappa"] == 0.61 and metrics["judge_calibration/sensitivity"] == 0.9
     assert metrics["judge_calibration/corrected_ci95_high"] == 0.7
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "{" * 50, "\xff", "x" * (1024 * 1024 + 1)])
+def test_a_tracker_json_that_is_not_bvs_is_a_warning_and_new_runs(tmp_path, capsys, text):
+    """tracker.json is a file anyone may have edited: nested past the recursion limit, cut, not
+    UTF-8 or huge, it costs a warning saying why, never the run."""
+    from bv.tracking.tracker import STATE, Tracking
+
+    (tmp_path / STATE).write_bytes(text.encode("latin-1"))
+    assert Tracking(tmp_path, []).state == {}
+    said = capsys.readouterr().err
+    assert f"warning: {tmp_path / STATE} cannot be read (" in said and "new tracker runs are opened" in said
