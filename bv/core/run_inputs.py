@@ -114,7 +114,7 @@ def _unconfirmed(rows: Path, skill: str = "best") -> str | None:
     best = record.get(skill) if isinstance(record, dict) else None
     if not isinstance(best, dict):
         return (
-            f"{record_path} records no figures of the {skill} skill,  so the rows of {rows} cannot be checked"
+            f"{record_path} records no figures of the {skill} skill, so the rows of {rows} cannot be checked"
         )
     scores: dict[str, list[float]] = {}
     for _, row in read_json_lines([str(rows)], Problems(stream=io.StringIO()), fast=True):
