@@ -148,6 +148,17 @@ def write_official(rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path,
     return [(out_dir / RESULT_NAME.format(k=run + 1), counts[run]) for run in sorted(counts)]
 
 
+def write_folder(fmt: str, rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path, int]]:
+    """The folder formats: each file written and its rows (eee and hf-eval-results in their modules)."""
+    if fmt == "eee":
+        from bv.reporting.eee import write_eee as write
+    elif fmt == "hf-eval-results":
+        from bv.reporting.hf_eval_results import write_hf_eval_results as write
+    else:
+        write = write_official
+    return write(rows, out_dir)
+
+
 def _check_replaceable(out_dir: Path) -> None:
     """`out_dir` may be replaced as a whole: missing, or a folder of run files only."""
     if out_dir.exists() and not out_dir.is_dir():
