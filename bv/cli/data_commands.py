@@ -133,7 +133,9 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     inputs = tuple(results_path(path) for path in inputs)
     stdin_notice(inputs, "judged rows")
     problems, export = Problems(), Export()
-    stream_rows = exported_rows(read_records(inputs, problems, check_judged_row, fast=True), problems, export)
+    stream_rows = exported_rows(
+        read_records(inputs, problems, check_judged_row, fast=True), problems, export, fmt
+    )
     first = next(stream_rows, None)
     if first is None:  # as bv report refuses it: a header alone is not an export
         where = "stdin" if not inputs or inputs == ("-",) else ", ".join(inputs)
