@@ -99,14 +99,15 @@ def data(
 )
 @SKIP_BAD
 def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
-    """Write judged rows for the official scorer, spreadsheets, Every Eval Ever or the Hub.
+    """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
 
-    Official files, EEE records and Hub results write rows without a verdict (judge errors) as
-    false, as bv report counts them wrong, and name them on stderr with exit 1; undecided rows
-    (no LLM judge) are written as false too, and named. The CSV keeps them with `hard` empty.
-    EEE and Hub results hold one score per protocol variant (model, style, skill, templates,
-    params, judge version), with bv's interval over items (docs/formats.md). Reads files, bv eval
-    run folders (their results.jsonl), or stdin.
+    Also writes Every Eval Ever (EEE) records and the Hub's eval results, one score per protocol
+    variant (model, style, skill, templates, params, judge version) with bv's interval over
+    items (docs/formats.md). Official files, EEE records and Hub results write rows without a
+    verdict (judge errors) as false, as bv report counts them wrong, and name them on stderr
+    with exit 1; undecided rows (no LLM judge) are written as false too, and named. The CSV
+    keeps them with `hard` empty. Reads files, bv eval run folders (their results.jsonl), or
+    stdin.
 
     \b
     Examples:
