@@ -59,6 +59,19 @@ def prompts(sample_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def judged_run(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
+    """Three chance runs over the sample, judged by rules: rights and wrongs in every group (the
+    results.jsonl the exports are tested on)."""
+    out = tmp_path_factory.mktemp("judged") / "results.jsonl"
+    result = bv_inproc(
+        f"bv prompt {sample_dir / 'meta_data.jsonl'} | bv rollout --backend chance --repeats 3 --seed 2 -q"
+        f" | bv judge --mode rules -q > {out}"
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bv optimize's data: a bv synth set of 96 items and a seed skill (seed.md) beside them."""
     from bv.data.synth import write_sample_set

@@ -84,31 +84,38 @@ def data(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["official", "csv"]),
+    type=click.Choice(["official", "csv", "eee", "hf-eval-results"]),
     required=True,
     help="official: model_results_run_K.json per run, as compute_score.py reads them;"
-    " csv: one row per (id, run).",
+    " csv: one row per (id, run); eee: Every Eval Ever records (data/babyvision/...);"
+    " hf-eval-results: the Hub's .eval_results/*.yaml, one file per protocol variant.",
 )
 @click.option(
     "-o",
     "--out",
     type=click.Path(path_type=Path),
-    help="official: the folder to write (required); csv: the file (atomically). [csv default: stdout]",
+    help="official, eee, hf-eval-results: the folder to write, replaced whole (required);"
+    " csv: the file (atomically). [csv default: stdout]",
 )
 @SKIP_BAD
 def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
     """Write judged rows for the official scorer or for spreadsheets (docs/data.md).
 
-    Official files write rows without a verdict (judge errors) as false, as bv report counts them
-    wrong, and name them on stderr with exit 1; undecided rows (no LLM judge) are written as
-    false too, and named. The CSV keeps them with `hard` empty. Reads files, bv eval run folders
-    (their results.jsonl), or stdin.
+    Also writes Every Eval Ever (EEE) records and the Hub's eval results, one score per protocol
+    variant (model, style, skill, templates, params, judge version) with bv's interval over
+    items (docs/formats.md). Official files, EEE records and Hub results write rows without a
+    verdict (judge errors) as false, as bv report counts them wrong, and name them on stderr
+    with exit 1; undecided rows (no LLM judge) are written as false too, and named. The CSV
+    keeps them with `hard` empty. Reads files, bv eval run folders (their results.jsonl), or
+    stdin.
 
     \b
     Examples:
       bv export results.jsonl --format official --out official/   # model_results_run_K.json
       bv export results.jsonl --format csv > results.csv
       bv export runs/gpt-4o --format official --out official/
+      bv export results.jsonl --format eee --out eee/          # eee/data/babyvision/...
+      bv export results.jsonl --format hf-eval-results --out hub/   # hub/.eval_results/*.yaml
     """
     import itertools
     from collections import deque
@@ -118,16 +125,18 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     from bv.core.jsonl import Problems, read_records
     from bv.core.records import check_judged_row
     from bv.core.stats import counted
-    from bv.reporting.export import SHOWN, Export, exported_rows, write_csv, write_official
+    from bv.reporting.export import SHOWN, Export, exported_rows, write_csv, write_folder
 
-    if fmt == "official" and out is None:
-        raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+    if fmt != "csv" and out is None:
+        raise click.UsageError(f"--format {fmt} needs --out DIR (its files go there)")
     from bv.core.run_inputs import results_path
 
     inputs = tuple(results_path(path) for path in inputs)
     stdin_notice(inputs, "judged rows")
     problems, export = Problems(), Export()
-    stream_rows = exported_rows(read_records(inputs, problems, check_judged_row, fast=True), problems, export)
+    stream_rows = exported_rows(
+        read_records(inputs, problems, check_judged_row, fast=True), problems, export, fmt
+    )
     first = next(stream_rows, None)
     if first is None:  # as bv report refuses it: a header alone is not an export
         where = "stdin" if not inputs or inputs == ("-",) else ", ".join(inputs)
@@ -144,7 +153,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         click.echo(f"bv export: wrote {out} ({export.rows} rows)", err=True)
     else:
         assert out is not None
-        for path, count in write_official(rows, out):
+        for path, count in write_folder(fmt, rows, out):
             click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
         if export.unjudged:
             shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged)
@@ -164,7 +173,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
                 err=True,
             )
     finish_rows(problems, skip_bad)
-    if export.unjudged and fmt == "official":
+    if export.unjudged and fmt != "csv":
         sys.exit(ROWS_FAILED)
 
 

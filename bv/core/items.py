@@ -13,6 +13,8 @@ from typing import Any, cast
 from bv.core.errors import BadRecord
 from bv.core.records import ANS_TYPES, LABELS, Item, check_schema
 
+BENCHMARK_REPO = "UnipatAI/BabyVision"  # the official set on the Hugging Face Hub (bv data fetches it)
+
 
 def id_text(value: Any, key: str = "taskId") -> str:
     """An item id as bv keeps it, a string: a string as it is, an integer in its digits, a float

@@ -23,9 +23,9 @@ from typing import Any
 
 from bv.core.errors import BadRecord, Fatal
 from bv.core.images import MAX_IMAGE_BYTES
-from bv.core.items import answer_text
+from bv.core.items import BENCHMARK_REPO, answer_text
 
-REPO_ID = "UnipatAI/BabyVision"
+REPO_ID = BENCHMARK_REPO
 OFFICIAL_ZIP = "babyvision_data.zip"
 INSTALL_HINT = "pip install 'babyvision-bv[data]' (from a checkout: pip install '.[data]')"
 MAX_META_BYTES = 64 * 1024 * 1024

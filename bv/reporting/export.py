@@ -41,6 +41,7 @@ _RUN = struct.Struct(">Q")  # a run, first in its results' sort key (runs are >=
 CSV_COLUMNS = ("id", "run", "type", "subtype", "gold", "extracted", "hard", "decided_by", "model")
 
 
+VARIANT_FORMATS = ("eee", "hf-eval-results")  # one score per protocol variant (bv.reporting.protocol_variant)
 SHOWN = 10  # rows named in a message about rows without a verdict, or undecided ones
 
 
@@ -106,15 +107,20 @@ def model_reasoning(row: JudgedRow) -> list[dict[str, Any]]:
 
 
 def exported_rows(
-    records: Iterable[tuple[Any, JudgedRow]], problems: Problems, export: Export
+    records: Iterable[tuple[Any, JudgedRow]], problems: Problems, export: Export, fmt: str = "official"
 ) -> Iterator[JudgedRow]:
     """The rows, once per (id, run), in input order and one at a time (an export holds no row
     in memory); rows without a verdict noted in `export`, and a second row for the same
-    (id, run) reported as a bad line (`bv merge` says which to keep)."""
+    (id, run) reported as a bad line (`bv merge` says which to keep). The formats that write one
+    score per protocol variant take the same (id, run) once per variant."""
     seen = KeyTable()  # the duplicate check: a byte per (id, run), not per row
+    scoped = fmt in VARIANT_FORMATS
+    if scoped:
+        from bv.reporting.protocol_variant import variant_of
     for source, row in records:
         item, run = row_key(row)
-        if not seen.add(item, run):  # presence only: the verdict is not needed here
+        key = f"{variant_of(row).digest}\x00{item}" if scoped else item
+        if not seen.add(key, run):  # presence only: the verdict is not needed here
             problems.report(source, f"a second row for id {item} run {run} (bv merge keeps one)")
             continue
         export.rows += 1
@@ -146,6 +152,17 @@ def write_official(rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path,
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return [(out_dir / RESULT_NAME.format(k=run + 1), counts[run]) for run in sorted(counts)]
+
+
+def write_folder(fmt: str, rows: Iterable[JudgedRow], out_dir: Path) -> list[tuple[Path, int]]:
+    """The folder formats: each file written and its rows (eee and hf-eval-results in their modules)."""
+    if fmt == "eee":
+        from bv.reporting.eee import write_eee as write
+    elif fmt == "hf-eval-results":
+        from bv.reporting.hf_eval_results import write_hf_eval_results as write
+    else:
+        write = write_official
+    return write(rows, out_dir)
 
 
 def _check_replaceable(out_dir: Path) -> None:
