@@ -38,7 +38,7 @@ TEST_WORKERS ?= auto
 test: $(VENV)/.installed
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile
 
 # bv against real server software (tests/real/): `transformers serve` with a tiny random-weight VLM
 # built on the spot, a LiteLLM proxy, a single-node SLURM. Each is installed by tests/real/install.sh

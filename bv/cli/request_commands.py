@@ -165,8 +165,6 @@ def judge(inputs: tuple[str, ...], dry_run: bool, skip_bad: bool, **settings: An
         for line in lines:
             click.echo(f"  {cli_words(line)}", err=True)
         return end_stage(Outcome(), problems, skip_bad)
-    if config.no_judge_notice and not config.quiet:
-        click.echo(f"bv judge: {cli_words(config.no_judge_notice)}", err=True)
     stdin_notice(inputs, "rollout rows", config.quiet)
     # The total is for the progress display only: --quiet shows none, so the input is not read twice.
     total = None if config.quiet else input_lines(inputs)

@@ -341,9 +341,6 @@ def _judge(rows: list[RolloutRow], config: EvalConfig, judge: JudgeConfig) -> Ou
     from bv.stages.judge import run_judge
 
     outcome = Outcome()
-    notice = judge.no_judge_notice
-    if notice:
-        say(notice)
     try:
         with atomic_output(config.out / RESULTS) as stream:
             outcome = run_judge(rows, judge, JsonlWriter(stream).write)

@@ -397,8 +397,11 @@ def run_judge(
         outcome = run_by_rules(records, judge_row, write)
         stats.done = decided.total()
         stats.answered = stats.done - unanswered
+        notice = config.undecided_notice(decided["undecided"])
         if not settings.quiet:
             say(stats.summary())  # what the progress display says at its end
+            if notice:  # only when this run left rows undecided
+                say(notice)
     else:
         outcome = runner(
             records,

@@ -8,6 +8,7 @@ from typing import Any
 
 from bv.core.errors import BadConfig
 from bv.core.settings import body_fields, check, setting
+from bv.core.stats import counted
 from bv.core.templates import BV_TEMPLATES, Templates
 from bv.engine.caller import RunSettings
 from bv.engine.endpoints import Endpoint
@@ -177,15 +178,16 @@ class JudgeConfig(RequestSettings):
         """How the engine runs the stage: always in input order."""
         return self.run_settings(ordered=True)
 
-    @property
-    def no_judge_notice(self) -> str | None:
-        """What `auto` without a judge model says before it judges (None when it has one, or in
-        the other modes): undecided rows count wrong."""
-        if self.mode != "auto" or self.endpoint is not None:
+    def undecided_notice(self, undecided: int) -> str | None:
+        """What `auto` without a judge model says after judging when the rules left rows undecided
+        (None when none were, or a judge model was given, or in the other modes)."""
+        if not undecided or self.mode != "auto" or self.endpoint is not None:
             return None
+        verb = "counts" if undecided == 1 else "count"
         return (
-            "no LLM judge configured, so rows the rules cannot decide count wrong;"
-            " give `judge_model` MODEL (or BV_JUDGE_MODEL), or `mode` rules to judge by rules only"
+            f"{counted(undecided, 'row')} {verb} wrong: the rules could not decide them,"
+            " and no LLM judge is configured. Give `judge_model` MODEL (or BV_JUDGE_MODEL)"
+            " to judge them, or `mode` rules to judge by rules alone"
         )
 
     @property

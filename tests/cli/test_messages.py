@@ -70,7 +70,7 @@ def test_a_missing_file_is_not_a_bad_line(tmp_path):
 def test_judge_without_a_model_says_so_once_and_how(tmp_path):
     path = rollout_rows(tmp_path, ["(2,3)", "row 2 column 3", "somewhere"])
     result = bv_inproc(f"bv judge {path}")
-    notices = [line for line in result.stderr.splitlines() if "no LLM judge configured" in line]
+    notices = [line for line in result.stderr.splitlines() if "no LLM judge is configured" in line]
     assert result.returncode == 0 and len(notices) == 1 and "--judge-model" in notices[0]
     assert "bv judge: 4 rows, 2 by rules, 2 undecided, 0 judge errors" in result.stderr
     assert bv_inproc(f"bv judge -q {path}").stderr == ""

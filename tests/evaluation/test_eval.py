@@ -57,6 +57,22 @@ def test_eval_writes_the_run_folder_and_a_rerun_sends_nothing(sample_dir, server
     assert verdicts(jsonl((out / "results.jsonl").read_text())) == verdicts(rows)
 
 
+def test_eval_names_undecided_rows_only_when_there_are_some(sample_dir, server, tmp_path):
+    """Without a judge model, bv eval says how many rows the rules left undecided, and says
+    nothing of a judge when they decided every row (the chance baseline's guesses)."""
+    decided = bv_inproc(f"bv eval {sample_dir}/meta_data.jsonl --backend chance --no-cache -o {tmp_path}/c")
+    assert decided.returncode == 0, decided.stderr
+    assert "LLM judge" not in decided.stderr and "count wrong" not in decided.stderr
+    server.responder = lambda seen: Reply(content="\\boxed{somewhere}")
+    items = sample_dir / "meta_data.jsonl"
+    result = bv_inproc(f"bv eval {items} -m m --base-url {server.base_url} -o {tmp_path}/u")
+    assert result.returncode == 0, result.stderr
+    undecided = sum(r["undecided"] for r in jsonl((tmp_path / "u" / "results.jsonl").read_text()))
+    assert undecided and result.stderr.count("no LLM judge is configured") == 1
+    assert f"bv judge: {undecided} rows count wrong: the rules could not decide them" in result.stderr
+    assert "--judge-model" in result.stderr
+
+
 def test_eval_refuses_a_folder_holding_a_run_with_other_options(sample_dir, server, tmp_path):
     server.responder = respond
     out = tmp_path / "run"

@@ -161,10 +161,19 @@ def test_rejudging_replaces_only_judge_fields(server, tmp_path):
 def test_auto_without_a_judge_warns_once_and_uses_rules(tmp_path):
     path = rollout_rows(tmp_path, ["row 2 column 3", "somewhere"])
     result = bv_inproc(f"bv judge {path}")
-    assert result.returncode == 0 and result.stderr.count("no LLM judge configured") == 1
+    assert result.returncode == 0 and result.stderr.count("no LLM judge is configured") == 1
+    assert "bv judge: 2 rows count wrong: the rules could not decide them" in result.stderr
     rows = jsonl(result.stdout)
     assert [r["undecided"] for r in rows] == [True, True, False] and rows[0]["hard"] == 0
     assert "needs a judge model" in bv_inproc(f"bv judge --mode llm {path}").stderr
+
+
+def test_auto_without_a_judge_is_silent_when_the_rules_decide_every_row(tmp_path):
+    """The notice is about this run: rows the rules decided need no judge, so none is asked for."""
+    path = rollout_rows(tmp_path, ["(2,3)", "(1,1)"])
+    result = bv_inproc(f"bv judge {path}")
+    assert result.returncode == 0 and "bv judge: 3 rows, 3 by rules, 0 judge errors" in result.stderr
+    assert "judge" not in result.stderr.replace("bv judge:", "").replace("judge errors", ""), result.stderr
 
 
 @pytest.mark.parametrize(("signame", "status", "in_time"), [("SIGINT", 130, True), ("SIGTERM", 143, False)])
