@@ -84,16 +84,17 @@ def data(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["official", "csv"]),
+    type=click.Choice(["official", "csv", "inspect"]),
     required=True,
     help="official: model_results_run_K.json per run, as compute_score.py reads them;"
-    " csv: one row per (id, run).",
+    " csv: one row per (id, run); inspect: an inspect_ai eval log (.eval) for inspect view.",
 )
 @click.option(
     "-o",
     "--out",
     type=click.Path(path_type=Path),
-    help="official: the folder to write (required); csv: the file (atomically). [csv default: stdout]",
+    help="official: the folder to write (required); csv: the file (atomically) [default: stdout];"
+    " inspect: the .eval file (required).",
 )
 @SKIP_BAD
 def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
@@ -101,14 +102,17 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
 
     Official files write rows without a verdict (judge errors) as false, as bv report counts them
     wrong, and name them on stderr with exit 1; undecided rows (no LLM judge) are written as
-    false too, and named. The CSV keeps them with `hard` empty. Reads files, bv eval run folders
-    (their results.jsonl), or stdin.
+    false too, and named. The CSV keeps them with `hard` empty. An inspect eval log (needs pip
+    install 'babyvision-bv[inspect]') holds one sample per (id, run), epoch run+1, scored C or I
+    (a row without a verdict I), with the accuracy bv report prints (docs/formats.md). Reads
+    files, bv eval run folders (their results.jsonl), or stdin.
 
     \b
     Examples:
       bv export results.jsonl --format official --out official/   # model_results_run_K.json
       bv export results.jsonl --format csv > results.csv
       bv export runs/gpt-4o --format official --out official/
+      bv export runs/gpt-4o --format inspect --out gpt-4o.eval && inspect view
     """
     import itertools
     from collections import deque
@@ -122,6 +126,12 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
 
     if fmt == "official" and out is None:
         raise click.UsageError("--format official needs --out DIR (one file per run goes there)")
+    if fmt == "inspect":
+        if out is None:
+            raise click.UsageError("--format inspect needs --out FILE.eval")
+        from bv.reporting.inspect_log import needs_inspect
+
+        needs_inspect()  # before the input is read
     from bv.core.run_inputs import results_path
 
     inputs = tuple(results_path(path) for path in inputs)
@@ -142,6 +152,15 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         with atomic_output(out, newline="") as stream:
             write_csv(rows, stream)
         click.echo(f"bv export: wrote {out} ({export.rows} rows)", err=True)
+    elif fmt == "inspect" and out is not None:
+        from bv.reporting.inspect_log import write_inspect
+
+        samples, missing = write_inspect(rows, out)
+        click.echo(f"bv export: wrote {out} ({samples} samples)", err=True)
+        if missing:
+            error(
+                f"{counted(len(missing), 'image')} could not be read, named by path in the log: {missing[0]}"
+            )
     else:
         assert out is not None
         for path, count in write_official(rows, out):
