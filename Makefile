@@ -79,6 +79,7 @@ $(INTEROP)/.installed: setup.cfg pyproject.toml
 test-interop: $(INTEROP)/.installed
 	@$(CHROMIUM)
 	$(INTEROP)/bin/python -m pytest -q -n 2 --dist loadfile -rs $(INTEROP_TESTS)
+	@! test -f build/inspect-view.png || echo "make test-interop: inspect view's page, screenshotted: build/inspect-view.png"
 
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
