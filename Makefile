@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo optimize-demo test test-real test-trackers data eval bench lint clean
+.PHONY: demo optimize-demo test test-real test-trackers test-interop data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -35,9 +35,10 @@ optimize-demo: $(VENV)/.installed
 # Debian); elsewhere that one test skips and says why. The tests run on every core (pytest-xdist),
 # a test file's tests on one worker, in order; TEST_WORKERS=0 runs them all in this process.
 TEST_WORKERS ?= auto
-test: $(VENV)/.installed
-	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
+CHROMIUM = command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1 \
 	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+test: $(VENV)/.installed
+	@$(CHROMIUM)
 	$(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile
 
 # bv against real server software (tests/real/): `transformers serve` with a tiny random-weight VLM
@@ -63,6 +64,22 @@ $(TRACKERS)/.installed: setup.cfg pyproject.toml
 test-trackers: $(TRACKERS)/.installed
 	$(TRACKERS)/bin/python -m pytest -q -n 2 --dist loadfile tests/tracking/ \
 	  tests/project/test_layers.py
+
+# The other evaluation tools' own software (docs/formats.md): inspect_ai reads back the eval log bv
+# exports, `inspect view` serves it to headless Chromium (a screenshot lands in build/), and a real
+# inspect eval's log is imported. inspect-ai is heavy, so it lives in its own .venv-interop, not in
+# `make test`, where these tests skip and say why. Add a test file of another tool to INTEROP_TESTS.
+INTEROP := .venv-interop
+INTEROP_TESTS := tests/reporting/test_inspect_log.py tests/data/test_inspect_import.py
+$(INTEROP)/.installed: setup.cfg pyproject.toml
+	test -x $(INTEROP)/bin/python || $(PYTHON) -m venv $(INTEROP)
+	$(INTEROP)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,xlsx]'
+	touch $@
+
+test-interop: $(INTEROP)/.installed
+	@$(CHROMIUM)
+	$(INTEROP)/bin/python -m pytest -q -n 2 --dist loadfile -rs $(INTEROP_TESTS)
+	@! test -f build/inspect-view.png || echo "make test-interop: inspect view's page, screenshotted: build/inspect-view.png"
 
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
@@ -93,4 +110,4 @@ lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/project/test_lint.py
 
 clean:
-	rm -rf build $(VENV) $(TRACKERS) *.egg-info
+	rm -rf build $(VENV) $(TRACKERS) $(INTEROP) *.egg-info

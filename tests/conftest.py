@@ -95,3 +95,22 @@ def server():
 def bv_dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """bv's sdist and the wheel built from it (support/installing.py), built once per worker."""
     return build_bv(tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("unpacked"))
+
+
+@pytest.fixture(scope="module")
+def inspect_log():
+    """inspect_ai.log, or the test skips: inspect-ai is heavy, so only `make test-interop` installs it."""
+    return pytest.importorskip(
+        "inspect_ai.log",
+        reason="inspect-ai is not installed here: `make test-interop` runs these tests in .venv-interop",
+    )
+
+
+@pytest.fixture
+def without_inspect(tmp_path: Path) -> dict[str, str]:
+    """An environment where inspect_ai cannot be imported, in either venv: a package of that name
+    that fails to import stands for a missing one."""
+    fake = tmp_path / "no-inspect" / "inspect_ai"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no inspect_ai here')\n")
+    return {**os.environ, "PYTHONPATH": str(fake.parent)}

@@ -12,7 +12,7 @@ import click
 from bv import __version__
 from bv.cli import ending
 from bv.core import environment
-from bv.core.errors import BadConfig, BVError, Interrupted, StdoutClosed
+from bv.core.errors import BadConfig, BVError, Interrupted, MissingPackage, StdoutClosed
 from bv.core.run_context import RunContext, current, running
 
 # Every command: where it is defined, and the first sentence of its help, which is all that
@@ -34,7 +34,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "import": (
         "bv.cli.item_commands:import_",
-        "Import BabyVision results (official, lmms-eval, VLMEvalKit) and items into bv records.",
+        "Import BabyVision results (official, lmms-eval, VLMEvalKit, inspect) and items into bv records.",
     ),
     "judge": ("bv.cli.request_commands:judge", "Extract each reply's answer and decide whether it is right."),
     "merge": (
@@ -186,6 +186,11 @@ def _run(args: list[str] | None) -> int:
         from bv.cli.common import cli_words
 
         click.UsageError(cli_words(str(exc), cli.commands.get(current().stage))).show()
+        return 2
+    except MissingPackage as exc:  # an optional extra the command needs, named with its pip install
+        from bv.cli.common import error
+
+        error(str(exc))
         return 2
     except Exception as exc:
         if environment.debug():

@@ -84,18 +84,19 @@ def data(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["official", "csv", "eee", "hf-eval-results"]),
+    type=click.Choice(["official", "csv", "eee", "hf-eval-results", "inspect"]),
     required=True,
     help="official: model_results_run_K.json per run, as compute_score.py reads them;"
     " csv: one row per (id, run); eee: Every Eval Ever records (data/babyvision/...);"
-    " hf-eval-results: the Hub's .eval_results/*.yaml, one file per protocol variant.",
+    " hf-eval-results: the Hub's .eval_results/*.yaml, one file per protocol variant;"
+    " inspect: an inspect_ai eval log (.eval) for inspect view.",
 )
 @click.option(
     "-o",
     "--out",
     type=click.Path(path_type=Path),
     help="official, eee, hf-eval-results: the folder to write, replaced whole (required);"
-    " csv: the file (atomically). [csv default: stdout]",
+    " csv: the file (atomically) [default: stdout]; inspect: the .eval file (required).",
 )
 @SKIP_BAD
 def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) -> None:
@@ -103,11 +104,12 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
 
     Also writes Every Eval Ever (EEE) records and the Hub's eval results, one score per protocol
     variant (model, style, skill, templates, params, judge version) with bv's interval over
-    items (docs/formats.md). Official files, EEE records and Hub results write rows without a
-    verdict (judge errors) as false, as bv report counts them wrong, and name them on stderr
-    with exit 1; undecided rows (no LLM judge) are written as false too, and named. The CSV
-    keeps them with `hard` empty. Reads files, bv eval run folders (their results.jsonl), or
-    stdin.
+    items, and inspect_ai eval logs (needs pip install 'babyvision-bv[inspect]'): one sample per
+    (id, run), epoch run+1, scored C or I, with the accuracy bv report prints (docs/formats.md).
+    Every format but CSV writes rows without a verdict (judge errors) as false (an inspect
+    sample: I), as bv report counts them wrong, and names them on stderr with exit 1; undecided
+    rows (no LLM judge) are written as false too, and named. The CSV keeps them with `hard`
+    empty. Reads files, bv eval run folders (their results.jsonl), or stdin.
 
     \b
     Examples:
@@ -116,6 +118,7 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
       bv export runs/gpt-4o --format official --out official/
       bv export results.jsonl --format eee --out eee/          # eee/data/babyvision/...
       bv export results.jsonl --format hf-eval-results --out hub/   # hub/.eval_results/*.yaml
+      bv export runs/gpt-4o --format inspect --out gpt-4o.eval && inspect view
     """
     import itertools
     from collections import deque
@@ -127,7 +130,13 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
     from bv.core.stats import counted
     from bv.reporting.export import SHOWN, Export, exported_rows, write_csv, write_folder
 
-    if fmt != "csv" and out is None:
+    if fmt == "inspect":
+        if out is None:
+            raise click.UsageError("--format inspect needs --out FILE.eval")
+        from bv.reporting.inspect_log import needs_inspect
+
+        needs_inspect()  # before the input is read
+    elif fmt != "csv" and out is None:
         raise click.UsageError(f"--format {fmt} needs --out DIR (its files go there)")
     from bv.core.run_inputs import results_path
 
@@ -151,27 +160,36 @@ def export(inputs: tuple[str, ...], fmt: str, out: Path | None, skip_bad: bool) 
         with atomic_output(out, newline="") as stream:
             write_csv(rows, stream)
         click.echo(f"bv export: wrote {out} ({export.rows} rows)", err=True)
+    elif fmt == "inspect" and out is not None:
+        from bv.reporting.inspect_log import write_inspect
+
+        samples, missing = write_inspect(rows, out)
+        click.echo(f"bv export: wrote {out} ({samples} samples)", err=True)
+        if missing:
+            error(
+                f"{counted(len(missing), 'image')} could not be read, named by path in the log: {missing[0]}"
+            )
     else:
         assert out is not None
         for path, count in write_folder(fmt, rows, out):
             click.echo(f"bv export: wrote {path} ({count} rows)", err=True)
-        if export.unjudged:
-            shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged)
-            more = f" and {export.unjudged_count - SHOWN} more" if export.unjudged_count > SHOWN else ""
-            error(
-                f"{counted(export.unjudged_count, 'row')} without a verdict (judge errors) written as false:"
-                f" {shown}{more};"
-                " re-run bv judge on them, then export again"
-            )
-        if export.undecided:
-            shown = ", ".join(f"{i}#{run}" for i, run in export.undecided)
-            more = f" and {export.undecided_count - SHOWN} more" if export.undecided_count > SHOWN else ""
-            click.echo(
-                f"bv export: {counted(export.undecided_count, 'undecided row')} (no LLM judge decided them)"
-                f" written as false, as bv report counts them: {shown}{more}; judge them with"
-                " bv judge --judge-model MODEL, then export again",
-                err=True,
-            )
+    if export.unjudged and fmt != "csv":
+        shown = ", ".join(f"{i}#{run}" for i, run in export.unjudged)
+        more = f" and {export.unjudged_count - SHOWN} more" if export.unjudged_count > SHOWN else ""
+        error(
+            f"{counted(export.unjudged_count, 'row')} without a verdict (judge errors) written as false:"
+            f" {shown}{more};"
+            " re-run bv judge on them, then export again"
+        )
+    if export.undecided and fmt != "csv":
+        shown = ", ".join(f"{i}#{run}" for i, run in export.undecided)
+        more = f" and {export.undecided_count - SHOWN} more" if export.undecided_count > SHOWN else ""
+        click.echo(
+            f"bv export: {counted(export.undecided_count, 'undecided row')} (no LLM judge decided them)"
+            f" written as false, as bv report counts them: {shown}{more}; judge them with"
+            " bv judge --judge-model MODEL, then export again",
+            err=True,
+        )
     finish_rows(problems, skip_bad)
     if export.unjudged and fmt != "csv":
         sys.exit(ROWS_FAILED)

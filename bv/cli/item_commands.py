@@ -137,6 +137,7 @@ def synth(count: int, seed: int, out: Path) -> None:
     help="K (1-based) of a result file whose name has no run_K, or of an lmms-eval or VLMEvalKit file.",
 )
 @click.option("--model", help="Model name recorded on imported result rows.")
+@click.option("--scorer", help="An inspect eval log's scorer whose verdicts to keep, when it has several.")
 @click.option(
     "--items",
     "items_path",
@@ -145,16 +146,22 @@ def synth(count: int, seed: int, out: Path) -> None:
 )
 @SKIP_BAD
 def import_(
-    inputs: tuple[Path, ...], run: int | None, model: str | None, items_path: Path | None, skip_bad: bool
+    inputs: tuple[Path, ...],
+    run: int | None,
+    model: str | None,
+    scorer: str | None,
+    items_path: Path | None,
+    skip_bad: bool,
 ) -> None:
-    """Import BabyVision results (official, lmms-eval, VLMEvalKit) and items into bv records.
+    """Import BabyVision results (official, lmms-eval, VLMEvalKit, inspect) and items into bv records.
 
     Result files (model_results_run_K.json) become judged rows with run K-1 and the official
     verdict kept (decided_by "imported"), so `bv report` reproduces compute_score.py and
     `bv judge` can re-judge them; meta_data.jsonl becomes bv items. lmms-eval's
     *_samples_babyvision.jsonl and VLMEvalKit's *_BabyVision_*_judge.tsv/json/xlsx become judged
-    rows with their verdicts kept; VLMEvalKit's *_BabyVision.tsv/json/xlsx, rows for `bv judge`
-    (docs/formats.md lists each mapping).
+    rows with their verdicts kept; VLMEvalKit's *_BabyVision.tsv/json/xlsx, rows for `bv judge`.
+    inspect_ai eval logs (.eval, or .json logs; needs pip install 'babyvision-bv[inspect]') become
+    judged rows, epoch K as run K-1, each score's C or I kept (docs/formats.md lists each mapping).
 
     \b
     Examples:
@@ -164,6 +171,7 @@ def import_(
       cat results.json | bv import --run 1 | bv report
       bv import logs/qwen/*_samples_babyvision.jsonl > qwen.jsonl && bv report qwen.jsonl llava.jsonl
       bv import GPT4o_BabyVision_openai_gpt-5.2_judge.tsv | bv report
+      bv import logs/a.eval > a.jsonl && bv import logs/b.eval > b.jsonl && bv report a.jsonl b.jsonl
     """
     from bv.core.jsonl import JsonlWriter, Problems
     from bv.data.official import import_files
@@ -171,5 +179,5 @@ def import_(
     stdin_notice([str(path) for path in inputs], "results to import or items")
     problems = Problems()
     paths = list(inputs) or [Path("-")]
-    import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path)
+    import_files(paths, JsonlWriter(), problems, run=run, model=model, items_path=items_path, scorer=scorer)
     finish_rows(problems, skip_bad)

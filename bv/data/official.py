@@ -22,7 +22,7 @@ from bv.core.images import resolve_image
 from bv.core.items import id_text, parse_item
 from bv.core.jsonl import Problems, read_records
 from bv.core.records import Item
-from bv.data import foreign, vlmevalkit
+from bv.data import foreign, inspect_import, vlmevalkit
 from bv.data.foreign import shown
 from bv.data.imported import judged_row
 
@@ -171,8 +171,10 @@ def import_files(
     run: int | None = None,
     model: str | None = None,
     items_path: Path | None = None,
+    scorer: str | None = None,
 ) -> None:
-    """Write bv rows for every official result file, and bv items for every meta_data.jsonl."""
+    """Write bv rows for every official result file, and bv items for every meta_data.jsonl
+    (and for other tools' files, bv.data.foreign; `scorer`: an inspect log's scorer to keep)."""
     items = {}
     if items_path is not None:
         folder = items_path.resolve().parent
@@ -184,6 +186,9 @@ def import_files(
                 continue
             items[item["id"]] = item
     for path in paths:
+        if inspect_import.is_log(path):
+            inspect_import.write_log(path, writer, problems, model, items, scorer)
+            continue
         if foreign.is_table_file(path):
             foreign.write_table(path, None, writer, problems, run, model, items)
             continue

@@ -148,8 +148,8 @@ class Browser:
         while not any(e.get("method") == method for e in self._events[seen:]):
             self._on_event(self._read_message(deadline))
 
-    def open(self, path: Path, width: int = 1280, height: int = 900) -> None:
-        """Load a local file in a fresh tab and wait for its load event."""
+    def open(self, path: Path | str, width: int = 1280, height: int = 900) -> None:
+        """Load a local file (or a URL, given as text) in a fresh tab and wait for its load event."""
         target = self._send("Target.createTarget", session=False, url="about:blank")["targetId"]
         self._session = self._send("Target.attachToTarget", session=False, targetId=target, flatten=True)[
             "sessionId"
@@ -164,7 +164,7 @@ class Browser:
             mobile=False,
         )
         seen = len(self._events)
-        self._send("Page.navigate", url=path.resolve().as_uri())
+        self._send("Page.navigate", url=path if isinstance(path, str) else path.resolve().as_uri())
         if not any(e.get("method") == "Page.loadEventFired" for e in self._events[seen:]):
             self._wait_event("Page.loadEventFired")
 

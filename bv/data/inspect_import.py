@@ -1,0 +1,186 @@
+"""`bv import` of inspect_ai eval logs (`.eval`, or a `.json` log) of BabyVision-style tasks.
+
+Read by inspect_ai's own `read_eval_log` (the optional extra `inspect`, imported only when a log is
+given). Each sample (one per id and epoch) becomes a judged bv row with inspect's verdict kept:
+epoch K is run K-1, the score's value the verdict (`C`, `1`, true right; `I`, `N`, `0`, false
+wrong, as inspect's `accuracy()` counts them), its answer the extracted answer, its explanation
+the judge's reply, the target the gold answer and the sample's choices its options (labelled A,
+B, C… as inspect's `multiple_choice` labels them). A sample that cannot be mapped (it failed, it
+has no score, its score is partial or not one verdict, several scorers and none chosen with
+`scorer`) costs that sample alone, named. docs/formats.md lists the mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bv.core.errors import BadRecord, MissingPackage
+from bv.core.jsonl import Problems
+from bv.core.records import Item
+from bv.data.foreign import shown
+from bv.data.imported import MAPPING_VERSION, base_item, judged_row
+
+FORMAT = "inspect_ai eval log"
+INSTALL = "pip install 'babyvision-bv[inspect]'"
+# A `.json` eval log begins with its format version and status (inspect's EvalLog field order).
+_JSON_LOG = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:')
+
+
+def is_log(path: Path) -> bool:
+    """An inspect eval log: a `.eval` file, or a `.json` file that begins as inspect's json logs do."""
+    suffix = path.suffix.lower()
+    if suffix == ".eval":
+        return True
+    if suffix != ".json" or str(path) == "-":
+        return False
+    try:
+        with open(path, "rb") as f:
+            return _JSON_LOG.match(f.read(256)) is not None
+    except OSError:
+        return False
+
+
+def verdict(value: Any) -> int:
+    """A score value as bv's verdict (1 right, 0 wrong); BadRecord for a partial or other value."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str) and value in ("C", "I", "N"):  # inspect's CORRECT, INCORRECT, NOANSWER
+        return int(value == "C")
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    raise BadRecord(f"score value {value!r} is not one verdict (C, I, N, 1, 0, true or false)")
+
+
+def _score(sample: Any, scorer: str | None) -> tuple[str, Any]:
+    """The sample's one score (name, Score), or the one named by `scorer`."""
+    if sample.error is not None:
+        message = str(getattr(sample.error, "message", sample.error))[:200]
+        raise BadRecord(f"the sample failed in inspect ({message}); inspect's accuracy leaves it out too")
+    scores = sample.scores or {}
+    if not scores:
+        raise BadRecord("no score: inspect did not score this sample")
+    if scorer is not None:
+        if scorer not in scores:
+            raise BadRecord(f"no score of scorer {scorer!r} (its scorers: {', '.join(sorted(scores))})")
+        return scorer, scores[scorer]
+    if len(scores) > 1:
+        raise BadRecord(
+            f"scores of {len(scores)} scorers ({', '.join(sorted(scores))}): choose one with `scorer`"
+        )
+    return next(iter(scores.items()))
+
+
+def _text(message_content: Any) -> str:
+    """The text of a message's content (a string, or content parts)."""
+    if isinstance(message_content, str):
+        return message_content
+    return "\n".join(part.text for part in message_content if getattr(part, "type", None) == "text")
+
+
+def _question(sample: Any) -> str:
+    """The question: the sample's `question` metadata (bv's export writes it), else its input's text."""
+    question = (sample.metadata or {}).get("question")
+    if isinstance(question, str):
+        return question
+    if isinstance(sample.input, str):
+        return sample.input
+    return "\n".join(_text(m.content) for m in sample.input if m.role == "user")
+
+
+def _meta(sample: Any, name: str) -> str:
+    value = (sample.metadata or {}).get(name)
+    return value if isinstance(value, str) else ""
+
+
+def sample_row(sample: Any, model: str | None, scorer: str | None, task: str) -> dict[str, Any]:
+    """One inspect sample as a judged bv row, its score's verdict kept as `hard`."""
+    name, score = _score(sample, scorer)
+    hard = verdict(score.value)
+    targets = [sample.target] if isinstance(sample.target, str) else list(sample.target)
+    if not targets:
+        raise BadRecord("the target is empty")
+    options = [str(c) for c in sample.choices or []]
+    if options and len(targets) != 1:
+        raise BadRecord(f"a choice sample with {len(targets)} targets; bv's choice items have one label")
+    base = base_item(
+        sample.id,
+        "id",
+        targets[0],
+        "choice" if options else "blank",
+        options,
+        _meta(sample, "type"),
+        _meta(sample, "subtype"),
+    )
+    base["answer"] = targets
+    answer = score.answer if isinstance(score.answer, str) else None
+    explanation = score.explanation if isinstance(score.explanation, str) else None
+    row = judged_row(
+        base,
+        question=_question(sample),
+        run=sample.epoch - 1,
+        model=model,
+        response=sample.output.completion if sample.output is not None else "",
+        extracted=answer,
+        hard=hard,
+        reason=f"inspect_ai's {name} score",
+        judge_version=f"inspect:{task}/{name}",
+        judge_reply=explanation,
+    )
+    row["imported"] = {
+        "format": FORMAT,
+        "mapping": MAPPING_VERSION,
+        "task": task,
+        "sample_id": sample.id,
+        "epoch": sample.epoch,
+        "scorer": name,
+        "value": score.value,
+    }
+    return row
+
+
+def read_log(path: Path) -> Any:
+    """The eval log at `path`, read by inspect_ai; BadRecord when it is not one inspect can read."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise MissingPackage(
+            f"reading inspect_ai eval logs needs the inspect-ai package: {INSTALL}"
+        ) from None
+    try:
+        return read_eval_log(str(path))
+    except Exception as exc:  # inspect's reader raises what its zip, JSON and pydantic readers raise
+        raise BadRecord(
+            f"not an eval log inspect_ai can read ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+
+
+def write_log(
+    path: Path,
+    writer: Any,
+    problems: Problems,
+    model: str | None,
+    items: Mapping[str, Item],
+    scorer: str | None = None,
+) -> None:
+    """Write the judged rows of an inspect eval log's samples; a sample that cannot be mapped costs
+    itself. `items` (from `--items`) gives each row its item's images, by id."""
+    try:
+        log = read_log(path)
+    except BadRecord as exc:
+        problems.report(shown(path), str(exc))
+        return
+    if not log.samples:
+        problems.report(shown(path), f"an eval log without samples (status {log.status}): nothing to import")
+        return
+    for sample in log.samples:
+        try:
+            row = sample_row(sample, model or log.eval.model, scorer, log.eval.task)
+        except BadRecord as exc:
+            problems.report(f"{shown(path)}: sample {sample.id} epoch {sample.epoch}", str(exc))
+            continue
+        if row["id"] in items:
+            row["images"] = items[row["id"]]["images"]
+        writer.write(row)
