@@ -68,9 +68,13 @@ test-trackers: $(TRACKERS)/.installed
 # The other evaluation tools' own software (docs/formats.md): inspect_ai reads back the eval log bv
 # exports, `inspect view` serves it to headless Chromium (a screenshot lands in build/), and a real
 # inspect eval's log is imported. inspect-ai is heavy, so it lives in its own .venv-interop, not in
-# `make test`, where these tests skip and say why. Add a test file of another tool to INTEROP_TESTS.
+# `make test`, where these tests skip and say why. It also runs the other formats' tests (lmms-eval,
+# VLMEvalKit with its xlsx files, Every Eval Ever against its schema, the Hub's eval results) and a
+# backend plugin installed into a venv, so one target shows every interop. Add a tool's tests to INTEROP_TESTS.
 INTEROP := .venv-interop
-INTEROP_TESTS := tests/reporting/test_inspect_log.py tests/data/test_inspect_import.py
+INTEROP_TESTS := tests/reporting/test_inspect_log.py tests/data/test_inspect_import.py \
+  tests/data/test_lmms_eval.py tests/data/test_vlmevalkit.py tests/reporting/test_eee.py \
+  tests/reporting/test_hf_eval_results.py tests/engine/test_backend_plugins.py
 $(INTEROP)/.installed: setup.cfg pyproject.toml
 	test -x $(INTEROP)/bin/python || $(PYTHON) -m venv $(INTEROP)
 	$(INTEROP)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,inspect,xlsx]'

@@ -195,8 +195,9 @@ def report(
 
     The accuracy counts every row: rollout errors, judge errors and undecided rows are not
     correct (each is also counted in its own column, and a warning says how to fix them).
-    An input is a results file, stdin (-) or a bv eval run folder (named after its --label,
-    else the folder; its images found from its config.json); label one with NAME=PATH.
+    An input is a results file, stdin (-), a bv eval run folder (named after its --label,
+    else the folder; its images found from its config.json) or an inspect_ai eval log (.eval,
+    imported as bv import does); label one with NAME=PATH.
     Several runs (--repeats) give Avg@k ± std (the run-to-run
     spread); the 95% interval [ ] is over items, each item's score its mean over its runs.
     Inputs are compared per item with the first (or --baseline): the mean difference with its
@@ -220,11 +221,15 @@ def report(
       bv report runs/ --baseline chance-seed --sort name
       bv report runs/skill-v1 runs/skill-v2 --baseline skill-v1 --html compare.html
       bv report skill-v1=a.jsonl skill-v2=b.jsonl --format markdown
+      bv report logs/a.eval logs/b.eval            # two inspect_ai runs: bv's paired verdict
       bv report base=a.jsonl v2=b.jsonl v3=c.jsonl --baseline base --power
       bv report all-models.jsonl --by model
       bv report results.jsonl --html report.html --fail-under 0.30 --strict
       bv report results.jsonl --format markdown -o report.md
     """
+    import shutil
+    import tempfile
+
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.reporting.advice import below, notes, warnings
@@ -256,6 +261,12 @@ def report(
         return
     stdin_notice(inputs, "judged rows")
     problems = Problems()
+    logs = None  # where inspect eval logs are imported for the report, when there are any
+    if any(spec.lower().endswith((".eval", ".json")) for spec in inputs):
+        from bv.data.inspect_import import logs_as_results
+
+        logs = Path(tempfile.mkdtemp(prefix="bv-report-"))
+        inputs = logs_as_results(inputs, logs, problems)
     sources = input_names(inputs or ("-",))
     try:
         built, rows = build_report(
@@ -306,6 +317,8 @@ def report(
     finally:
         for source in sources:
             source.close()
+        if logs is not None:
+            shutil.rmtree(logs, ignore_errors=True)
     by_rules = {source.name for source in sources if source.by_rules}
     for line in notes(summaries, by_rules):
         click.echo(printable(f"bv report: note: {cli_words(line)}"), err=True)

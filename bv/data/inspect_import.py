@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bv.core.errors import BadRecord, MissingPackage
-from bv.core.jsonl import Problems
+from bv.core.jsonl import JsonlWriter, Problems
 from bv.core.records import Item
 from bv.data.foreign import shown
 from bv.data.imported import MAPPING_VERSION, base_item, judged_row
@@ -56,9 +56,6 @@ def verdict(value: Any) -> int:
 
 def _score(sample: Any, scorer: str | None) -> tuple[str, Any]:
     """The sample's one score (name, Score), or the one named by `scorer`."""
-    if sample.error is not None:
-        message = str(getattr(sample.error, "message", sample.error))[:200]
-        raise BadRecord(f"the sample failed in inspect ({message}); inspect's accuracy leaves it out too")
     scores = sample.scores or {}
     if not scores:
         raise BadRecord("no score: inspect did not score this sample")
@@ -96,9 +93,12 @@ def _meta(sample: Any, name: str) -> str:
 
 
 def sample_row(sample: Any, model: str | None, scorer: str | None, task: str) -> dict[str, Any]:
-    """One inspect sample as a judged bv row, its score's verdict kept as `hard`."""
-    name, score = _score(sample, scorer)
-    hard = verdict(score.value)
+    """One inspect sample as a judged bv row, its score's verdict kept as `hard`. A sample that
+    failed in inspect (its `error`) is a row whose rollout failed: wrong, and counted in the
+    errors column, where inspect's accuracy leaves it out."""
+    failed = sample.error is not None
+    name, score = (scorer or "", None) if failed else _score(sample, scorer)
+    hard = 0 if score is None else verdict(score.value)
     targets = [sample.target] if isinstance(sample.target, str) else list(sample.target)
     if not targets:
         raise BadRecord("the target is empty")
@@ -115,8 +115,8 @@ def sample_row(sample: Any, model: str | None, scorer: str | None, task: str) ->
         _meta(sample, "subtype"),
     )
     base["answer"] = targets
-    answer = score.answer if isinstance(score.answer, str) else None
-    explanation = score.explanation if isinstance(score.explanation, str) else None
+    answer = score.answer if score is not None and isinstance(score.answer, str) else None
+    explanation = score.explanation if score is not None and isinstance(score.explanation, str) else None
     row = judged_row(
         base,
         question=_question(sample),
@@ -125,18 +125,22 @@ def sample_row(sample: Any, model: str | None, scorer: str | None, task: str) ->
         response=sample.output.completion if sample.output is not None else "",
         extracted=answer,
         hard=hard,
-        reason=f"inspect_ai's {name} score",
-        judge_version=f"inspect:{task}/{name}",
+        reason="not judged: the sample failed in inspect_ai" if failed else f"inspect_ai's {name} score",
+        judge_version=f"inspect:{task}/{name or 'none'}",
         judge_reply=explanation,
     )
+    if failed:
+        message = str(getattr(sample.error, "message", sample.error))
+        row["error"] = f"inspect_ai: {message[:500]}"
+        row["decided_by"] = "rollout_error"
     row["imported"] = {
         "format": FORMAT,
         "mapping": MAPPING_VERSION,
         "task": task,
         "sample_id": sample.id,
         "epoch": sample.epoch,
-        "scorer": name,
-        "value": score.value,
+        "scorer": name or None,
+        "value": None if score is None else score.value,
     }
     return row
 
@@ -175,12 +179,33 @@ def write_log(
     if not log.samples:
         problems.report(shown(path), f"an eval log without samples (status {log.status}): nothing to import")
         return
+    scorers = [s.name for s in log.eval.scorers or []]
     for sample in log.samples:
+        # a failed sample has no score to name its scorer: the log's one scorer (or `scorer`) does
+        chosen = scorer or (scorers[0] if sample.error is not None and len(scorers) == 1 else None)
         try:
-            row = sample_row(sample, model or log.eval.model, scorer, log.eval.task)
+            row = sample_row(sample, model or log.eval.model, chosen, log.eval.task)
         except BadRecord as exc:
             problems.report(f"{shown(path)}: sample {sample.id} epoch {sample.epoch}", str(exc))
             continue
         if row["id"] in items:
             row["images"] = items[row["id"]]["images"]
         writer.write(row)
+
+
+def logs_as_results(specs: tuple[str, ...], folder: Path, problems: Problems) -> tuple[str, ...]:
+    """`bv report`'s inputs with each inspect eval log (PATH or NAME=PATH) imported into a results
+    file in `folder`, named as the log was (its stem, or NAME); other inputs are left as given."""
+    out: list[str] = []
+    for n, spec in enumerate(specs):
+        name, sep, path = spec.partition("=")
+        if not (sep and name) or Path(spec).exists():
+            name, path = Path(spec).stem, spec
+        if path == "-" or not Path(path).is_file() or not is_log(Path(path)):
+            out.append(spec)
+            continue
+        results = folder / f"{n}.jsonl"
+        with open(results, "w", encoding="utf-8") as stream:
+            write_log(Path(path), JsonlWriter(stream), problems, None, {})
+        out.append(f"{name}={results}")
+    return tuple(out)

@@ -74,6 +74,14 @@ def test_two_inspect_runs_get_bvs_paired_verdict(logs, tmp_path):
     assert result.returncode == 0, result.stderr
     (pair,) = json.loads(result.stdout)["comparison"]["pairs"]
     assert pair["n_items"] == 8 and pair["verdict"].startswith("b vs a: ")
+    direct = sh(f"bv report {logs['a']} b={logs['b']} --format json")  # the logs themselves
+    assert direct.returncode == 0, direct.stderr
+    report = json.loads(direct.stdout)
+    assert [i["name"] for i in report["inputs"]] == [logs["a"].stem, "b"]
+    (again,) = report["comparison"]["pairs"]
+    assert {k: again[k] for k in ("n_items", "diff", "improved_ids", "regressed_ids")} == {
+        k: pair[k] for k in ("n_items", "diff", "improved_ids", "regressed_ids")
+    }
 
 
 def test_a_json_log_imports_as_the_eval_log_does(logs, tmp_path, inspect_log):
@@ -116,3 +124,22 @@ def test_without_inspect_ai_the_message_names_the_extra(tmp_path, without_inspec
     result = sh(f"bv import {tmp_path}/a.eval", env=without_inspect)
     assert result.returncode == 2, result.stderr
     assert "pip install 'babyvision-bv[inspect]'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_sample_that_failed_in_inspect_is_a_failed_row_in_the_denominator(logs, tmp_path, inspect_log):
+    """inspect's accuracy leaves a failed sample out; bv counts it wrong, in its errors column."""
+    log = inspect_log.read_eval_log(str(logs["a"]))
+    failed = log.samples[0]
+    gone = "the model's server went away"
+    failed.error = inspect_log.EvalError(message=gone, traceback="", traceback_ansi="")
+    failed.scores = None
+    edited = tmp_path / "failed.eval"
+    inspect_log.write_eval_log(log, str(edited))
+    rows = _imported(edited)
+    assert len(rows) == len(log.samples)
+    [row] = [r for r in rows if r["id"] == str(failed.id) and r["run"] == failed.epoch - 1]
+    assert row["hard"] == 0 and row["decided_by"] == "rollout_error" and "went away" in row["error"]
+    result = sh(f"bv report {edited} --format json")
+    assert result.returncode == 1, result.stderr  # rows failed: never a clean result
+    overall = json.loads(result.stdout)["inputs"][0]["overall"]
+    assert overall["errors"] == 1 and overall["n"] == len({s.id for s in log.samples})
