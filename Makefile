@@ -6,7 +6,7 @@ DEMO   := build/demo
 N      ?= 40
 JOBS   ?= 32
 
-.PHONY: demo optimize-demo test test-real test-trackers test-interop data eval bench lint clean
+.PHONY: demo optimize-demo test test-real test-trackers test-interop docs data eval bench lint clean
 
 # Install bv and its test extra into .venv; redone when the package metadata changes.
 $(VENV)/.installed: setup.cfg pyproject.toml
@@ -85,6 +85,19 @@ test-interop: $(INTEROP)/.installed
 	$(INTEROP)/bin/python -m pytest -q -n 2 --dist loadfile -rs $(INTEROP_TESTS)
 	@! test -f build/inspect-view.png || echo "make test-interop: inspect view's page, screenshotted: build/inspect-view.png"
 
+# The docs site (mkdocs.yml, docs/) into build/site, with warnings as errors: every page in the nav,
+# every link and anchor checked, the CLI reference written from the click commands and the API
+# reference from bv.api's docstrings at each build. MkDocs, Material and mkdocstrings (the docs extra)
+# live in their own .venv-docs. Open build/site/index.html, or serve it: .venv-docs/bin/mkdocs serve.
+DOCS := .venv-docs
+$(DOCS)/.installed: setup.cfg pyproject.toml
+	test -x $(DOCS)/bin/python || $(PYTHON) -m venv $(DOCS)
+	$(DOCS)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'
+	touch $@
+
+docs: $(DOCS)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/python -m mkdocs build --strict --clean
+
 # make data [DATA=folder]: the official 388 items, fetched from the Hugging Face Hub and checked
 # (docs/data.md); by default into bv's data folder ($XDG_DATA_HOME/bv/babyvision).
 data: $(VENV)/.installed
@@ -114,4 +127,4 @@ lint: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests/project/test_lint.py
 
 clean:
-	rm -rf build $(VENV) $(TRACKERS) $(INTEROP) *.egg-info
+	rm -rf build $(VENV) $(TRACKERS) $(INTEROP) $(DOCS) *.egg-info

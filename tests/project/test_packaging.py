@@ -56,7 +56,7 @@ def test_the_metadata_as_an_index_reads_it(bv_dist):
     text = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     meta = email.parser.Parser(policy=email.policy.compat32).parsestr(text)  # as packaging.metadata does
     assert (meta["Name"], meta["Requires-Python"]) == ("babyvision-bv", ">=3.11")
-    extras = {"data", "prices", "xlsx", "gepa", "mlflow", "wandb", "inspect", "test"}
+    extras = {"data", "prices", "xlsx", "gepa", "mlflow", "wandb", "inspect", "docs", "test"}
     assert set(meta.get_all("Provides-Extra")) == extras
     classifiers = meta.get_all("Classifier")
     for wanted in (
