@@ -63,3 +63,11 @@ def test_getting_started_prints_the_verdict_it_shows(ran):
     assert "no significant difference" in shown
     assert any(out.splitlines()[:1] == [shown] for out in outputs), "bv report printed another verdict"
     assert outputs[-1].strip() == shown.rstrip("."), "the Python example printed another verdict"
+
+
+@pytest.mark.parametrize(("page", "limit"), [("README.md", 150), ("docs/performance.md", 200)])
+def test_the_short_pages_stay_short(page, limit):
+    """The README is read in two minutes, and performance.md is a page, not a log (bench/HISTORY.md):
+    what grows past these goes to its docs page."""
+    lines = len((ROOT / page).read_text(encoding="utf-8").splitlines())
+    assert lines < limit, f"{page}: {lines} lines; move the detail to the page it belongs to"
