@@ -227,9 +227,6 @@ def report(
       bv report results.jsonl --html report.html --fail-under 0.30 --strict
       bv report results.jsonl --format markdown -o report.md
     """
-    import shutil
-    import tempfile
-
     from bv.core.jsonl import Problems
     from bv.core.terminal import printable
     from bv.reporting.advice import below, notes, warnings
@@ -263,6 +260,8 @@ def report(
     problems = Problems()
     logs = None  # where inspect eval logs are imported for the report, when there are any
     if any(spec.lower().endswith((".eval", ".json")) for spec in inputs):
+        import tempfile
+
         from bv.data.inspect_import import logs_as_results
 
         logs = Path(tempfile.mkdtemp(prefix="bv-report-"))
@@ -318,6 +317,8 @@ def report(
         for source in sources:
             source.close()
         if logs is not None:
+            import shutil
+
             shutil.rmtree(logs, ignore_errors=True)
     by_rules = {source.name for source in sources if source.by_rules}
     for line in notes(summaries, by_rules):
