@@ -265,7 +265,11 @@ def report(
         from bv.data.inspect_import import logs_as_results
 
         logs = Path(tempfile.mkdtemp(prefix="bv-report-"))
-        inputs = logs_as_results(inputs, logs, problems)
+        try:
+            inputs = logs_as_results(inputs, logs, problems)
+        except BaseException:
+            _remove(logs)
+            raise
     sources = input_names(inputs or ("-",))
     try:
         built, rows = build_report(
@@ -317,9 +321,7 @@ def report(
         for source in sources:
             source.close()
         if logs is not None:
-            import shutil
-
-            shutil.rmtree(logs, ignore_errors=True)
+            _remove(logs)
     by_rules = {source.name for source in sources if source.by_rules}
     for line in notes(summaries, by_rules):
         click.echo(printable(f"bv report: note: {cli_words(line)}"), err=True)
@@ -344,6 +346,12 @@ def report(
         or any(s["overall"]["errors"] or s["overall"]["judge_errors"] for s in summaries)
     ):
         sys.exit(ending.ROWS_FAILED)  # a failed run never looks like a result
+
+
+def _remove(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _report_runs(

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bv.core.errors import BadRecord, MissingPackage
+from bv.core.errors import BadRecord, Fatal, MissingPackage
 from bv.core.jsonl import JsonlWriter, Problems
 from bv.core.records import Item
 from bv.data.foreign import shown
@@ -207,5 +207,10 @@ def logs_as_results(specs: tuple[str, ...], folder: Path, problems: Problems) ->
         results = folder / f"{n}.jsonl"
         with open(results, "w", encoding="utf-8") as stream:
             write_log(Path(path), JsonlWriter(stream), problems, None, {})
+        if results.stat().st_size == 0:  # named here: the file read is ours, the log is the user's
+            problems.finish()
+            raise Fatal(
+                f"{path}: no sample of this eval log could be read as a judged row; nothing to report"
+            )
         out.append(f"{name}={results}")
     return tuple(out)

@@ -117,6 +117,13 @@ def test_a_file_that_is_no_eval_log_is_named(tmp_path, inspect_log):
     result = sh(f"bv import {bad}")
     assert result.returncode == 1 and f"{bad}: not an eval log inspect_ai can read" in result.stderr
     assert "Traceback" not in result.stderr
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    report = sh(f"TMPDIR={temporary} bv report {bad}")  # named by the user's file, not bv's own
+    assert not any(temporary.iterdir())  # bv's temporary import, removed
+    assert report.returncode == 1 and f"{bad}: not an eval log inspect_ai can read" in report.stderr
+    assert f"error: {bad}: no sample of this eval log could be read" in report.stderr
+    assert "bv-report-" not in report.stderr and "Traceback" not in report.stderr
 
 
 def test_without_inspect_ai_the_message_names_the_extra(tmp_path, without_inspect):
