@@ -15,12 +15,18 @@ def warnings(summaries: list[Summary], by_rules: Collection[str] = ()) -> list[s
     lines = []
     for s in summaries:
         cell, fixes = s["overall"], []
-        if cell["errors"]:
+        # rows another tool made and judged: their failures are that tool's to re-run
+        imported = (s.get("provenance") or {}).get("backends") == ["imported"]
+        if cell["errors"] and imported:
+            fixes.append(f"{cell['errors']} failed sample(s): re-run them in the tool that made them")
+        elif cell["errors"]:
             fixes.append(
                 f"{cell['errors']} rollout error(s): re-run bv rollout on the same prompts"
                 " (the reply cache replays every finished row), then bv judge"
             )
-        if cell["judge_errors"]:
+        if cell["judge_errors"] and imported:
+            fixes.append(f"{cell['judge_errors']} judge error(s) of the tool that made them")
+        elif cell["judge_errors"]:
             fixes.append(f"{cell['judge_errors']} judge error(s): re-run bv judge on these rows")
         if cell["undecided"] and s["name"] not in by_rules:
             fixes.append(

@@ -148,5 +148,6 @@ def test_a_sample_that_failed_in_inspect_is_a_failed_row_in_the_denominator(logs
     assert row["hard"] == 0 and row["decided_by"] == "rollout_error" and "went away" in row["error"]
     result = sh(f"bv report {edited} --format json")
     assert result.returncode == 1, result.stderr  # rows failed: never a clean result
+    assert "1 failed sample(s): re-run them in the tool that made them" in result.stderr
     overall = json.loads(result.stdout)["inputs"][0]["overall"]
     assert overall["errors"] == 1 and overall["n"] == len({s.id for s in log.samples})

@@ -99,3 +99,6 @@ def test_the_report_says_the_imported_tools_verdicts_judged_not_bvs_rules(tmp_pa
     result = bv_inproc(f"bv import {QWEN} > {tmp_path}/qwen.jsonl && bv report {tmp_path}/qwen.jsonl")
     assert "judge the imported tool's verdicts" in result.stdout, result.stdout[-800:]
     assert "judge rules" not in result.stdout
+    # its judge's failure is lmms-eval's to re-run, not bv judge's
+    assert "qwen: 1 judge error(s) of the tool that made them" in result.stderr
+    assert "re-run bv judge" not in result.stderr
